@@ -1,0 +1,1 @@
+"""The public facades, written once over the runtime and executor seams."""

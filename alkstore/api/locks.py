@@ -1,0 +1,127 @@
+"""``Lock``: TTL locks with fencing tokens, and a helper that keeps one held."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from ..protocol import locks
+from ..protocol.errors import AlkstoreError
+from ..protocol.timeconv import Duration, duration_us, to_datetime
+from ..protocol.types import LockRecord
+from ..runner.timeouts import check_timeout
+
+if TYPE_CHECKING:
+    from .store import Store
+
+
+class LockLost(AlkstoreError):
+    """A held lock could not be renewed; the body was cancelled."""
+
+    def __init__(self, name: str, token: int) -> None:
+        self.name = name
+        self.token = token
+        super().__init__(f"lost lock {name!r} (token {token})")
+
+
+class Lock:
+    """A lock held until release or TTL expiry.
+
+    ``token`` (the fencing token) increases on every acquisition of the name:
+    pass it to the systems you write to so they can refuse a stale holder.
+    """
+
+    def __init__(self, store: Store, record: LockRecord) -> None:
+        self._store = store
+        self._record = record
+
+    def __repr__(self) -> str:
+        r = self._record
+        return f"Lock(name={r.name!r}, owner={r.owner!r}, token={r.token})"
+
+    @property
+    def name(self) -> str:
+        return self._record.name
+
+    @property
+    def owner(self) -> str:
+        return self._record.owner
+
+    @property
+    def token(self) -> int:
+        return self._record.token
+
+    @property
+    def expires_at(self) -> datetime:
+        return to_datetime(self._record.expires_at_us)
+
+    async def renew(self, ttl: Duration) -> bool:
+        """Extend to now + ``ttl``; ``False`` once the TTL has lapsed or it was released."""
+        store = self._store
+        ttl_us = duration_us(ttl, "ttl", allow_zero=False)
+        record = await store.run(locks.renew(store.dialect, self._record, store.now_us(), ttl_us))
+        if record is None:
+            return False
+        self._record = record
+        return True
+
+    async def release(self) -> bool:
+        """Give the lock up; ``False`` if it had already lapsed or been released."""
+        store = self._store
+        return await store.run(locks.release(store.dialect, self._record, store.now_us()))
+
+
+@asynccontextmanager
+async def hold_lock(
+    store: Store,
+    name: str,
+    owner: str,
+    ttl: Duration,
+    *,
+    timeout: float | None,
+    poll: float,
+) -> AsyncIterator[Lock]:
+    runtime = store.runtime
+    ttl_us = duration_us(ttl, "ttl", allow_zero=False)
+    poll = check_timeout(poll)
+    deadline = None if timeout is None else runtime.monotonic() + check_timeout(timeout)
+    lock = await store.try_lock(name, owner, ttl)
+    while lock is None:
+        if deadline is not None and runtime.monotonic() >= deadline:
+            raise TimeoutError(f"lock {name!r} not acquired within {timeout} s")
+        await runtime.sleep(poll)
+        lock = await store.try_lock(name, owner, ttl)
+    lost = False
+
+    async def renew_forever(body: object) -> None:
+        nonlocal lost
+        while True:
+            await runtime.sleep(ttl_us / 3_000_000)
+            try:
+                ok = await lock.renew(ttl)
+            except AlkstoreError:
+                ok = False
+            if not ok:
+                lost = True
+                body.cancel()  # type: ignore[attr-defined]
+                return
+
+    try:
+        async with runtime.task_group() as group:
+            with runtime.cancel_scope() as body:
+                group.start_soon(renew_forever, body)
+                try:
+                    yield lock
+                finally:
+                    group.cancel()
+        if lost:
+            raise LockLost(lock.name, lock.token)
+    finally:
+        if not lost:
+            with runtime.shield():
+                try:
+                    await lock.release()
+                except AlkstoreError:
+                    pass

@@ -1,0 +1,273 @@
+"""``Queue`` and ``Job``: at-least-once job queues."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ..protocol import claim, codec, queues
+from ..protocol.names import check_identifier
+from ..protocol.timeconv import Duration, duration_us, instant_us, to_datetime
+from ..protocol.types import JobInfo, JobRecord, QueueOptions, QueueStats, resolve_enqueue
+
+if TYPE_CHECKING:
+    from .store import Store
+
+T = TypeVar("T")
+
+
+def error_text(error: BaseException | str | None) -> str | None:
+    if error is None or isinstance(error, str):
+        return error
+    return f"{type(error).__name__}: {error}"
+
+
+class Job:
+    """A claimed job. Settle it once: ``ack``, ``retry`` or ``fail``.
+
+    Each settling call returns ``False`` (and changes nothing) when this worker
+    no longer owns the job: its claim expired, or it was reclaimed, acked or
+    cancelled meanwhile.
+    """
+
+    __slots__ = ("_queue", "_record")
+
+    def __init__(self, queue: Queue, record: JobRecord) -> None:
+        self._queue = queue
+        self._record = record
+
+    def __repr__(self) -> str:
+        r = self._record
+        return f"Job(id={r.id}, queue={r.queue!r}, attempts={r.attempts}/{r.max_attempts})"
+
+    @property
+    def id(self) -> int:
+        return self._record.id
+
+    @property
+    def queue(self) -> str:
+        return self._record.queue
+
+    @property
+    def payload(self) -> codec.JSON:
+        return self._record.payload
+
+    def payload_as(self, target: type[T]) -> T:
+        return codec.convert(self._record.payload, target)
+
+    @property
+    def priority(self) -> int:
+        return self._record.priority
+
+    @property
+    def attempts(self) -> int:
+        """Attempts so far, this one included."""
+        return self._record.attempts
+
+    @property
+    def max_attempts(self) -> int:
+        return self._record.max_attempts
+
+    @property
+    def worker_id(self) -> str:
+        return self._record.claimed_by
+
+    @property
+    def run_at(self) -> datetime:
+        return to_datetime(self._record.run_at_us)
+
+    @property
+    def created_at(self) -> datetime:
+        return to_datetime(self._record.created_at_us)
+
+    @property
+    def expires_at(self) -> datetime | None:
+        us = self._record.expires_at_us
+        return None if us is None else to_datetime(us)
+
+    @property
+    def claim_expires_at(self) -> datetime:
+        return to_datetime(self._record.claim_expires_at_us)
+
+    @property
+    def record(self) -> JobRecord:
+        return self._record
+
+    async def ack(self) -> bool:
+        store = self._queue.store
+        return await store.run(claim.ack(store.dialect, self._record, store.now_us()))
+
+    async def retry(
+        self, delay: Duration | None = None, error: BaseException | str | None = None
+    ) -> bool:
+        """Back to pending after ``delay`` (default: the queue's backoff);
+        to dead instead when no attempts are left."""
+        store = self._queue.store
+        delay_us = None if delay is None else duration_us(delay, "delay")
+        plan = claim.retry(
+            store.dialect,
+            self._record,
+            store.now_us(),
+            delay_us=delay_us,
+            backoff=self._queue.options.backoff,
+            draw=store.draw(),
+            error=error_text(error),
+        )
+        return await store.run(plan)
+
+    async def fail(self, error: BaseException | str | None = None) -> bool:
+        """Straight to the dead letters, keeping ``error``."""
+        store = self._queue.store
+        plan = claim.fail(store.dialect, self._record, store.now_us(), error_text(error))
+        return await store.run(plan)
+
+    async def heartbeat(self, extend: Duration | None = None) -> bool:
+        """Push the claim's expiry to now + ``extend`` (default: the visibility timeout)."""
+        store = self._queue.store
+        extend_us = (
+            self._queue.options.visibility_timeout_us
+            if extend is None
+            else duration_us(extend, "extend", allow_zero=False)
+        )
+        now = store.now_us()
+        ok = await store.run(claim.heartbeat(store.dialect, self._record, now, extend_us))
+        if ok:
+            r = self._record
+            self._record = JobRecord(
+                r.id, r.queue, r.payload, r.priority, r.attempts, r.max_attempts, r.run_at_us,
+                r.created_at_us, r.expires_at_us, r.claimed_by, now + extend_us,
+            )  # fmt: skip
+        return ok
+
+    async def release(self, *, refund: bool = True) -> bool:
+        """Hand the job back, due now (for shutdown); ``refund`` returns the attempt."""
+        store = self._queue.store
+        plan = claim.release(store.dialect, self._record, store.now_us(), refund=refund)
+        return await store.run(plan)
+
+
+class Queue:
+    """A named queue. Creating the handle does no IO."""
+
+    def __init__(self, store: Store, name: str, options: QueueOptions) -> None:
+        self.store = store
+        self.name = name
+        self.options = options
+
+    def __repr__(self) -> str:
+        return f"Queue({self.name!r})"
+
+    def _new_job(self, payload: codec.JSON, now: int, options: dict[str, Any]) -> Any:
+        return resolve_enqueue(self.name, payload, now, self.options, **options)
+
+    async def enqueue(
+        self,
+        payload: codec.JSON,
+        *,
+        delay: Duration | None = None,
+        run_at: datetime | None = None,
+        priority: int = 0,
+        max_attempts: int | None = None,
+        expires: datetime | Duration | None = None,
+    ) -> int:
+        """Add a job; returns its id. ``expires`` is a deadline for the first claim."""
+        store = self.store
+        now = store.now_us()
+        job = resolve_enqueue(
+            self.name, payload, now, self.options, delay=delay, run_at=run_at,
+            priority=priority, max_attempts=max_attempts, expires=expires,
+        )  # fmt: skip
+        return await store.run(queues.enqueue(store.dialect, job, store.origin, now))
+
+    async def enqueue_batch(self, payloads: Iterable[codec.JSON], **options: Any) -> list[int]:
+        """Add many jobs with the same options in one transaction."""
+        store = self.store
+        now = store.now_us()
+        jobs = [resolve_enqueue(self.name, p, now, self.options, **options) for p in payloads]
+        if not jobs:
+            return []
+        return await store.run(queues.enqueue_many(store.dialect, jobs, store.origin, now))
+
+    async def claim_one(self, worker_id: str) -> Job | None:
+        jobs = await self.claim_batch(worker_id, 1)
+        return jobs[0] if jobs else None
+
+    async def claim_batch(self, worker_id: str, n: int) -> list[Job]:
+        worker_id = check_identifier(worker_id, "worker id")
+        store = self.store
+        plan = claim.claim(
+            store.dialect, self.name, worker_id, n, store.now_us(),
+            self.options.visibility_timeout_us,
+        )  # fmt: skip
+        return [Job(self, r) for r in await store.run(plan)]
+
+    async def ack_batch(self, job_ids: Sequence[int], worker_id: str) -> int:
+        """Ack many jobs at once; returns how many were still owned by ``worker_id``."""
+        worker_id = check_identifier(worker_id, "worker id")
+        ids = [queues.check_job_id(i) for i in job_ids]
+        store = self.store
+        return await store.run(
+            claim.ack_batch(store.dialect, self.name, ids, worker_id, store.now_us())
+        )
+
+    async def cancel(self, job_id: int) -> bool:
+        return await self.store.run(queues.cancel(self.store.dialect, self.name, job_id))
+
+    async def get_job(self, job_id: int) -> JobInfo | None:
+        """State of a live or dead job; ``None`` once acked or cancelled."""
+        plan = queues.get_job(self.store.dialect, self.name, job_id)
+        return await self.store.run(plan, write=False)
+
+    async def sweep_expired(self) -> int:
+        """Move expired and stranded jobs of this queue to dead; returns how many."""
+        total = 0
+        while True:
+            moved = await self.store.run(
+                claim.sweep(self.store.dialect, self.name, self.store.now_us())
+            )
+            total += moved
+            if moved < 1000:
+                return total
+
+    async def stats(self) -> QueueStats:
+        plan = queues.stats(self.store.dialect, self.name, self.store.now_us())
+        return await self.store.run(plan, write=False)
+
+    async def dead_letters(self, limit: int = 100) -> list[JobInfo]:
+        plan = queues.dead_letters(self.store.dialect, self.name, limit)
+        return await self.store.run(plan, write=False)
+
+    async def requeue_dead(self, job_id: int) -> bool:
+        store = self.store
+        plan = queues.requeue_dead(store.dialect, self.name, job_id, store.origin, store.now_us())
+        return await store.run(plan)
+
+    async def purge_dead(self, before: datetime | None = None) -> int:
+        before_us = None if before is None else instant_us(before, "before")
+        return await self.store.run(queues.purge_dead(self.store.dialect, self.name, before_us))
+
+    async def next_due(self) -> datetime | None:
+        """When the next job becomes claimable; ``None`` when the queue is empty."""
+        us = await self.store.run(claim.next_due(self.store.dialect, self.name), write=False)
+        return None if us is None else to_datetime(us)
+
+    async def work(
+        self,
+        handler: Callable[[Job], Awaitable[Any]],
+        *,
+        concurrency: int = 1,
+        worker_id: str | None = None,
+        poll_interval: float = 5.0,
+        sweep_interval: float | None = None,
+        heartbeat_interval: float | None = None,
+        task_status: Any = None,
+    ) -> None:
+        """Run ``handler`` on this queue's jobs until cancelled. See ``worker.py``."""
+        from .worker import run_worker
+
+        await run_worker(
+            self, handler, concurrency=concurrency, worker_id=worker_id,
+            poll_interval=poll_interval, sweep_interval=sweep_interval,
+            heartbeat_interval=heartbeat_interval, task_status=task_status,
+        )  # fmt: skip

@@ -1,0 +1,226 @@
+"""``Store``: the handle applications hold. Engine-agnostic by construction."""
+
+from __future__ import annotations
+
+import random
+import secrets
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ..protocol import codec, locks
+from ..protocol.backoff import Backoff
+from ..protocol.errors import Closed, PayloadTooLarge
+from ..protocol.names import check_identifier, check_name
+from ..protocol.plan import Plan
+from ..protocol.timeconv import Duration, duration_us
+from ..protocol.types import QueueOptions
+from ..runner.executor import Executor
+from ..runner.hub import WakeHub
+from ..runner.runtime import Clock, Runtime
+from .wakes import WakeReceiver
+
+if TYPE_CHECKING:
+    from .locks import Lock
+    from .outbox import Outbox
+    from .queue import Queue
+    from .stream import Stream
+    from .tx import Transaction
+
+T = TypeVar("T")
+
+
+class Store:
+    """Every mechanism of the contract, over one database.
+
+    Obtain one from a driver (``alkstore.io_trio.open_sqlite(...)``); it is
+    closed when that ``async with`` block ends.
+    """
+
+    def __init__(
+        self,
+        *,
+        executor: Executor,
+        runtime: Runtime,
+        clock: Clock,
+        hub: WakeHub,
+        seed: int | None = None,
+    ) -> None:
+        self._executor = executor
+        self._runtime = runtime
+        self._clock = clock
+        self._hub = hub
+        self._rng = random.Random(seed)
+        # Identifies this store's notifications so its own watcher skips them.
+        self.origin = secrets.token_hex(8)
+        self._closed = False
+
+    # -- plumbing shared by the facades ---------------------------------------
+    @property
+    def engine(self) -> str:
+        return self._executor.dialect.name
+
+    @property
+    def runtime(self) -> Runtime:
+        return self._runtime
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def now_us(self) -> int:
+        return self._clock.now_us()
+
+    def draw(self) -> float:
+        """A uniform draw in [0, 1) for backoff jitter (seedable)."""
+        return self._rng.random()
+
+    @property
+    def dialect(self) -> Any:
+        return self._executor.dialect
+
+    async def run(self, plan: Plan[T], *, write: bool = True) -> T:
+        if self._closed:
+            plan.close()
+            raise Closed("store is closed")
+        value, wakes = await self._executor.run(plan, write=write)
+        if wakes:
+            self._hub.wake(wakes)
+        return value
+
+    def check_notify_payload(self, payload: codec.JSON) -> None:
+        text = codec.encode(payload)
+        limit = self._executor.notify_payload_limit
+        if limit is not None:
+            size = len(text.encode("utf-8"))
+            if size > limit:
+                raise PayloadTooLarge(limit, size)
+
+    def subscribe_channel(self, channel: str) -> WakeReceiver:
+        """A receiver on any channel, internal ones included (no name check)."""
+        return WakeReceiver(self._hub, channel)
+
+    # -- notify / listen --------------------------------------------------------
+    async def notify(self, channel: str, payload: codec.JSON = None) -> None:
+        """Wake listeners of ``channel`` here and in other processes.
+
+        The payload is validated (and size-checked on Postgres) but not
+        delivered: wakes are hints; content travels by streams.
+        """
+        channel = check_name(channel, "channel")
+        self.check_notify_payload(payload)
+        now = self.now_us()
+        await self.run(_notify_plan(self.dialect, channel, self.origin, now))
+
+    def listen(self, channel: str) -> WakeReceiver:
+        return WakeReceiver(self._hub, check_name(channel, "channel"))
+
+    # -- mechanism handles (no IO) ---------------------------------------------
+    def queue(
+        self,
+        name: str,
+        *,
+        visibility_timeout: Duration = 300.0,
+        max_attempts: int = 3,
+        backoff: Backoff | None = None,
+    ) -> Queue:
+        from .queue import Queue
+
+        options = QueueOptions.of(visibility_timeout, max_attempts, backoff)
+        return Queue(self, check_name(name, "queue"), options)
+
+    def stream(self, name: str) -> Stream:
+        from .stream import Stream
+
+        return Stream(self, check_name(name, "stream"))
+
+    def outbox(
+        self,
+        name: str,
+        *,
+        visibility_timeout: Duration = 60.0,
+        max_attempts: int = 5,
+        backoff: Backoff | None = None,
+    ) -> Outbox:
+        from .outbox import Outbox
+
+        options = QueueOptions.of(visibility_timeout, max_attempts, backoff)
+        return Outbox(self, check_name(name, "outbox"), options)
+
+    # -- locks -----------------------------------------------------------------
+    async def try_lock(self, name: str, owner: str, ttl: Duration) -> Lock | None:
+        from .locks import Lock
+
+        name = check_name(name, "lock")
+        owner = check_identifier(owner, "lock owner")
+        ttl_us = duration_us(ttl, "ttl", allow_zero=False)
+        record = await self.run(locks.try_lock(self.dialect, name, owner, self.now_us(), ttl_us))
+        return None if record is None else Lock(self, record)
+
+    def hold_lock(
+        self,
+        name: str,
+        owner: str,
+        ttl: Duration,
+        *,
+        timeout: float | None = None,
+        poll: float = 0.05,
+    ) -> Any:
+        """Acquire (waiting up to ``timeout``), renew in the background, and
+        cancel the body with ``LockLost`` if the lock cannot be renewed."""
+        from .locks import hold_lock
+
+        return hold_lock(self, name, owner, ttl, timeout=timeout, poll=poll)
+
+    # -- transactions ----------------------------------------------------------
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Transaction]:
+        """Commit on success, roll back on error. Wakes fire only after commit."""
+        from .tx import Transaction
+
+        if self._closed:
+            raise Closed("store is closed")
+        async with self._executor.transaction() as session:
+            tx = Transaction(self, session)
+            try:
+                yield tx
+            finally:
+                tx._close()
+        if session.wakes:
+            self._hub.wake(session.wakes)
+
+    # -- scheduler -------------------------------------------------------------
+    async def schedule(
+        self,
+        name: str,
+        queue: str,
+        cron_or_every: str,
+        payload: codec.JSON = None,
+        **options: Any,
+    ) -> None:
+        from .scheduler import schedule
+
+        await schedule(self, name, queue, cron_or_every, payload, **options)
+
+    async def unschedule(self, name: str) -> bool:
+        from .scheduler import unschedule
+
+        return await unschedule(self, name)
+
+    async def run_schedules(self) -> int:
+        """Enqueue every due fire time once; returns how many jobs it enqueued."""
+        from .scheduler import tick
+
+        return await tick(self)
+
+    # -- lifecycle -------------------------------------------------------------
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._hub.close_all()
+        await self._executor.close()
+
+
+def _notify_plan(dialect: Any, channel: str, origin: str, now_us: int) -> Plan[None]:
+    yield dialect.notify(channel, origin, now_us)

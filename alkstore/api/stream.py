@@ -1,0 +1,183 @@
+"""``Stream`` and ``EventReceiver``: a durable log with explicit offsets."""
+
+from __future__ import annotations
+
+from collections import deque
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+from ..protocol import codec, streams
+from ..protocol.errors import Closed
+from ..protocol.names import check_identifier, check_key, stream_channel
+from ..protocol.types import StreamEvent
+from ..runner.timeouts import check_timeout
+from .wakes import WakeReceiver
+
+if TYPE_CHECKING:
+    from .store import Store
+
+
+class Stream:
+    """A named, append-only log. Offsets start at 1 and are dense per stream."""
+
+    def __init__(self, store: Store, name: str) -> None:
+        self.store = store
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"Stream({self.name!r})"
+
+    async def publish(self, payload: codec.JSON) -> int:
+        return await self._publish(None, payload)
+
+    async def publish_with_key(self, key: str, payload: codec.JSON) -> int:
+        return await self._publish(check_key(key), payload)
+
+    async def _publish(self, key: str | None, payload: codec.JSON) -> int:
+        store = self.store
+        text = codec.encode(payload)
+        plan = streams.publish(store.dialect, self.name, key, text, store.origin, store.now_us())
+        return await store.run(plan)
+
+    async def read_since(self, offset: int, limit: int = 100) -> list[StreamEvent]:
+        """Events with offsets above ``offset``, ascending, at most ``limit``."""
+        plan = streams.read_since(self.store.dialect, self.name, offset, limit)
+        return await self.store.run(plan, write=False)
+
+    async def read_from_consumer(self, consumer: str, limit: int = 100) -> list[StreamEvent]:
+        """Events after ``consumer``'s saved offset (does not move it)."""
+        consumer = check_identifier(consumer, "consumer")
+        plan = streams.read_from_consumer(self.store.dialect, self.name, consumer, limit)
+        return await self.store.run(plan, write=False)
+
+    async def save_offset(self, consumer: str, offset: int) -> None:
+        """Checkpoint ``consumer`` at ``offset``; never moves an offset back."""
+        consumer = check_identifier(consumer, "consumer")
+        await self.store.run(streams.save_offset(self.store.dialect, self.name, consumer, offset))
+
+    async def get_offset(self, consumer: str) -> int:
+        consumer = check_identifier(consumer, "consumer")
+        plan = streams.get_offset(self.store.dialect, self.name, consumer)
+        return await self.store.run(plan, write=False)
+
+    async def trim_to(self, offset: int) -> int:
+        """Drop events below ``offset`` (retention); returns how many were dropped."""
+        return await self.store.run(streams.trim_to(self.store.dialect, self.name, offset))
+
+    def subscribe(
+        self, consumer: str, *, batch: int = 100, backstop: float = 5.0
+    ) -> EventReceiver:
+        return EventReceiver(self, check_identifier(consumer, "consumer"), batch, backstop)
+
+
+class EventReceiver:
+    """Delivers a stream's events from a consumer's saved offset onwards.
+
+    ``offset`` is the offset of the last event handed out. Nothing is saved
+    unless you call ``save_offset()``: after a crash, delivery resumes from
+    the last checkpoint (at-least-once).
+    """
+
+    def __init__(self, stream: Stream, consumer: str, batch: int, backstop: float) -> None:
+        self.stream = stream
+        self.consumer = consumer
+        self._batch = batch
+        self._backstop = check_timeout(backstop)
+        self._wakes = stream.store.subscribe_channel(stream_channel(stream.name))
+        self._buffer: deque[StreamEvent] = deque()
+        self._fetched = 0
+        self.offset = 0
+        self._state = "new"
+
+    async def __aenter__(self) -> EventReceiver:
+        if self._state != "new":
+            raise Closed("an EventReceiver can be entered once")
+        await self._wakes.__aenter__()
+        self._state = "open"
+        try:
+            self.offset = self._fetched = await self.stream.get_offset(self.consumer)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._state = "closed"
+        self._wakes.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._state != "open" or self._wakes.closed
+
+    def _check_open(self) -> None:
+        if self._state == "new":
+            raise Closed("EventReceiver used outside its 'async with' block")
+        if self.closed:
+            raise Closed("event receiver is closed")
+
+    def _hand_out(self) -> StreamEvent:
+        event = self._buffer.popleft()
+        self.offset = event.offset
+        return event
+
+    async def _fill(self) -> bool:
+        self._wakes.try_recv()  # consume first: a wake from now on means news
+        events = await self.stream.read_since(self._fetched, self._batch)
+        if events:
+            self._buffer.extend(events)
+            self._fetched = events[-1].offset
+        return bool(events)
+
+    async def recv(self) -> StreamEvent | None:
+        """The next event, waiting for one to be published; ``None`` once closed."""
+        while not self.closed:
+            if self._buffer:
+                return self._hand_out()
+            if await self._fill():
+                continue
+            await self._wakes.recv_timeout(self._backstop)
+        return None
+
+    async def recv_timeout(self, seconds: float) -> StreamEvent | None:
+        """The next event within ``seconds`` or ``None``; raises ``Closed`` when closed."""
+        timeout = check_timeout(seconds)
+        self._check_open()
+        if self._buffer or await self._fill():
+            return self._hand_out()
+        await self._wakes.recv_timeout(timeout)
+        self._check_open()
+        if await self._fill():
+            return self._hand_out()
+        return None
+
+    def try_recv(self) -> StreamEvent | None:
+        """An event already fetched, or ``None`` right now (no IO); raises
+        ``Closed`` when closed. ``recv`` fetches in batches of ``batch``."""
+        self._check_open()
+        return self._hand_out() if self._buffer else None
+
+    async def read_since(self, offset: int, limit: int = 100) -> list[StreamEvent]:
+        self._check_open()
+        return await self.stream.read_since(offset, limit)
+
+    async def save_offset(self) -> None:
+        """Checkpoint at ``offset`` (the last event handed out)."""
+        self._check_open()
+        await self.stream.save_offset(self.consumer, self.offset)
+
+    def __aiter__(self) -> EventReceiver:
+        return self
+
+    async def __anext__(self) -> StreamEvent:
+        event = await self.recv()
+        if event is None:
+            raise StopAsyncIteration
+        return event
+
+
+__all__ = ["EventReceiver", "Stream", "WakeReceiver"]

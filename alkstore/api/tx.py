@@ -1,0 +1,122 @@
+"""``Transaction``: the caller's own SQL and alkstore's operations, one commit."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from ..protocol import codec, queues, streams
+from ..protocol.errors import Closed
+from ..protocol.names import check_identifier, check_key, check_name, outbox_queue_name
+from ..protocol.plan import Plan
+from ..protocol.timeconv import Duration
+from ..protocol.types import QueueOptions, resolve_enqueue
+from ..runner.executor import TxSession
+
+if TYPE_CHECKING:
+    from .outbox import Outbox
+    from .queue import Queue
+    from .store import Store
+
+_DEFAULTS = QueueOptions()
+
+
+class Transaction:
+    """Everything done through this handle commits together or not at all.
+
+    Wakes from ``notify``, ``enqueue`` and ``publish`` fire only after commit;
+    a rolled-back transaction wakes nobody. After the block ends the handle
+    raises ``Closed``.
+    """
+
+    def __init__(self, store: Store, session: TxSession) -> None:
+        self._store = store
+        self._session = session
+        self._open = True
+
+    def _close(self) -> None:
+        self._open = False
+
+    async def _run(self, plan: Plan[Any]) -> Any:
+        if not self._open:
+            plan.close()
+            raise Closed("transaction is closed")
+        return await self._session.run(plan)
+
+    async def execute(
+        self, sql: str, params: Sequence[Any] | dict[str, Any] = ()
+    ) -> list[tuple[Any, ...]]:
+        """Run the caller's own SQL (engine placeholders); returns any rows."""
+        if not self._open:
+            raise Closed("transaction is closed")
+        return await self._session.execute(sql, params)
+
+    async def enqueue(
+        self,
+        queue: str | Queue,
+        payload: codec.JSON,
+        *,
+        delay: Duration | None = None,
+        run_at: datetime | None = None,
+        priority: int = 0,
+        max_attempts: int | None = None,
+        expires: datetime | Duration | None = None,
+    ) -> int:
+        """Enqueue into ``queue`` (a name, or a ``Queue`` whose defaults apply)."""
+        if isinstance(queue, str):
+            name, defaults = check_name(queue, "queue"), _DEFAULTS
+        else:
+            name, defaults = queue.name, queue.options
+        return await self._enqueue(
+            name, defaults, payload, delay=delay, run_at=run_at, priority=priority,
+            max_attempts=max_attempts, expires=expires,
+        )  # fmt: skip
+
+    async def _enqueue(
+        self, name: str, defaults: QueueOptions, payload: codec.JSON, **options: Any
+    ) -> int:
+        store = self._store
+        now = store.now_us()
+        job = resolve_enqueue(name, payload, now, defaults, **options)
+        return int(await self._run(queues.enqueue(store.dialect, job, store.origin, now)))
+
+    async def outbox_enqueue(
+        self, outbox: str | Outbox, payload: codec.JSON, **options: Any
+    ) -> int:
+        if isinstance(outbox, str):
+            name = outbox_queue_name(check_name(outbox, "outbox"))
+            defaults = _OUTBOX_DEFAULTS
+        else:
+            name, defaults = outbox.queue.name, outbox.queue.options
+        return await self._enqueue(name, defaults, payload, **options)
+
+    async def publish(self, stream: str, payload: codec.JSON) -> int:
+        return await self._publish(check_name(stream, "stream"), None, payload)
+
+    async def publish_with_key(self, stream: str, key: str, payload: codec.JSON) -> int:
+        return await self._publish(check_name(stream, "stream"), check_key(key), payload)
+
+    async def _publish(self, stream: str, key: str | None, payload: codec.JSON) -> int:
+        store = self._store
+        text = codec.encode(payload)
+        plan = streams.publish(store.dialect, stream, key, text, store.origin, store.now_us())
+        return int(await self._run(plan))
+
+    async def notify(self, channel: str, payload: codec.JSON = None) -> None:
+        store = self._store
+        channel = check_name(channel, "channel")
+        store.check_notify_payload(payload)
+        await self._run(_notify(store, channel))
+
+    async def save_offset(self, stream: str, consumer: str, offset: int) -> None:
+        stream = check_name(stream, "stream")
+        consumer = check_identifier(consumer, "consumer")
+        await self._run(streams.save_offset(self._store.dialect, stream, consumer, offset))
+
+
+_OUTBOX_DEFAULTS = QueueOptions.of(60.0, 5)
+
+
+def _notify(store: Store, channel: str) -> Plan[None]:
+    yield store.dialect.notify(channel, store.origin, store.now_us())

@@ -1,0 +1,88 @@
+"""``WakeReceiver``: the listening side of notify/listen."""
+
+from __future__ import annotations
+
+from types import TracebackType
+
+from ..protocol.errors import Closed
+from ..protocol.types import Wake
+from ..runner.hub import Mailbox, WakeHub
+from ..runner.timeouts import check_timeout
+
+
+class WakeReceiver:
+    """Receives wakes for one channel. Use as ``async with store.listen(ch) as wakes``.
+
+    Wakes coalesce: several notifies before a ``recv`` may arrive as one.
+    """
+
+    def __init__(self, hub: WakeHub, channel: str) -> None:
+        self._hub = hub
+        self.channel = channel
+        self._box: Mailbox | None = None
+        self._exited = False
+
+    async def __aenter__(self) -> WakeReceiver:
+        if self._box is not None or self._exited:
+            raise Closed("a WakeReceiver can be entered once")
+        self._box = self._hub.open(self.channel)
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._exited = True
+        if self._box is not None:
+            self._hub.discard(self._box)
+            self._box.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._box is None or self._box.closed
+
+    def _mailbox(self) -> Mailbox:
+        if self._box is None:
+            raise Closed("WakeReceiver used outside its 'async with' block")
+        return self._box
+
+    async def recv(self) -> Wake | None:
+        """The next wake, waiting as long as it takes; ``None`` once closed."""
+        box = self._mailbox() if not self._exited else None
+        while box is not None and not box.closed:
+            if box.take():
+                return Wake(self.channel)
+            await box.wait(None)
+        return None
+
+    def try_recv(self) -> Wake | None:
+        """A pending wake or ``None`` right now; raises ``Closed`` when closed."""
+        box = self._mailbox()
+        if box.closed:
+            raise Closed("wake receiver is closed")
+        return Wake(self.channel) if box.take() else None
+
+    async def recv_timeout(self, seconds: float) -> Wake | None:
+        """A wake within ``seconds`` or ``None``; raises ``Closed`` when closed."""
+        timeout = check_timeout(seconds)
+        box = self._mailbox()
+        if box.closed:
+            raise Closed("wake receiver is closed")
+        if not box.take():
+            await box.wait(timeout)
+            if box.closed:
+                raise Closed("wake receiver is closed")
+            if not box.take():
+                return None
+        return Wake(self.channel)
+
+    def __aiter__(self) -> WakeReceiver:
+        return self
+
+    async def __anext__(self) -> Wake:
+        wake = await self.recv()
+        if wake is None:
+            raise StopAsyncIteration
+        return wake

@@ -1,0 +1,1 @@
+"""Per-engine facts: schema, migrations, SQL text. Pure: no IO."""

@@ -1,0 +1,336 @@
+"""SQL text of every step on SQLite (3.35+ for RETURNING).
+
+Names are always bound parameters, never spliced into SQL, so any string is a
+distinct name and nothing needs quoting.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import orjson
+
+from ...protocol.dialect import STATE_PENDING, STATE_PROCESSING
+from ...protocol.plan import Fetch, Statement
+from ...protocol.types import NewJob
+
+_JOB_COLS = (
+    "id, queue, payload, priority, attempts, max_attempts, run_at, created_at, "
+    "expires_at, claimed_by, visible_at, state, last_error"
+)
+_DEAD_COLS = (
+    "id, queue, payload, priority, attempts, max_attempts, run_at, created_at, "
+    "expires_at, claimed_by, last_error, reason, died_at"
+)
+# A job is owned by (worker, attempt) while its claim has not lapsed.
+_OWNED = f"state = {STATE_PROCESSING} AND claimed_by = ? AND attempts = ? AND visible_at > ?"
+
+_ENQUEUE = (
+    "INSERT INTO __alkstore_jobs (queue, payload, priority, max_attempts, run_at, "
+    "created_at, expires_at, visible_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"
+)
+_CLAIM = f"""UPDATE __alkstore_jobs
+    SET state = {STATE_PROCESSING}, attempts = attempts + 1, claimed_by = ?, visible_at = ?
+    WHERE id IN (
+        SELECT id FROM __alkstore_jobs INDEXED BY __alkstore_jobs_claim
+        WHERE queue = ? AND attempts < max_attempts AND visible_at <= ?
+          AND (expires_at IS NULL OR expires_at > ?)
+        ORDER BY priority DESC, visible_at, id
+        LIMIT ?)
+    RETURNING {_JOB_COLS}"""
+
+
+class SqliteDialect:
+    name = "sqlite"
+
+    # -- wakes --------------------------------------------------------------
+    def notify(self, channel: str, origin: str, now_us: int) -> Statement:
+        return Statement(
+            "INSERT INTO __alkstore_notifications (channel, origin, created_at) VALUES (?, ?, ?)",
+            (channel, origin, now_us),
+            wakes=(channel,),
+        )
+
+    def notifications_since(self, after_id: int, limit: int) -> Statement:
+        return Statement(
+            "SELECT id, channel, origin FROM __alkstore_notifications WHERE id > ? "
+            "ORDER BY id LIMIT ?",
+            (after_id, limit),
+            Fetch.ALL,
+        )
+
+    def last_notification_id(self) -> Statement:
+        return Statement(
+            "SELECT COALESCE(MAX(id), 0) FROM __alkstore_notifications", fetch=Fetch.ONE
+        )
+
+    def prune_notifications(self, before_us: int) -> Statement:
+        return Statement(
+            "DELETE FROM __alkstore_notifications WHERE created_at < ?", (before_us,), Fetch.ROWCOUNT
+        )
+
+    # -- queues -------------------------------------------------------------
+    def enqueue(self, job: NewJob, now_us: int) -> Statement:
+        return Statement(
+            _ENQUEUE,
+            (
+                job.queue,
+                job.payload_json,
+                job.priority,
+                job.max_attempts,
+                job.run_at_us,
+                now_us,
+                job.expires_at_us,
+                job.run_at_us,
+            ),
+            Fetch.ONE,
+        )
+
+    def claim(self, queue: str, worker: str, n: int, now_us: int, until_us: int) -> Statement:
+        return Statement(_CLAIM, (worker, until_us, queue, now_us, now_us, n), Fetch.ALL)
+
+    def ack(self, job_id: int, worker: str, attempts: int, now_us: int) -> Statement:
+        return Statement(
+            f"DELETE FROM __alkstore_jobs WHERE id = ? AND {_OWNED}",
+            (job_id, worker, attempts, now_us),
+            Fetch.ROWCOUNT,
+        )
+
+    def ack_batch(self, queue: str, job_ids: Sequence[int], worker: str, now_us: int) -> Statement:
+        return Statement(
+            "DELETE FROM __alkstore_jobs WHERE id IN (SELECT value FROM json_each(?)) "
+            f"AND queue = ? AND state = {STATE_PROCESSING} AND claimed_by = ? AND visible_at > ?",
+            (orjson.dumps(list(job_ids)).decode(), queue, worker, now_us),
+            Fetch.ROWCOUNT,
+        )
+
+    def owned(self, job_id: int, worker: str, attempts: int, now_us: int) -> Statement:
+        return Statement(
+            f"SELECT attempts, max_attempts FROM __alkstore_jobs WHERE id = ? AND {_OWNED}",
+            (job_id, worker, attempts, now_us),
+            Fetch.ONE,
+        )
+
+    def reschedule(self, job_id: int, run_at_us: int, error: str | None) -> Statement:
+        return Statement(
+            f"UPDATE __alkstore_jobs SET state = {STATE_PENDING}, claimed_by = NULL, "
+            "run_at = ?, visible_at = ?, last_error = COALESCE(?, last_error) WHERE id = ?",
+            (run_at_us, run_at_us, error, job_id),
+        )
+
+    def next_due(self, queue: str) -> Statement:
+        return Statement(
+            "SELECT MIN(visible_at) FROM __alkstore_jobs INDEXED BY __alkstore_jobs_due "
+            "WHERE queue = ? AND attempts < max_attempts",
+            (queue,),
+            Fetch.ONE,
+        )
+
+    def release_claim(
+        self, job_id: int, worker: str, attempts: int, now_us: int, refund: int
+    ) -> Statement:
+        return Statement(
+            f"UPDATE __alkstore_jobs SET state = {STATE_PENDING}, claimed_by = NULL, "
+            f"visible_at = ?, attempts = attempts - ? WHERE id = ? AND {_OWNED}",
+            (now_us, refund, job_id, worker, attempts, now_us),
+            Fetch.ROWCOUNT,
+        )
+
+    def extend_claim(
+        self, job_id: int, worker: str, attempts: int, now_us: int, until_us: int
+    ) -> Statement:
+        return Statement(
+            f"UPDATE __alkstore_jobs SET visible_at = ? WHERE id = ? AND {_OWNED}",
+            (until_us, job_id, worker, attempts, now_us),
+            Fetch.ROWCOUNT,
+        )
+
+    def bury(
+        self, job_id: int, reason: str, error: str | None, now_us: int
+    ) -> tuple[Statement, ...]:
+        return (
+            Statement(
+                f"INSERT INTO __alkstore_dead ({_DEAD_COLS}) "
+                "SELECT id, queue, payload, priority, attempts, max_attempts, run_at, "
+                "created_at, expires_at, claimed_by, COALESCE(?, last_error), ?, ? "
+                "FROM __alkstore_jobs WHERE id = ?",
+                (error, reason, now_us, job_id),
+                Fetch.ROWCOUNT,
+            ),
+            Statement("DELETE FROM __alkstore_jobs WHERE id = ?", (job_id,), Fetch.ROWCOUNT),
+        )
+
+    def cancel(self, queue: str, job_id: int) -> Statement:
+        return Statement(
+            "DELETE FROM __alkstore_jobs WHERE id = ? AND queue = ?", (job_id, queue), Fetch.ROWCOUNT
+        )
+
+    def get_job(self, queue: str, job_id: int) -> Statement:
+        return Statement(
+            f"SELECT {_JOB_COLS} FROM __alkstore_jobs WHERE id = ? AND queue = ?",
+            (job_id, queue),
+            Fetch.ONE,
+        )
+
+    def get_dead(self, queue: str, job_id: int) -> Statement:
+        return Statement(
+            f"SELECT {_DEAD_COLS} FROM __alkstore_dead WHERE id = ? AND queue = ?",
+            (job_id, queue),
+            Fetch.ONE,
+        )
+
+    def sweep_candidates(self, queue: str | None, now_us: int, limit: int) -> Statement:
+        # Two index probes: deadlines that passed, and lapsed claims with no
+        # attempts left. The core decides per row what, if anything, to do.
+        scope = "" if queue is None else " AND queue = ?"
+        scope_params: tuple[str, ...] = () if queue is None else (queue,)
+        return Statement(
+            f"SELECT id, state, visible_at, expires_at, attempts, max_attempts "
+            f"FROM __alkstore_jobs INDEXED BY __alkstore_jobs_expiry "
+            f"WHERE expires_at IS NOT NULL AND expires_at <= ?{scope} "
+            f"UNION "
+            f"SELECT id, state, visible_at, expires_at, attempts, max_attempts "
+            f"FROM __alkstore_jobs INDEXED BY __alkstore_jobs_exhausted "
+            f"WHERE attempts >= max_attempts AND visible_at <= ?{scope} "
+            f"ORDER BY id LIMIT ?",
+            (now_us, *scope_params, now_us, *scope_params, limit),
+            Fetch.ALL,
+        )
+
+    def queue_counts(self, queue: str, now_us: int) -> Statement:
+        return Statement(
+            f"SELECT "
+            f"COALESCE(SUM(state = {STATE_PENDING} AND visible_at <= ?), 0), "
+            f"COALESCE(SUM(state = {STATE_PENDING} AND visible_at > ?), 0), "
+            f"COALESCE(SUM(state = {STATE_PROCESSING}), 0) "
+            f"FROM __alkstore_jobs WHERE queue = ?",
+            (now_us, now_us, queue),
+            Fetch.ONE,
+        )
+
+    def dead_count(self, queue: str) -> Statement:
+        return Statement(
+            "SELECT COUNT(*) FROM __alkstore_dead WHERE queue = ?", (queue,), Fetch.ONE
+        )
+
+    def dead_letters(self, queue: str, limit: int) -> Statement:
+        return Statement(
+            f"SELECT {_DEAD_COLS} FROM __alkstore_dead WHERE queue = ? "
+            "ORDER BY died_at, id LIMIT ?",
+            (queue, limit),
+            Fetch.ALL,
+        )
+
+    def requeue_dead(self, queue: str, job_id: int, now_us: int) -> tuple[Statement, ...]:
+        return (
+            Statement(
+                "INSERT INTO __alkstore_jobs (id, queue, payload, priority, attempts, "
+                "max_attempts, run_at, created_at, expires_at, visible_at, state, last_error) "
+                f"SELECT id, queue, payload, priority, 0, max_attempts, ?, created_at, NULL, ?, "
+                f"{STATE_PENDING}, last_error FROM __alkstore_dead WHERE id = ? AND queue = ?",
+                (now_us, now_us, job_id, queue),
+                Fetch.ROWCOUNT,
+            ),
+            Statement(
+                "DELETE FROM __alkstore_dead WHERE id = ? AND queue = ?",
+                (job_id, queue),
+                Fetch.ROWCOUNT,
+            ),
+        )
+
+    def purge_dead(self, queue: str, before_us: int | None) -> Statement:
+        if before_us is None:
+            return Statement(
+                "DELETE FROM __alkstore_dead WHERE queue = ?", (queue,), Fetch.ROWCOUNT
+            )
+        return Statement(
+            "DELETE FROM __alkstore_dead WHERE queue = ? AND died_at < ?",
+            (queue, before_us),
+            Fetch.ROWCOUNT,
+        )
+
+    # -- streams ------------------------------------------------------------
+    def next_offset(self, stream: str) -> Statement:
+        # The per-stream counter row serialises publishers of one stream, so
+        # offsets are dense and assigned in commit order.
+        return Statement(
+            "INSERT INTO __alkstore_streams (name, last_offset) VALUES (?, 1) "
+            "ON CONFLICT (name) DO UPDATE SET last_offset = last_offset + 1 "
+            "RETURNING last_offset",
+            (stream,),
+            Fetch.ONE,
+        )
+
+    def insert_event(
+        self, stream: str, offset: int, key: str | None, payload_json: str, now_us: int
+    ) -> Statement:
+        return Statement(
+            'INSERT INTO __alkstore_events (stream, "offset", key, payload, created_at) '
+            "VALUES (?, ?, ?, ?, ?)",
+            (stream, offset, key, payload_json, now_us),
+        )
+
+    def read_since(self, stream: str, offset: int, limit: int) -> Statement:
+        return Statement(
+            'SELECT "offset", stream, key, payload, created_at FROM __alkstore_events '
+            'WHERE stream = ? AND "offset" > ? ORDER BY "offset" LIMIT ?',
+            (stream, offset, limit),
+            Fetch.ALL,
+        )
+
+    def save_offset(self, stream: str, consumer: str, offset: int) -> Statement:
+        return Statement(
+            'INSERT INTO __alkstore_offsets (stream, consumer, "offset") VALUES (?, ?, ?) '
+            'ON CONFLICT (stream, consumer) DO UPDATE SET "offset" = '
+            'MAX("offset", excluded."offset")',
+            (stream, consumer, offset),
+        )
+
+    def get_offset(self, stream: str, consumer: str) -> Statement:
+        return Statement(
+            'SELECT "offset" FROM __alkstore_offsets WHERE stream = ? AND consumer = ?',
+            (stream, consumer),
+            Fetch.ONE,
+        )
+
+    def trim(self, stream: str, offset: int) -> Statement:
+        return Statement(
+            'DELETE FROM __alkstore_events WHERE stream = ? AND "offset" < ?',
+            (stream, offset),
+            Fetch.ROWCOUNT,
+        )
+
+    # -- locks --------------------------------------------------------------
+    def acquire_lock(self, name: str, owner: str, now_us: int, until_us: int) -> Statement:
+        # One statement: take a free or lapsed lock (new token), refresh one we
+        # hold (same token), or change nothing and return no row.
+        return Statement(
+            "INSERT INTO __alkstore_locks (name, owner, token, expires_at) VALUES (?, ?, 1, ?) "
+            "ON CONFLICT (name) DO UPDATE SET "
+            "token = CASE WHEN owner = excluded.owner AND expires_at > ? "
+            "THEN token ELSE token + 1 END, "
+            "owner = excluded.owner, expires_at = excluded.expires_at "
+            "WHERE owner IS NULL OR expires_at <= ? OR owner = excluded.owner "
+            "RETURNING token",
+            (name, owner, until_us, now_us, now_us),
+            Fetch.ONE,
+        )
+
+    def renew_lock(
+        self, name: str, owner: str, token: int, now_us: int, until_us: int
+    ) -> Statement:
+        return Statement(
+            "UPDATE __alkstore_locks SET expires_at = ? "
+            "WHERE name = ? AND owner = ? AND token = ? AND expires_at > ?",
+            (until_us, name, owner, token, now_us),
+            Fetch.ROWCOUNT,
+        )
+
+    def release_lock(self, name: str, owner: str, token: int, now_us: int) -> Statement:
+        # The row stays (owner cleared) so the next token continues the sequence.
+        return Statement(
+            "UPDATE __alkstore_locks SET owner = NULL, expires_at = 0 "
+            "WHERE name = ? AND owner = ? AND token = ? AND expires_at > ?",
+            (name, owner, token, now_us),
+            Fetch.ROWCOUNT,
+        )

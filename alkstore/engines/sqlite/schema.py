@@ -1,0 +1,146 @@
+"""SQLite schema and versioned migrations.
+
+Every table carries the ``__alkstore_`` prefix so it can share a file with the
+application's own tables. Live jobs and dead letters live in separate tables:
+the claim index only ever covers work that can still run.
+"""
+
+from __future__ import annotations
+
+from ...protocol.plan import Fetch, Plan, Statement
+
+# Applied on every connection, before anything else. WAL lets readers run
+# beside the single writer; NORMAL sync in WAL mode is durable across process
+# crashes (an OS crash can lose the last transactions, see docs/engines.md).
+PRAGMAS = {
+    "journal_mode": "WAL",
+    "synchronous": "NORMAL",
+    "foreign_keys": "OFF",
+    "temp_store": "MEMORY",
+}
+
+_V1 = (
+    """CREATE TABLE IF NOT EXISTS __alkstore_jobs (
+        id            INTEGER PRIMARY KEY AUTOINCREMENT,
+        queue         TEXT    NOT NULL,
+        payload       TEXT    NOT NULL,
+        priority      INTEGER NOT NULL,
+        attempts      INTEGER NOT NULL DEFAULT 0,
+        max_attempts  INTEGER NOT NULL,
+        run_at        INTEGER NOT NULL,
+        created_at    INTEGER NOT NULL,
+        expires_at    INTEGER,
+        claimed_by    TEXT,
+        visible_at    INTEGER NOT NULL,
+        state         INTEGER NOT NULL DEFAULT 0,
+        last_error    TEXT
+    )""",
+    # The claim path. Partial: a job whose claim lapsed with no attempts left
+    # can never be claimed again, so it drops out of the index and claims
+    # never walk over it while it waits for the sweep.
+    """CREATE INDEX IF NOT EXISTS __alkstore_jobs_claim
+        ON __alkstore_jobs (queue, priority DESC, visible_at, id)
+        WHERE attempts < max_attempts""",
+    # When the next job of a queue becomes due, so an idle worker sleeps
+    # exactly until then instead of polling.
+    """CREATE INDEX IF NOT EXISTS __alkstore_jobs_due
+        ON __alkstore_jobs (queue, visible_at) WHERE attempts < max_attempts""",
+    """CREATE INDEX IF NOT EXISTS __alkstore_jobs_expiry
+        ON __alkstore_jobs (expires_at) WHERE expires_at IS NOT NULL""",
+    """CREATE INDEX IF NOT EXISTS __alkstore_jobs_exhausted
+        ON __alkstore_jobs (visible_at) WHERE attempts >= max_attempts""",
+    """CREATE TABLE IF NOT EXISTS __alkstore_dead (
+        id            INTEGER PRIMARY KEY,
+        queue         TEXT    NOT NULL,
+        payload       TEXT    NOT NULL,
+        priority      INTEGER NOT NULL,
+        attempts      INTEGER NOT NULL,
+        max_attempts  INTEGER NOT NULL,
+        run_at        INTEGER NOT NULL,
+        created_at    INTEGER NOT NULL,
+        expires_at    INTEGER,
+        claimed_by    TEXT,
+        last_error    TEXT,
+        reason        TEXT    NOT NULL,
+        died_at       INTEGER NOT NULL
+    )""",
+    """CREATE INDEX IF NOT EXISTS __alkstore_dead_queue
+        ON __alkstore_dead (queue, died_at)""",
+    """CREATE TABLE IF NOT EXISTS __alkstore_streams (
+        name        TEXT PRIMARY KEY,
+        last_offset INTEGER NOT NULL
+    ) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS __alkstore_events (
+        stream     TEXT    NOT NULL,
+        "offset"   INTEGER NOT NULL,
+        key        TEXT,
+        payload    TEXT    NOT NULL,
+        created_at INTEGER NOT NULL,
+        PRIMARY KEY (stream, "offset")
+    ) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS __alkstore_offsets (
+        stream   TEXT    NOT NULL,
+        consumer TEXT    NOT NULL,
+        "offset" INTEGER NOT NULL,
+        PRIMARY KEY (stream, consumer)
+    ) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS __alkstore_locks (
+        name       TEXT PRIMARY KEY,
+        owner      TEXT,
+        token      INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL
+    ) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS __alkstore_notifications (
+        id         INTEGER PRIMARY KEY AUTOINCREMENT,
+        channel    TEXT    NOT NULL,
+        origin     TEXT    NOT NULL,
+        created_at INTEGER NOT NULL
+    )""",
+    """CREATE INDEX IF NOT EXISTS __alkstore_notifications_age
+        ON __alkstore_notifications (created_at)""",
+    """CREATE TABLE IF NOT EXISTS __alkstore_schedules (
+        name         TEXT PRIMARY KEY,
+        queue        TEXT    NOT NULL,
+        expression   TEXT    NOT NULL,
+        payload      TEXT    NOT NULL,
+        options      TEXT    NOT NULL,
+        next_fire_at INTEGER NOT NULL,
+        created_at   INTEGER NOT NULL
+    ) WITHOUT ROWID""",
+)
+
+# (version, statements). Append only: a released migration never changes.
+MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = ((1, _V1),)
+SCHEMA_VERSION = MIGRATIONS[-1][0]
+
+
+def migrate() -> Plan[int]:
+    """Bring the schema to ``SCHEMA_VERSION``; run inside a write transaction.
+
+    Idempotent and safe when several processes open the file at once: the
+    write transaction serialises them and the second finds the work done.
+    """
+    yield Statement(
+        "CREATE TABLE IF NOT EXISTS __alkstore_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+    )
+    row = yield Statement(
+        "SELECT value FROM __alkstore_meta WHERE key = 'schema_version'", fetch=Fetch.ONE
+    )
+    current = int(row[0]) if row else 0
+    if current > SCHEMA_VERSION:
+        from ...protocol.errors import DatabaseError
+
+        raise DatabaseError(
+            f"database schema version {current} is newer than this alkstore ({SCHEMA_VERSION})"
+        )
+    for version, statements in MIGRATIONS:
+        if version <= current:
+            continue
+        for sql in statements:
+            yield Statement(sql)
+        yield Statement(
+            "INSERT INTO __alkstore_meta (key, value) VALUES ('schema_version', ?) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (str(version),),
+        )
+    return SCHEMA_VERSION

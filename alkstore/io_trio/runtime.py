@@ -1,0 +1,91 @@
+"""The trio side of the runtime seam."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any, TypeVar
+
+import trio
+
+T = TypeVar("T")
+
+
+class _Nursery:
+    def __init__(self, nursery: trio.Nursery) -> None:
+        self._nursery = nursery
+
+    def start_soon(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> None:
+        self._nursery.start_soon(fn, *args)
+
+    def cancel(self) -> None:
+        self._nursery.cancel_scope.cancel()
+
+
+class TrioRuntime:
+    name = "trio"
+
+    def signal(self) -> trio.Event:
+        return trio.Event()
+
+    def lock(self) -> trio.Lock:
+        return trio.Lock()
+
+    def monotonic(self) -> float:
+        return trio.current_time()
+
+    async def sleep(self, seconds: float) -> None:
+        await trio.sleep(seconds)
+
+    async def checkpoint(self) -> None:
+        await trio.lowlevel.checkpoint()
+
+    async def wait_signal(self, signal: Any, timeout: float | None) -> bool:
+        if timeout is None:
+            await signal.wait()
+            return True
+        with trio.move_on_after(timeout):
+            await signal.wait()
+        return bool(signal.is_set())
+
+    async def run_in_thread(self, fn: Callable[[], T]) -> T:
+        return await trio.to_thread.run_sync(fn)
+
+    async def wait_readable(self, fd: int, timeout: float | None) -> bool:
+        if timeout is None:
+            await trio.lowlevel.wait_readable(fd)
+            return True
+        with trio.move_on_after(timeout):
+            await trio.lowlevel.wait_readable(fd)
+            return True
+        return False
+
+    @asynccontextmanager
+    async def task_group(self) -> AsyncIterator[_Nursery]:
+        body_error: BaseException | None = None
+        try:
+            async with trio.open_nursery() as nursery:
+                try:
+                    yield _Nursery(nursery)
+                except BaseException as exc:
+                    body_error = exc
+                    raise
+        except BaseExceptionGroup as group:
+            # The body's own exception is the caller's business: hand it back
+            # as raised, not wrapped in a group with nothing else in it.
+            if body_error is not None and group.exceptions == (body_error,):
+                raise body_error from None
+            raise
+
+    @contextmanager
+    def cancel_scope(self) -> Iterator[trio.CancelScope]:
+        with trio.CancelScope() as scope:
+            yield scope
+
+    @contextmanager
+    def shield(self) -> Iterator[trio.CancelScope]:
+        with trio.CancelScope(shield=True) as scope:
+            yield scope
+
+    def is_cancellation(self, exc: BaseException) -> bool:
+        return isinstance(exc, trio.Cancelled)

@@ -1,0 +1,52 @@
+"""Retry backoff: exponential from a base, capped, with full jitter.
+
+The random draw is an argument (a float in [0, 1)), so a seeded source
+replays the same delays in tests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import InvalidArgument
+from .timeconv import Duration, duration_us
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """``delay = min(cap, base * factor ** (attempt - 1))``, then jittered.
+
+    ``jitter`` is the fraction of the delay that is randomised: 0 gives exact
+    exponential delays, 1 gives "full jitter" (uniform in [0, delay]).
+    """
+
+    base_us: int = 1_000_000
+    cap_us: int = 300_000_000
+    factor: float = 2.0
+    jitter: float = 0.5
+
+    @classmethod
+    def of(
+        cls,
+        base: Duration = 1.0,
+        cap: Duration = 300.0,
+        factor: float = 2.0,
+        jitter: float = 0.5,
+    ) -> Backoff:
+        if not 0.0 <= jitter <= 1.0:
+            raise InvalidArgument("jitter must be within [0, 1]")
+        if factor < 1.0:
+            raise InvalidArgument("factor must be >= 1")
+        return cls(duration_us(base, "backoff base"), duration_us(cap, "backoff cap"), factor, jitter)
+
+    def delay_us(self, attempt: int, draw: float) -> int:
+        """Delay before attempt ``attempt + 1`` given ``attempt`` failures so far."""
+        if not 0.0 <= draw < 1.0:
+            raise InvalidArgument("draw must be within [0, 1)")
+        exponent = max(0, attempt - 1)
+        # Cap before multiplying out so large attempt counts cannot overflow.
+        raw = float(self.cap_us)
+        if exponent < 64:
+            raw = min(raw, self.base_us * self.factor**exponent)
+        fixed = raw * (1.0 - self.jitter)
+        return int(fixed + raw * self.jitter * draw)

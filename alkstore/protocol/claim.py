@@ -1,0 +1,143 @@
+"""Claiming and settling jobs: claim, ack, retry, fail, heartbeat, sweep.
+
+Ownership is the pair (worker, attempt) while the claim has not lapsed. Every
+settling plan checks it in the same transaction as the change, so a worker
+whose claim expired (or whose job was reclaimed, acked or cancelled) changes
+nothing and gets ``False``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .backoff import Backoff
+from .dialect import STATE_PENDING, Dialect
+from .plan import Plan
+from .queues import check_limit
+from .rows import job_record
+from .types import DeadReason, JobRecord
+
+
+def claim(
+    d: Dialect, queue: str, worker: str, n: int, now_us: int, visibility_us: int
+) -> Plan[list[JobRecord]]:
+    """Take up to ``n`` due jobs: priority desc, then run_at, then id."""
+    rows = yield d.claim(queue, worker, check_limit(n, "n"), now_us, now_us + visibility_us)
+    jobs = [job_record(r) for r in rows]
+    # RETURNING does not promise an order; restore the claim order.
+    jobs.sort(key=lambda j: (-j.priority, j.run_at_us, j.id))
+    return jobs
+
+
+def next_due(d: Dialect, queue: str) -> Plan[int | None]:
+    """When the next live job of ``queue`` becomes claimable (None: no job)."""
+    row = yield d.next_due(queue)
+    return None if row is None or row[0] is None else int(row[0])
+
+
+def release(d: Dialect, job: JobRecord, now_us: int, *, refund: bool) -> Plan[bool]:
+    """Hand a claimed job back, due at once; ``refund`` returns the attempt.
+
+    A worker shutting down releases what it has not finished, so nothing waits
+    out a visibility timeout because its worker was stopped on purpose.
+    """
+    count = yield d.release_claim(job.id, job.claimed_by, job.attempts, now_us, int(refund))
+    return bool(count)
+
+
+def ack(d: Dialect, job: JobRecord, now_us: int) -> Plan[bool]:
+    count = yield d.ack(job.id, job.claimed_by, job.attempts, now_us)
+    return bool(count)
+
+
+def ack_batch(
+    d: Dialect, queue: str, job_ids: Sequence[int], worker: str, now_us: int
+) -> Plan[int]:
+    if not job_ids:
+        return 0
+    count = yield d.ack_batch(queue, job_ids, worker, now_us)
+    return int(count)
+
+
+def heartbeat(d: Dialect, job: JobRecord, now_us: int, extend_us: int) -> Plan[bool]:
+    count = yield d.extend_claim(job.id, job.claimed_by, job.attempts, now_us, now_us + extend_us)
+    return bool(count)
+
+
+def retry_decision(attempts: int, max_attempts: int) -> DeadReason | None:
+    """A failed attempt either goes back to pending or, when spent, to dead."""
+    return "max_attempts" if attempts >= max_attempts else None
+
+
+def retry(
+    d: Dialect,
+    job: JobRecord,
+    now_us: int,
+    *,
+    delay_us: int | None,
+    backoff: Backoff,
+    draw: float,
+    error: str | None,
+) -> Plan[bool]:
+    row = yield d.owned(job.id, job.claimed_by, job.attempts, now_us)
+    if row is None:
+        return False
+    attempts, max_attempts = int(row[0]), int(row[1])
+    reason = retry_decision(attempts, max_attempts)
+    if reason is not None:
+        for statement in d.bury(job.id, reason, error, now_us):
+            yield statement
+        return True
+    wait = backoff.delay_us(attempts, draw) if delay_us is None else delay_us
+    yield d.reschedule(job.id, now_us + wait, error)
+    return True
+
+
+def fail(d: Dialect, job: JobRecord, now_us: int, error: str | None) -> Plan[bool]:
+    row = yield d.owned(job.id, job.claimed_by, job.attempts, now_us)
+    if row is None:
+        return False
+    for statement in d.bury(job.id, "failed", error, now_us):
+        yield statement
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class SweepCandidate:
+    id: int
+    state: int
+    visible_at_us: int
+    expires_at_us: int | None
+    attempts: int
+    max_attempts: int
+
+
+def sweep_decision(c: SweepCandidate, now_us: int) -> DeadReason | None:
+    """Which live jobs the sweep moves to dead, and why.
+
+    - a deadline that passed before anyone claimed the job, or while its claim
+      has lapsed, is ``expired`` (a running claim keeps its chance to ack);
+    - a lapsed claim with no attempts left is ``claim_expired``: nobody may
+      claim it again, so leaving it would strand it.
+    """
+    claim_live = c.state != STATE_PENDING and c.visible_at_us > now_us
+    if c.expires_at_us is not None and c.expires_at_us <= now_us and not claim_live:
+        return "expired"
+    if c.state != STATE_PENDING and not claim_live and c.attempts >= c.max_attempts:
+        return "claim_expired"
+    return None
+
+
+def sweep(d: Dialect, queue: str | None, now_us: int, limit: int = 1000) -> Plan[int]:
+    rows = yield d.sweep_candidates(queue, now_us, limit)
+    moved = 0
+    for row in rows:
+        candidate = SweepCandidate(*(None if v is None else int(v) for v in row))  # type: ignore[arg-type]
+        reason = sweep_decision(candidate, now_us)
+        if reason is None:
+            continue
+        for statement in d.bury(candidate.id, reason, None, now_us):
+            yield statement
+        moved += 1
+    return moved

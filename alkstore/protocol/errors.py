@@ -1,0 +1,58 @@
+"""The error taxonomy of contract v1.
+
+One base class; a subclass exists only where a caller can act differently on
+it. Everything the database or driver raises that a caller cannot act on is a
+``DatabaseError`` with the original exception chained as ``__cause__``.
+"""
+
+from __future__ import annotations
+
+
+class AlkstoreError(Exception):
+    """Base of every error alkstore raises."""
+
+
+class PayloadTooLarge(AlkstoreError):
+    """A NOTIFY payload exceeds the engine's limit (Postgres: 8000 bytes)."""
+
+    def __init__(self, limit: int, size: int | None = None) -> None:
+        self.limit = limit
+        self.size = size
+        detail = f" ({size} bytes)" if size is not None else ""
+        super().__init__(f"payload exceeds the {limit}-byte limit{detail}")
+
+
+class ReservedName(AlkstoreError):
+    """A consumer-supplied name starts with the reserved prefix ``__alkstore_``."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"name {name!r} uses the reserved prefix '__alkstore_'")
+
+
+class InvalidName(AlkstoreError):
+    """A name is empty, not a string, or cannot be represented faithfully."""
+
+    def __init__(self, name: object, reason: str = "names must be non-empty strings") -> None:
+        self.name = name
+        self.reason = reason
+        super().__init__(f"invalid name {name!r}: {reason}")
+
+
+class Closed(AlkstoreError):
+    """The receiver, transaction or store is closed."""
+
+
+class CodecError(AlkstoreError):
+    """A payload could not be encoded to JSON or decoded into the requested type."""
+
+
+class DatabaseError(AlkstoreError):
+    """Anything else the engine reports; the driver's exception is ``__cause__``."""
+
+
+class InvalidArgument(AlkstoreError, ValueError):
+    """An option is out of range (a negative delay, ``max_attempts`` below 1, ...).
+
+    Also a ``ValueError`` so that generic argument-checking code catches it.
+    """

@@ -1,0 +1,61 @@
+"""Name rules shared by every engine: the reserved prefix and non-empty names."""
+
+from __future__ import annotations
+
+from .errors import InvalidName, ReservedName
+
+RESERVED_PREFIX = "__alkstore_"
+LISTENER_RECONNECTED = "__alkstore_listener_reconnected__"
+
+# Longest name accepted anywhere. Engines map names to storage themselves (a
+# name is always data, never an identifier), so this bound exists only to keep
+# a runaway string from becoming an index key.
+MAX_NAME_LENGTH = 1024
+
+
+def check_name(name: object, kind: str = "name") -> str:
+    """Validate a consumer-supplied channel/stream/queue/lock/outbox name."""
+    name = check_identifier(name, kind)
+    if name.startswith(RESERVED_PREFIX):
+        raise ReservedName(name)
+    return name
+
+
+def check_identifier(name: object, kind: str = "name") -> str:
+    """Validate a consumer-local identifier (worker id, lock owner, stream consumer).
+
+    These are not shared namespaces, so the reserved prefix is allowed.
+    """
+    if not isinstance(name, str):
+        raise InvalidName(name, f"{kind} must be a str, not {type(name).__name__}")
+    if not name:
+        raise InvalidName(name, f"{kind} must be non-empty")
+    if len(name) > MAX_NAME_LENGTH:
+        raise InvalidName(name, f"{kind} is longer than {MAX_NAME_LENGTH} characters")
+    if "\x00" in name:
+        raise InvalidName(name, f"{kind} contains a NUL character")
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidName(name, f"{kind} is not valid Unicode text") from exc
+    return name
+
+
+def check_key(key: object) -> str:
+    """A stream key is metadata: when present it must be a non-empty string."""
+    return check_identifier(key, "stream key")
+
+
+def outbox_queue_name(outbox: str) -> str:
+    """The engine-derived queue behind an outbox; reserved, so no consumer collides."""
+    return f"{RESERVED_PREFIX}outbox:{outbox}"
+
+
+def queue_channel(queue: str) -> str:
+    """Internal wake channel that enqueues into ``queue`` notify."""
+    return f"{RESERVED_PREFIX}q:{queue}"
+
+
+def stream_channel(stream: str) -> str:
+    """Internal wake channel that publishes to ``stream`` notify."""
+    return f"{RESERVED_PREFIX}s:{stream}"

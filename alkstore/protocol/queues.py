@@ -1,0 +1,83 @@
+"""Queue plans that do not involve ownership: enqueue, inspect, cancel, dead letters."""
+
+from __future__ import annotations
+
+from .dialect import Dialect
+from .errors import InvalidArgument
+from .names import queue_channel
+from .plan import Plan
+from .rows import dead_info, job_info
+from .types import JobInfo, NewJob, QueueStats
+
+
+def enqueue(d: Dialect, job: NewJob, origin: str, now_us: int) -> Plan[int]:
+    row = yield d.enqueue(job, now_us)
+    # Wake workers of this queue, here and in other processes, after commit.
+    yield d.notify(queue_channel(job.queue), origin, now_us)
+    return int(row[0])
+
+
+def enqueue_many(d: Dialect, jobs: list[NewJob], origin: str, now_us: int) -> Plan[list[int]]:
+    ids: list[int] = []
+    for job in jobs:
+        row = yield d.enqueue(job, now_us)
+        ids.append(int(row[0]))
+    for queue in dict.fromkeys(job.queue for job in jobs):
+        yield d.notify(queue_channel(queue), origin, now_us)
+    return ids
+
+
+def get_job(d: Dialect, queue: str, job_id: int) -> Plan[JobInfo | None]:
+    job_id = check_job_id(job_id)
+    row = yield d.get_job(queue, job_id)
+    if row is not None:
+        return job_info(row)
+    row = yield d.get_dead(queue, job_id)
+    return None if row is None else dead_info(row)
+
+
+def cancel(d: Dialect, queue: str, job_id: int) -> Plan[bool]:
+    """Remove a live job (pending or processing); a worker's later ack returns False."""
+    job_id = check_job_id(job_id)
+    count = yield d.cancel(queue, job_id)
+    return bool(count)
+
+
+def stats(d: Dialect, queue: str, now_us: int) -> Plan[QueueStats]:
+    ready, scheduled, processing = yield d.queue_counts(queue, now_us)
+    (dead,) = yield d.dead_count(queue)
+    return QueueStats(int(ready), int(scheduled), int(processing), int(dead))
+
+
+def dead_letters(d: Dialect, queue: str, limit: int) -> Plan[list[JobInfo]]:
+    rows = yield d.dead_letters(queue, check_limit(limit))
+    return [dead_info(r) for r in rows]
+
+
+def requeue_dead(d: Dialect, queue: str, job_id: int, origin: str, now_us: int) -> Plan[bool]:
+    """Back to pending, due now, with fresh attempts and no deadline."""
+    job_id = check_job_id(job_id)
+    insert, delete = d.requeue_dead(queue, job_id, now_us)
+    moved = yield insert
+    if not moved:
+        return False
+    yield delete
+    yield d.notify(queue_channel(queue), origin, now_us)
+    return True
+
+
+def purge_dead(d: Dialect, queue: str, before_us: int | None) -> Plan[int]:
+    count = yield d.purge_dead(queue, before_us)
+    return int(count)
+
+
+def check_job_id(job_id: object) -> int:
+    if isinstance(job_id, bool) or not isinstance(job_id, int):
+        raise InvalidArgument(f"job id must be an int, got {job_id!r}")
+    return job_id
+
+
+def check_limit(limit: object, what: str = "limit") -> int:
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise InvalidArgument(f"{what} must be an int >= 1, got {limit!r}")
+    return limit

@@ -1,0 +1,124 @@
+"""Decoding rows read back from an engine into value types.
+
+A row may have been written by another program or another version, so every
+field is checked; a malformed row raises ``CodecError`` instead of a raw
+``TypeError`` deep inside user code.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import codec
+from .dialect import STATE_PENDING, STATE_PROCESSING
+from .errors import CodecError
+from .plan import Row
+from .types import DeadReason, JobInfo, JobRecord, StreamEvent
+from .timeconv import maybe_datetime, to_datetime
+
+_DEAD_REASONS = frozenset({"failed", "max_attempts", "expired", "claim_expired"})
+
+
+def _int(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise CodecError(f"row field {what} is not an integer: {value!r}")
+    return value
+
+
+def _opt_int(value: Any, what: str) -> int | None:
+    return None if value is None else _int(value, what)
+
+
+def _str(value: Any, what: str) -> str:
+    if not isinstance(value, str):
+        raise CodecError(f"row field {what} is not text: {value!r}")
+    return value
+
+
+def _opt_str(value: Any, what: str) -> str | None:
+    return None if value is None else _str(value, what)
+
+
+def _shape(row: Row, n: int, what: str) -> None:
+    if not isinstance(row, tuple | list) or len(row) != n:
+        raise CodecError(f"{what} row has the wrong shape: {row!r}")
+
+
+def job_record(row: Row) -> JobRecord:
+    """A row returned by a claim (``JOB_COLUMNS``)."""
+    _shape(row, 13, "job")
+    return JobRecord(
+        id=_int(row[0], "id"),
+        queue=_str(row[1], "queue"),
+        payload=codec.decode(_str(row[2], "payload")),
+        priority=_int(row[3], "priority"),
+        attempts=_int(row[4], "attempts"),
+        max_attempts=_int(row[5], "max_attempts"),
+        run_at_us=_int(row[6], "run_at"),
+        created_at_us=_int(row[7], "created_at"),
+        expires_at_us=_opt_int(row[8], "expires_at"),
+        claimed_by=_str(row[9], "claimed_by"),
+        claim_expires_at_us=_int(row[10], "visible_at"),
+    )
+
+
+def job_info(row: Row) -> JobInfo:
+    """A live job row (``JOB_COLUMNS``) for inspection."""
+    _shape(row, 13, "job")
+    state = _int(row[11], "state")
+    if state not in (STATE_PENDING, STATE_PROCESSING):
+        raise CodecError(f"row field state has an unknown value: {state!r}")
+    processing = state == STATE_PROCESSING
+    return JobInfo(
+        id=_int(row[0], "id"),
+        queue=_str(row[1], "queue"),
+        state="processing" if processing else "pending",
+        payload=codec.decode(_str(row[2], "payload")),
+        priority=_int(row[3], "priority"),
+        attempts=_int(row[4], "attempts"),
+        max_attempts=_int(row[5], "max_attempts"),
+        run_at=to_datetime(_int(row[6], "run_at")),
+        created_at=to_datetime(_int(row[7], "created_at")),
+        expires_at=maybe_datetime(_opt_int(row[8], "expires_at")),
+        claimed_by=_opt_str(row[9], "claimed_by") if processing else None,
+        claim_expires_at=to_datetime(_int(row[10], "visible_at")) if processing else None,
+        last_error=_opt_str(row[12], "last_error"),
+    )
+
+
+def dead_info(row: Row) -> JobInfo:
+    """A dead-letter row (``DEAD_COLUMNS``)."""
+    _shape(row, 13, "dead letter")
+    reason = _str(row[11], "reason")
+    if reason not in _DEAD_REASONS:
+        raise CodecError(f"row field reason has an unknown value: {reason!r}")
+    dead_reason: DeadReason = reason  # type: ignore[assignment]
+    return JobInfo(
+        id=_int(row[0], "id"),
+        queue=_str(row[1], "queue"),
+        state="dead",
+        payload=codec.decode(_str(row[2], "payload")),
+        priority=_int(row[3], "priority"),
+        attempts=_int(row[4], "attempts"),
+        max_attempts=_int(row[5], "max_attempts"),
+        run_at=to_datetime(_int(row[6], "run_at")),
+        created_at=to_datetime(_int(row[7], "created_at")),
+        expires_at=maybe_datetime(_opt_int(row[8], "expires_at")),
+        claimed_by=_opt_str(row[9], "claimed_by"),
+        claim_expires_at=None,
+        last_error=_opt_str(row[10], "last_error"),
+        dead_reason=dead_reason,
+        died_at=to_datetime(_int(row[12], "died_at")),
+    )
+
+
+def stream_event(row: Row) -> StreamEvent:
+    """An event row (``EVENT_COLUMNS``)."""
+    _shape(row, 5, "event")
+    return StreamEvent(
+        offset=_int(row[0], "offset"),
+        stream=_str(row[1], "stream"),
+        key=_opt_str(row[2], "key"),
+        payload=codec.decode(_str(row[3], "payload")),
+        created_at=to_datetime(_int(row[4], "created_at")),
+    )

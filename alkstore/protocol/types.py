@@ -1,0 +1,187 @@
+"""Value types of the contract. Plain data: no IO, no handles."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal, TypeVar
+
+from . import codec
+from .backoff import Backoff
+from .errors import InvalidArgument
+from .timeconv import Duration, duration_us, instant_us, maybe_datetime, to_datetime
+
+T = TypeVar("T")
+
+JobState = Literal["pending", "processing", "dead"]
+DeadReason = Literal["failed", "max_attempts", "expired", "claim_expired"]
+
+
+@dataclass(frozen=True, slots=True)
+class Wake:
+    """A hint that something happened on ``channel``. Carries nothing else."""
+
+    channel: str
+
+
+@dataclass(frozen=True, slots=True)
+class StreamEvent:
+    offset: int
+    stream: str
+    key: str | None
+    payload: codec.JSON
+    created_at: datetime
+
+    def payload_as(self, target: type[T]) -> T:
+        return codec.convert(self.payload, target)
+
+
+@dataclass(frozen=True, slots=True)
+class JobRecord:
+    """A claimed job as the core sees it; the API wraps it in a ``Job`` handle."""
+
+    id: int
+    queue: str
+    payload: codec.JSON
+    priority: int
+    attempts: int
+    max_attempts: int
+    run_at_us: int
+    created_at_us: int
+    expires_at_us: int | None
+    claimed_by: str
+    claim_expires_at_us: int
+
+
+@dataclass(frozen=True, slots=True)
+class JobInfo:
+    """A job's state for inspection (``get_job``, ``dead_letters``)."""
+
+    id: int
+    queue: str
+    state: JobState
+    payload: codec.JSON
+    priority: int
+    attempts: int
+    max_attempts: int
+    run_at: datetime
+    created_at: datetime
+    expires_at: datetime | None
+    claimed_by: str | None
+    claim_expires_at: datetime | None
+    last_error: str | None
+    dead_reason: DeadReason | None = None
+    died_at: datetime | None = None
+
+    def payload_as(self, target: type[T]) -> T:
+        return codec.convert(self.payload, target)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    ready: int  # pending and due now
+    scheduled: int  # pending, due later
+    processing: int  # claimed (including claims that have expired but not been reclaimed)
+    dead: int
+
+
+@dataclass(frozen=True, slots=True)
+class LockRecord:
+    name: str
+    owner: str
+    token: int
+    expires_at_us: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueueOptions:
+    """Per-handle queue settings (no IO; validated once at ``store.queue``)."""
+
+    visibility_timeout_us: int = 300_000_000
+    max_attempts: int = 3
+    backoff: Backoff = Backoff()
+
+    @classmethod
+    def of(
+        cls,
+        visibility_timeout: Duration = 300.0,
+        max_attempts: int = 3,
+        backoff: Backoff | None = None,
+    ) -> QueueOptions:
+        vt = duration_us(visibility_timeout, "visibility_timeout", allow_zero=False)
+        return cls(vt, check_max_attempts(max_attempts), backoff or Backoff())
+
+
+def check_max_attempts(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidArgument(f"max_attempts must be an int >= 1, got {value!r}")
+    return value
+
+
+def check_priority(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgument(f"priority must be an int, got {value!r}")
+    if not -(2**31) <= value < 2**31:
+        raise InvalidArgument("priority must fit in 32 bits")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class NewJob:
+    """A job about to be inserted: every time already resolved against ``now``."""
+
+    queue: str
+    payload_json: str
+    priority: int
+    run_at_us: int
+    max_attempts: int
+    expires_at_us: int | None
+
+
+def resolve_enqueue(
+    queue: str,
+    payload: codec.JSON,
+    now_us: int,
+    defaults: QueueOptions,
+    *,
+    delay: Duration | None = None,
+    run_at: datetime | None = None,
+    priority: int = 0,
+    max_attempts: int | None = None,
+    expires: datetime | Duration | None = None,
+) -> NewJob:
+    """Validate enqueue options and encode the payload before any round trip.
+
+    ``expires`` is an absolute deadline; a duration is taken relative to now.
+    """
+    if delay is not None and run_at is not None:
+        raise InvalidArgument("give delay or run_at, not both")
+    at = now_us
+    if delay is not None:
+        at = now_us + duration_us(delay, "delay")
+    elif run_at is not None:
+        at = instant_us(run_at, "run_at")
+    expires_us: int | None = None
+    if isinstance(expires, datetime):
+        expires_us = instant_us(expires, "expires")
+    elif expires is not None:
+        expires_us = now_us + duration_us(expires, "expires")
+    attempts = defaults.max_attempts if max_attempts is None else check_max_attempts(max_attempts)
+    return NewJob(queue, codec.encode(payload), check_priority(priority), at, attempts, expires_us)
+
+
+__all__ = [
+    "DeadReason",
+    "JobInfo",
+    "JobRecord",
+    "JobState",
+    "LockRecord",
+    "NewJob",
+    "QueueOptions",
+    "QueueStats",
+    "StreamEvent",
+    "Wake",
+    "maybe_datetime",
+    "resolve_enqueue",
+    "to_datetime",
+]

@@ -1,0 +1,98 @@
+"""Wake bookkeeping: which receivers listen to which channel.
+
+Pure: the router maps channels to receiver ids and tells the driver whom to
+wake. The watcher policy decides, from what it read back, which channels
+another process notified and how long to wait before looking again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from .dialect import Dialect
+from .plan import Plan, Row
+
+
+@dataclass
+class WakeRouter:
+    """Channel -> receiver ids. Receivers are identified by opaque ints."""
+
+    _by_channel: dict[str, set[int]] = field(default_factory=dict)
+
+    def add(self, channel: str, receiver: int) -> None:
+        self._by_channel.setdefault(channel, set()).add(receiver)
+
+    def remove(self, channel: str, receiver: int) -> None:
+        ids = self._by_channel.get(channel)
+        if ids is None:
+            return
+        ids.discard(receiver)
+        if not ids:
+            del self._by_channel[channel]
+
+    def targets(self, channels: Iterable[str]) -> set[int]:
+        out: set[int] = set()
+        for channel in channels:
+            out |= self._by_channel.get(channel, set())
+        return out
+
+    def channels(self) -> set[str]:
+        return set(self._by_channel)
+
+    def all_receivers(self) -> set[int]:
+        out: set[int] = set()
+        for ids in self._by_channel.values():
+            out |= ids
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class ForeignNotifications:
+    last_id: int
+    channels: frozenset[str]
+
+
+def foreign_notifications(
+    d: Dialect, after_id: int, origin: str, limit: int = 10_000
+) -> Plan[ForeignNotifications]:
+    """Channels notified by other stores since ``after_id``.
+
+    Our own notifications already woke local receivers at commit, so they are
+    skipped here rather than delivered twice.
+    """
+    rows: list[Row] = yield d.notifications_since(after_id, limit)
+    last = after_id
+    channels: set[str] = set()
+    for row_id, channel, row_origin in rows:
+        last = max(last, int(row_id))
+        if row_origin != origin:
+            channels.add(str(channel))
+    return ForeignNotifications(last, frozenset(channels))
+
+
+def last_notification_id(d: Dialect) -> Plan[int]:
+    row = yield d.last_notification_id()
+    return int(row[0])
+
+
+@dataclass
+class PollCadence:
+    """Adaptive polling for engines without an event to wait on.
+
+    Fast right after activity, backing off geometrically while idle, so
+    latency is low under load and an idle store costs almost nothing.
+    """
+
+    fastest: float = 0.001
+    slowest: float = 0.1
+    growth: float = 1.5
+    current: float = 0.001
+
+    def activity(self) -> float:
+        self.current = self.fastest
+        return self.current
+
+    def idle(self) -> float:
+        self.current = min(self.slowest, self.current * self.growth)
+        return self.current

@@ -1,0 +1,39 @@
+"""What the facades need from an engine+driver pair: run plans, hold a transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Protocol, TypeVar
+
+from ..protocol.dialect import Dialect
+from ..protocol.plan import Plan
+
+T = TypeVar("T")
+
+
+class TxSession(Protocol):
+    async def run(self, plan: Plan[T]) -> T: ...
+    async def execute(
+        self, sql: str, params: Sequence[Any] | dict[str, Any]
+    ) -> list[tuple[Any, ...]]: ...
+    @property
+    def wakes(self) -> list[str]:
+        """Channels notified so far; woken locally only after commit."""
+        ...
+
+
+class Executor(Protocol):
+    dialect: Dialect
+    notify_payload_limit: int | None
+
+    async def run(self, plan: Plan[T], *, write: bool = True) -> tuple[T, list[str]]:
+        """Run ``plan`` in its own transaction; return its value and the
+        channels it notified (to wake locally, now that it committed)."""
+        ...
+
+    def transaction(self) -> AbstractAsyncContextManager[TxSession]:
+        """Commit when the block ends normally, roll back when it raises."""
+        ...
+
+    async def close(self) -> None: ...

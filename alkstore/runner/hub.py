@@ -1,0 +1,84 @@
+"""Local wake delivery: receivers, and the hub that routes wakes to them."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable
+
+from ..protocol.wakes import WakeRouter
+from .runtime import Runtime, Signal
+
+
+class Mailbox:
+    """One receiver's pending-wake flag. Wakes coalesce: many become one."""
+
+    def __init__(self, runtime: Runtime, receiver_id: int, channel: str) -> None:
+        self.id = receiver_id
+        self.channel = channel
+        self.pending = False
+        self.closed = False
+        self._runtime = runtime
+        self._signal: Signal = runtime.signal()
+
+    def post(self) -> None:
+        self.pending = True
+        self._signal.set()
+
+    def close(self) -> None:
+        self.closed = True
+        self._signal.set()
+
+    def take(self) -> bool:
+        """Consume the pending wake, if any."""
+        if not self.pending:
+            return False
+        self.pending = False
+        if self._signal.is_set():
+            self._signal = self._runtime.signal()
+        return True
+
+    async def wait(self, timeout: float | None) -> bool:
+        """Wait until a wake is pending or the mailbox closes (or timeout)."""
+        if self.pending or self.closed:
+            return True
+        if self._signal.is_set():
+            self._signal = self._runtime.signal()
+        return await self._runtime.wait_signal(self._signal, timeout)
+
+
+class WakeHub:
+    def __init__(self, runtime: Runtime) -> None:
+        self._runtime = runtime
+        self._router = WakeRouter()
+        self._boxes: dict[int, Mailbox] = {}
+        self._ids = itertools.count(1)
+        self.closed = False
+
+    def open(self, channel: str) -> Mailbox:
+        box = Mailbox(self._runtime, next(self._ids), channel)
+        if self.closed:
+            box.close()
+            return box
+        self._boxes[box.id] = box
+        self._router.add(channel, box.id)
+        return box
+
+    def discard(self, box: Mailbox) -> None:
+        self._router.remove(box.channel, box.id)
+        self._boxes.pop(box.id, None)
+
+    def wake(self, channels: Iterable[str]) -> None:
+        for receiver in self._router.targets(channels):
+            self._boxes[receiver].post()
+
+    def wake_all(self) -> None:
+        for box in self._boxes.values():
+            box.post()
+
+    def close_all(self) -> None:
+        self.closed = True
+        for box in list(self._boxes.values()):
+            box.close()
+
+    def has_listeners(self) -> bool:
+        return bool(self._boxes)

@@ -1,0 +1,104 @@
+"""Opening a SQLite store: connections, schema, watcher, background tasks."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+from ..api.store import Store
+from ..protocol.plan import run_sync
+from ..protocol.wakes import PollCadence  # noqa: F401 - re-exported for options docs
+from . import sqlite_conn
+from .hub import WakeHub
+from .runtime import Clock, Runtime, SystemClock
+from .sqlite_executor import SqliteExecutor
+from .sqlite_watcher import SqliteWatcher, WatcherOptions
+
+
+@dataclass
+class SqliteOptions:
+    """Engine options for SQLite (not contract: see docs/engines.md)."""
+
+    # How long a write waits for another process's write lock before giving
+    # up with DatabaseError. Writers in this process queue in the writer slot.
+    busy_timeout: float = 5.0
+    pragmas: dict[str, str] = field(default_factory=dict)
+    watcher: WatcherOptions = field(default_factory=WatcherOptions)
+    # Notification rows older than this are pruned (wakes are hints).
+    notification_retention: float = 60.0
+    maintenance_interval: float = 10.0
+
+
+@asynccontextmanager
+async def open_sqlite_store(
+    runtime: Runtime,
+    path: str | os.PathLike[str],
+    *,
+    options: SqliteOptions | None = None,
+    clock: Clock | None = None,
+    seed: int | None = None,
+) -> AsyncIterator[Store]:
+    opts = options or SqliteOptions()
+    target = os.fspath(path)
+    memory = target == ":memory:" or target == ""
+    if memory:
+        # One private in-memory database: a single connection and no watcher,
+        # since no other process can see it.
+        target = f"file:alkstore-{uuid.uuid4().hex}?mode=memory"
+
+    def open_main() -> object:
+        conn = sqlite_conn.connect(target, busy_timeout=opts.busy_timeout, pragmas=opts.pragmas)
+        try:
+            sqlite_conn.migrate_schema(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    conn = await runtime.run_in_thread(open_main)
+    hub = WakeHub(runtime)
+    executor = SqliteExecutor(runtime, conn)  # type: ignore[arg-type]
+    store = Store(executor=executor, runtime=runtime, clock=clock or SystemClock(), hub=hub, seed=seed)
+    try:
+        async with runtime.task_group() as group:
+            if not memory:
+                watch_conn = await runtime.run_in_thread(
+                    lambda: sqlite_conn.connect(
+                        target, busy_timeout=opts.busy_timeout, pragmas=opts.pragmas
+                    )
+                )
+                watcher = SqliteWatcher(runtime, target, watch_conn, hub, store.origin, opts.watcher)
+                group.start_soon(watcher.run)
+                store._watcher = watcher  # type: ignore[attr-defined]
+            group.start_soon(_maintenance, store, opts)
+            try:
+                yield store
+            finally:
+                group.cancel()
+    finally:
+        with runtime.shield():
+            await store.aclose()
+
+
+async def _maintenance(store: Store, opts: SqliteOptions) -> None:
+    from ..protocol.timeconv import US_PER_S
+
+    runtime = store.runtime
+    while True:
+        await runtime.sleep(opts.maintenance_interval)
+        cutoff = store.now_us() - round(opts.notification_retention * US_PER_S)
+        try:
+            await store.run(_prune(store, cutoff))
+        except Exception:  # noqa: BLE001 - maintenance retries next round
+            continue
+
+
+def _prune(store: Store, cutoff_us: int):  # type: ignore[no-untyped-def]
+    count = yield store.dialect.prune_notifications(cutoff_us)
+    return count
+
+
+__all__ = ["SqliteOptions", "open_sqlite_store", "run_sync"]

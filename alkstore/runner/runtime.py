@@ -1,0 +1,96 @@
+"""The seam between the shared code and an async library.
+
+A driver implements ``Runtime``: how to wait (events, sleeps, file
+descriptors, threads), how to spawn (task groups that own every background
+task) and how to cancel (scopes, shields). Nothing else differs between trio
+and asyncio.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
+from typing import Any, Protocol, TypeVar
+
+T = TypeVar("T")
+
+
+class Signal(Protocol):
+    """A one-shot event: ``set`` wakes every waiter; never reset (make a new one)."""
+
+    def set(self) -> None: ...
+    def is_set(self) -> bool: ...
+    async def wait(self) -> None: ...
+
+
+class AsyncLock(Protocol):
+    async def __aenter__(self) -> Any: ...
+    async def __aexit__(self, *exc: object) -> Any: ...
+
+
+class TaskGroup(Protocol):
+    def start_soon(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> None: ...
+    def cancel(self) -> None: ...
+
+
+class CancelScope(Protocol):
+    def cancel(self) -> None: ...
+
+    @property
+    def cancelled_caught(self) -> bool: ...
+
+
+class Runtime(Protocol):
+    name: str
+
+    def signal(self) -> Signal: ...
+    def lock(self) -> AsyncLock: ...
+    def monotonic(self) -> float: ...
+    async def sleep(self, seconds: float) -> None: ...
+    async def checkpoint(self) -> None: ...
+    async def wait_signal(self, signal: Signal, timeout: float | None) -> bool:
+        """Wait for ``signal`` at most ``timeout`` seconds; True when it was set."""
+        ...
+
+    async def run_in_thread(self, fn: Callable[[], T]) -> T:
+        """Run blocking ``fn`` on a worker thread; not abandoned on cancel."""
+        ...
+
+    async def wait_readable(self, fd: int, timeout: float | None) -> bool:
+        """Wait until ``fd`` is readable (True) or ``timeout`` passes (False)."""
+        ...
+    def task_group(self) -> AbstractAsyncContextManager[TaskGroup]:
+        """A task group whose body's own exception propagates unwrapped."""
+        ...
+
+    def cancel_scope(self) -> AbstractContextManager[CancelScope]: ...
+    def shield(self) -> AbstractContextManager[Any]: ...
+    def is_cancellation(self, exc: BaseException) -> bool: ...
+
+
+class Clock(Protocol):
+    """Wall-clock time in microseconds since the epoch: the core's ``now``."""
+
+    def now_us(self) -> int: ...
+
+
+class SystemClock:
+    def now_us(self) -> int:
+        return time.time_ns() // 1000
+
+
+class ManualClock:
+    """A clock that moves only when told to; for tests and simulations."""
+
+    def __init__(self, start_us: int = 1_700_000_000_000_000) -> None:
+        self._now = start_us
+
+    def now_us(self) -> int:
+        return self._now
+
+    def advance(self, seconds: float) -> None:
+        self._now += round(seconds * 1_000_000)
+
+    def set(self, now_us: int) -> None:
+        self._now = now_us

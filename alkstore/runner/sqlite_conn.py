@@ -1,0 +1,157 @@
+"""Running plans on a sqlite3 connection, synchronously, on the caller's thread.
+
+The async executor hands a whole plan to a worker thread in one hop; this
+module is what runs there. It owns the mapping from sqlite3's exceptions to
+the taxonomy: nothing raw escapes.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+from ..engines.sqlite import PRAGMAS, migrate
+from ..protocol.errors import AlkstoreError, DatabaseError
+from ..protocol.plan import Fetch, Plan, Statement
+
+T = TypeVar("T")
+
+
+def connect(path: str, *, busy_timeout: float, pragmas: dict[str, str]) -> sqlite3.Connection:
+    try:
+        conn = sqlite3.connect(
+            path,
+            timeout=busy_timeout,
+            isolation_level=None,  # we issue BEGIN/COMMIT ourselves
+            check_same_thread=False,  # serialised by the executor's writer slot
+            cached_statements=256,
+        )
+    except sqlite3.Error as exc:
+        raise DatabaseError(f"cannot open SQLite database {path!r}: {exc}") from exc
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+        for key, value in {**PRAGMAS, **pragmas}.items():
+            if not key.replace("_", "").isalnum() or not str(value).replace("_", "").isalnum():
+                raise DatabaseError(f"refusing odd pragma {key!r} = {value!r}")
+            conn.execute(f"PRAGMA {key} = {value}")
+    except sqlite3.Error as exc:
+        conn.close()
+        raise DatabaseError(f"cannot configure SQLite database {path!r}: {exc}") from exc
+    return conn
+
+
+def execute(conn: sqlite3.Connection, statement: Statement) -> Any:
+    cursor = conn.execute(statement.sql, statement.params)
+    fetch = statement.fetch
+    if fetch is Fetch.NONE:
+        return None
+    if fetch is Fetch.ONE:
+        return cursor.fetchone()
+    if fetch is Fetch.ALL:
+        return cursor.fetchall()
+    # ROWCOUNT: for DML with RETURNING, rows must be consumed first.
+    return cursor.rowcount
+
+
+def drive(conn: sqlite3.Connection, plan: Plan[T], wakes: list[str]) -> T:
+    """Run ``plan`` on ``conn``; collect the channels its statements notify."""
+    try:
+        statement = next(plan)
+        while True:
+            if statement.wakes:
+                wakes.extend(statement.wakes)
+            statement = plan.send(execute(conn, statement))
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+
+
+def run_plan(conn: sqlite3.Connection, plan: Plan[T], *, write: bool) -> tuple[T, list[str]]:
+    """One plan, one transaction. Any failure rolls the whole plan back."""
+    wakes: list[str] = []
+    try:
+        conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+        try:
+            value = drive(conn, plan, wakes)
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+    except sqlite3.Error as exc:
+        raise DatabaseError(f"SQLite: {exc}") from exc
+    return value, wakes
+
+
+def begin(conn: sqlite3.Connection) -> None:
+    guarded(conn.execute, "BEGIN IMMEDIATE")
+
+
+def run_in_tx(conn: sqlite3.Connection, plan: Plan[T]) -> tuple[T, list[str]]:
+    """A plan inside a caller's open transaction; a failure leaves the tx open."""
+    wakes: list[str] = []
+    # SAVEPOINT so that a failed step undoes only itself: no partial write of
+    # that step survives, and the caller decides about the rest.
+    try:
+        conn.execute("SAVEPOINT alkstore_step")
+        try:
+            value = drive(conn, plan, wakes)
+        except BaseException:
+            conn.execute("ROLLBACK TO alkstore_step")
+            conn.execute("RELEASE alkstore_step")
+            raise
+        conn.execute("RELEASE alkstore_step")
+    except sqlite3.Error as exc:
+        raise DatabaseError(f"SQLite: {exc}") from exc
+    return value, wakes
+
+
+def execute_user(
+    conn: sqlite3.Connection, sql: str, params: Sequence[Any] | dict[str, Any]
+) -> list[tuple[Any, ...]]:
+    """The caller's own SQL inside a transaction; returns any rows."""
+    try:
+        conn.execute("SAVEPOINT alkstore_user")
+        try:
+            rows = conn.execute(sql, params).fetchall()
+        except BaseException:
+            conn.execute("ROLLBACK TO alkstore_user")
+            conn.execute("RELEASE alkstore_user")
+            raise
+        conn.execute("RELEASE alkstore_user")
+    except sqlite3.Error as exc:
+        raise DatabaseError(f"SQLite: {exc}") from exc
+    return rows
+
+
+def finish(conn: sqlite3.Connection, commit: bool) -> None:
+    if not conn.in_transaction:
+        return
+    guarded(conn.execute, "COMMIT" if commit else "ROLLBACK")
+
+
+def guarded(fn: Any, *args: Any) -> Any:
+    try:
+        return fn(*args)
+    except sqlite3.Error as exc:
+        raise DatabaseError(f"SQLite: {exc}") from exc
+
+
+def migrate_schema(conn: sqlite3.Connection) -> int:
+    value, _ = run_plan(conn, migrate(), write=True)
+    return value
+
+
+def data_version(conn: sqlite3.Connection) -> int:
+    row = guarded(lambda: conn.execute("PRAGMA data_version").fetchone())
+    return int(row[0])
+
+
+def close(conn: sqlite3.Connection) -> None:
+    try:
+        conn.close()
+    except sqlite3.Error as exc:  # pragma: no cover - close rarely fails
+        raise DatabaseError(f"SQLite: {exc}") from exc
+
+
+__all__ = ["AlkstoreError"]

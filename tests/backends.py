@@ -1,0 +1,67 @@
+"""The backends every contract test runs on.
+
+A backend knows how to open a fresh store on its engine x driver pair. Add a
+pair here (``postgres-trio``, ``sqlite-asyncio``, ...) and every test that
+takes the ``backend`` or ``store`` fixture runs on it, unedited.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from alkstore.api.store import Store
+from alkstore.runner.runtime import Clock
+
+Opener = Callable[..., AbstractAsyncContextManager[Store]]
+
+
+@dataclass(frozen=True)
+class Backend:
+    id: str
+    engine: str
+    driver: str
+    # open(location, clock=None, seed=None): a store on the same database as
+    # every other store opened with the same location.
+    open_at: Callable[..., AbstractAsyncContextManager[Store]]
+    # A fresh, empty location (a file path, a schema name, ...).
+    new_location: Callable[[Path], str]
+
+    @asynccontextmanager
+    async def open(
+        self, location: str, *, clock: Clock | None = None, seed: int | None = 0, **kw: Any
+    ) -> AsyncIterator[Store]:
+        async with self.open_at(location, clock=clock, seed=seed, **kw) as store:
+            yield store
+
+
+def _sqlite_location(tmp: Path) -> str:
+    return str(tmp / f"alkstore-{uuid.uuid4().hex[:8]}.db")
+
+
+def _sqlite_trio(location: str, **kw: Any) -> AbstractAsyncContextManager[Store]:
+    from alkstore.io_trio import open_sqlite
+
+    return open_sqlite(location, **kw)
+
+
+BACKENDS: dict[str, Backend] = {
+    "sqlite-trio": Backend("sqlite-trio", "sqlite", "trio", _sqlite_trio, _sqlite_location),
+}
+
+
+def selected_backends() -> list[str]:
+    """All backends, or those named in ALKSTORE_BACKENDS (comma-separated)."""
+    wanted = os.environ.get("ALKSTORE_BACKENDS")
+    if not wanted:
+        return list(BACKENDS)
+    names = [n.strip() for n in wanted.split(",") if n.strip()]
+    unknown = [n for n in names if n not in BACKENDS]
+    if unknown:
+        raise RuntimeError(f"unknown backends in ALKSTORE_BACKENDS: {unknown}")
+    return names
