@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import datetime
@@ -120,8 +121,5 @@ async def hold_lock(
             raise LockLost(lock.name, lock.token)
     finally:
         if not lost:
-            with runtime.shield():
-                try:
-                    await lock.release()
-                except AlkstoreError:
-                    pass
+            with runtime.shield(), contextlib.suppress(AlkstoreError):
+                await lock.release()

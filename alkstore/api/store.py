@@ -196,11 +196,20 @@ class Store:
         queue: str,
         cron_or_every: str,
         payload: codec.JSON = None,
-        **options: Any,
+        *,
+        priority: int = 0,
+        max_attempts: int | None = None,
+        expires_after: Duration | None = None,
     ) -> None:
+        """Enqueue ``payload`` into ``queue`` at every fire time of
+        ``cron_or_every`` (5/6-field cron in UTC, an alias such as ``@hourly``,
+        or ``@every 30s``). Re-registering the same expression is a no-op."""
         from .scheduler import schedule
 
-        await schedule(self, name, queue, cron_or_every, payload, **options)
+        await schedule(
+            self, name, queue, cron_or_every, payload,
+            priority=priority, max_attempts=max_attempts, expires_after=expires_after,
+        )  # fmt: skip
 
     async def unschedule(self, name: str) -> bool:
         from .scheduler import unschedule
@@ -212,6 +221,12 @@ class Store:
         from .scheduler import tick
 
         return await tick(self)
+
+    async def run_scheduler(self, *, max_sleep: float = 60.0, task_status: Any = None) -> None:
+        """Run the scheduler until cancelled (safe in every process at once)."""
+        from .scheduler import run_scheduler
+
+        await run_scheduler(self, max_sleep=max_sleep, task_status=task_status)
 
     # -- lifecycle -------------------------------------------------------------
     async def aclose(self) -> None:

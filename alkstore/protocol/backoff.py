@@ -37,7 +37,8 @@ class Backoff:
             raise InvalidArgument("jitter must be within [0, 1]")
         if factor < 1.0:
             raise InvalidArgument("factor must be >= 1")
-        return cls(duration_us(base, "backoff base"), duration_us(cap, "backoff cap"), factor, jitter)
+        base_us = duration_us(base, "backoff base")
+        return cls(base_us, duration_us(cap, "backoff cap"), factor, jitter)
 
     def delay_us(self, attempt: int, draw: float) -> int:
         """Delay before attempt ``attempt + 1`` given ``attempt`` failures so far."""

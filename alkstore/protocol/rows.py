@@ -13,8 +13,8 @@ from . import codec
 from .dialect import STATE_PENDING, STATE_PROCESSING
 from .errors import CodecError
 from .plan import Row
-from .types import DeadReason, JobInfo, JobRecord, StreamEvent
 from .timeconv import maybe_datetime, to_datetime
+from .types import DeadReason, JobInfo, JobRecord, StreamEvent
 
 _DEAD_REASONS = frozenset({"failed", "max_attempts", "expired", "claim_expired"})
 

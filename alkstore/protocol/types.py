@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal, TypeVar
 
@@ -99,7 +99,7 @@ class QueueOptions:
 
     visibility_timeout_us: int = 300_000_000
     max_attempts: int = 3
-    backoff: Backoff = Backoff()
+    backoff: Backoff = field(default_factory=Backoff)
 
     @classmethod
     def of(

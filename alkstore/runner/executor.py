@@ -24,8 +24,12 @@ class TxSession(Protocol):
 
 
 class Executor(Protocol):
-    dialect: Dialect
-    notify_payload_limit: int | None
+    @property
+    def dialect(self) -> Dialect: ...
+    @property
+    def notify_payload_limit(self) -> int | None:
+        """Largest NOTIFY payload in bytes (None: no limit on this engine)."""
+        ...
 
     async def run(self, plan: Plan[T], *, write: bool = True) -> tuple[T, list[str]]:
         """Run ``plan`` in its own transaction; return its value and the

@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 from ..api.store import Store
+from ..protocol.errors import AlkstoreError
 from ..protocol.plan import run_sync
 from ..protocol.wakes import PollCadence  # noqa: F401 - re-exported for options docs
 from . import sqlite_conn
@@ -61,7 +62,9 @@ async def open_sqlite_store(
     conn = await runtime.run_in_thread(open_main)
     hub = WakeHub(runtime)
     executor = SqliteExecutor(runtime, conn)  # type: ignore[arg-type]
-    store = Store(executor=executor, runtime=runtime, clock=clock or SystemClock(), hub=hub, seed=seed)
+    store = Store(
+        executor=executor, runtime=runtime, clock=clock or SystemClock(), hub=hub, seed=seed
+    )
     try:
         async with runtime.task_group() as group:
             if not memory:
@@ -70,7 +73,9 @@ async def open_sqlite_store(
                         target, busy_timeout=opts.busy_timeout, pragmas=opts.pragmas
                     )
                 )
-                watcher = SqliteWatcher(runtime, target, watch_conn, hub, store.origin, opts.watcher)
+                watcher = SqliteWatcher(
+                    runtime, target, watch_conn, hub, store.origin, opts.watcher
+                )
                 group.start_soon(watcher.run)
                 store._watcher = watcher  # type: ignore[attr-defined]
             group.start_soon(_maintenance, store, opts)
@@ -92,7 +97,7 @@ async def _maintenance(store: Store, opts: SqliteOptions) -> None:
         cutoff = store.now_us() - round(opts.notification_retention * US_PER_S)
         try:
             await store.run(_prune(store, cutoff))
-        except Exception:  # noqa: BLE001 - maintenance retries next round
+        except AlkstoreError:  # maintenance retries next round
             continue
 
 

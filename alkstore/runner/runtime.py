@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
+from types import TracebackType
 from typing import Any, Protocol, TypeVar
 
 T = TypeVar("T")
@@ -26,7 +27,12 @@ class Signal(Protocol):
 
 class AsyncLock(Protocol):
     async def __aenter__(self) -> Any: ...
-    async def __aexit__(self, *exc: object) -> Any: ...
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> Any: ...
 
 
 class TaskGroup(Protocol):

@@ -66,7 +66,9 @@ class SqliteDialect:
 
     def prune_notifications(self, before_us: int) -> Statement:
         return Statement(
-            "DELETE FROM __alkstore_notifications WHERE created_at < ?", (before_us,), Fetch.ROWCOUNT
+            "DELETE FROM __alkstore_notifications WHERE created_at < ?",
+            (before_us,),
+            Fetch.ROWCOUNT,
         )
 
     # -- queues -------------------------------------------------------------
@@ -162,7 +164,9 @@ class SqliteDialect:
 
     def cancel(self, queue: str, job_id: int) -> Statement:
         return Statement(
-            "DELETE FROM __alkstore_jobs WHERE id = ? AND queue = ?", (job_id, queue), Fetch.ROWCOUNT
+            "DELETE FROM __alkstore_jobs WHERE id = ? AND queue = ?",
+            (job_id, queue),
+            Fetch.ROWCOUNT,
         )
 
     def get_job(self, queue: str, job_id: int) -> Statement:
@@ -299,6 +303,52 @@ class SqliteDialect:
             (stream, offset),
             Fetch.ROWCOUNT,
         )
+
+    # -- schedules ----------------------------------------------------------
+    def upsert_schedule(
+        self,
+        name: str,
+        queue: str,
+        expression: str,
+        payload_json: str,
+        options_json: str,
+        next_fire_us: int,
+        now_us: int,
+    ) -> Statement:
+        # Same expression: keep the pending fire time (re-registration at
+        # every process start must not skip or repeat a fire).
+        return Statement(
+            "INSERT INTO __alkstore_schedules (name, queue, expression, payload, options, "
+            "next_fire_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (name) DO UPDATE SET queue = excluded.queue, "
+            "payload = excluded.payload, options = excluded.options, "
+            "next_fire_at = CASE WHEN expression = excluded.expression THEN next_fire_at "
+            "ELSE excluded.next_fire_at END, expression = excluded.expression",
+            (name, queue, expression, payload_json, options_json, next_fire_us, now_us),
+        )
+
+    def delete_schedule(self, name: str) -> Statement:
+        return Statement(
+            "DELETE FROM __alkstore_schedules WHERE name = ?", (name,), Fetch.ROWCOUNT
+        )
+
+    def due_schedules(self, now_us: int, limit: int) -> Statement:
+        return Statement(
+            "SELECT name, queue, expression, payload, options, next_fire_at "
+            "FROM __alkstore_schedules WHERE next_fire_at <= ? ORDER BY next_fire_at LIMIT ?",
+            (now_us, limit),
+            Fetch.ALL,
+        )
+
+    def advance_schedule(self, name: str, fire_at_us: int, next_fire_us: int) -> Statement:
+        return Statement(
+            "UPDATE __alkstore_schedules SET next_fire_at = ? WHERE name = ? AND next_fire_at = ?",
+            (next_fire_us, name, fire_at_us),
+            Fetch.ROWCOUNT,
+        )
+
+    def next_schedule_time(self) -> Statement:
+        return Statement("SELECT MIN(next_fire_at) FROM __alkstore_schedules", fetch=Fetch.ONE)
 
     # -- locks --------------------------------------------------------------
     def acquire_lock(self, name: str, owner: str, now_us: int, until_us: int) -> Statement:

@@ -107,6 +107,8 @@ _V1 = (
         next_fire_at INTEGER NOT NULL,
         created_at   INTEGER NOT NULL
     ) WITHOUT ROWID""",
+    """CREATE INDEX IF NOT EXISTS __alkstore_schedules_due
+        ON __alkstore_schedules (next_fire_at)""",
 )
 
 # (version, statements). Append only: a released migration never changes.

@@ -1,0 +1,72 @@
+"""The scheduler: cron and interval schedules that enqueue into ordinary queues."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..protocol import codec, schedule as plans
+from ..protocol.errors import AlkstoreError
+from ..protocol.names import check_name
+from ..protocol.timeconv import US_PER_S
+from ..protocol.types import QueueOptions
+
+if TYPE_CHECKING:
+    from .store import Store
+
+_DEFAULT_ATTEMPTS = QueueOptions().max_attempts
+
+
+async def schedule(
+    store: Store,
+    name: str,
+    queue: str,
+    cron_or_every: str,
+    payload: codec.JSON = None,
+    *,
+    priority: int = 0,
+    max_attempts: int | None = None,
+    expires_after: Any = None,
+) -> None:
+    name = check_name(name, "schedule")
+    queue = check_name(queue, "queue")
+    expr = plans.parse(cron_or_every)
+    options = plans.ScheduleOptions.of(priority, max_attempts, expires_after)
+    text = codec.encode(payload)
+    await store.run(plans.register(store.dialect, name, queue, expr, text, options, store.now_us()))
+
+
+async def unschedule(store: Store, name: str) -> bool:
+    return await store.run(plans.unregister(store.dialect, check_name(name, "schedule")))
+
+
+async def tick(store: Store) -> int:
+    total = 0
+    while True:
+        fired = await store.run(
+            plans.tick(store.dialect, store.now_us(), store.origin, _DEFAULT_ATTEMPTS)
+        )
+        total += len(fired)
+        if len(fired) < 100:
+            return total
+
+
+async def run_scheduler(store: Store, *, max_sleep: float = 60.0, task_status: Any = None) -> None:
+    """Tick whenever a schedule falls due, until cancelled.
+
+    Safe to run in every process: the database decides which tick enqueues
+    each fire time. Schedules added by other processes are noticed within
+    ``max_sleep`` seconds.
+    """
+    runtime = store.runtime
+    if task_status is not None:
+        task_status.started()
+    while True:
+        try:
+            await tick(store)
+            nxt = await store.run(plans.next_fire(store.dialect), write=False)
+        except AlkstoreError:
+            nxt = None
+        wait = max_sleep
+        if nxt is not None:
+            wait = min(max_sleep, max(0.0, (nxt - store.now_us()) / US_PER_S))
+        await runtime.sleep(wait)

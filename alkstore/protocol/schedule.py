@@ -1,0 +1,191 @@
+"""Schedules: when a cron or interval expression fires next, and the tick plan.
+
+A schedule is a row (name, queue, expression, payload, next_fire_at). The tick
+enqueues a job for a due row only if it can move that row's ``next_fire_at``
+from the value it read to the next one (compare-and-set in the same
+transaction), so any number of processes may tick at once and each fire time
+enqueues exactly one job. Fire times missed while nobody ticked collapse into
+one job (catch-up fires once), then the schedule continues from now.
+
+croniter does the cron arithmetic: it is pure (the start instant is an
+argument), handles 5- and 6-field expressions and the usual aliases.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+from croniter import croniter
+
+from . import codec
+from .dialect import Dialect
+from .errors import InvalidArgument
+from .names import queue_channel
+from .plan import Plan
+from .timeconv import US_PER_S, instant_us, to_datetime
+from .types import NewJob, check_max_attempts, check_priority
+
+_UNITS = {
+    "ms": 1_000,
+    "s": US_PER_S,
+    "m": 60 * US_PER_S,
+    "h": 3600 * US_PER_S,
+    "d": 86400 * US_PER_S,
+}
+_EVERY = re.compile(r"^@every\s+((?:\d+(?:\.\d+)?(?:ms|s|m|h|d)\s*)+)$")
+_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+
+
+@dataclass(frozen=True, slots=True)
+class Expression:
+    text: str
+    every_us: int | None  # set for "@every <duration>"
+    six_field: bool
+
+    def next_after(self, after_us: int) -> int:
+        """The first fire time strictly after ``after_us``."""
+        if self.every_us is not None:
+            # Intervals are anchored to the epoch, so every process computes
+            # the same fire times whatever moment it registered the schedule.
+            return (after_us // self.every_us + 1) * self.every_us
+        start = to_datetime(after_us)
+        it = croniter(self.text, start, second_at_beginning=self.six_field)
+        nxt = it.get_next(datetime)
+        return instant_us(nxt.astimezone(UTC))
+
+
+def parse(text: object) -> Expression:
+    """Parse ``@every 30s``/``@every 1h30m``, a 5-field cron (minutes) or a
+    6-field cron (seconds first), or an alias such as ``@hourly``."""
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidArgument(f"schedule expression must be a non-empty string, got {text!r}")
+    expr = " ".join(text.split())
+    every = _EVERY.match(expr)
+    if every:
+        total = sum(round(float(n) * _UNITS[u]) for n, u in _PART.findall(every.group(1)))
+        if total < 1_000:
+            raise InvalidArgument("@every interval must be at least 1 ms")
+        return Expression(expr, total, False)
+    if expr.startswith("@every"):
+        raise InvalidArgument(
+            f"bad @every expression {text!r}: use e.g. '@every 30s' or '@every 1h30m'"
+        )
+    fields = len(expr.split())
+    if not expr.startswith("@") and fields not in (5, 6):
+        raise InvalidArgument(f"cron expression {text!r} must have 5 or 6 fields")
+    six = fields == 6
+    try:
+        ok = croniter.is_valid(expr, second_at_beginning=six)
+    except Exception:  # croniter raises assorted types on odd input
+        ok = False
+    if not ok:
+        raise InvalidArgument(f"invalid cron expression {text!r}")
+    return Expression(expr, None, six)
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleOptions:
+    priority: int = 0
+    max_attempts: int | None = None
+    expires_after_us: int | None = None  # deadline for the job, counted from its fire time
+
+    @classmethod
+    def of(
+        cls, priority: int = 0, max_attempts: int | None = None, expires_after: Any = None
+    ) -> ScheduleOptions:
+        from .timeconv import duration_us
+
+        attempts = None if max_attempts is None else check_max_attempts(max_attempts)
+        expires = (
+            None
+            if expires_after is None
+            else duration_us(expires_after, "expires_after", allow_zero=False)
+        )
+        return cls(check_priority(priority), attempts, expires)
+
+    def encode(self) -> str:
+        return orjson.dumps(
+            {
+                "priority": self.priority,
+                "max_attempts": self.max_attempts,
+                "expires_after_us": self.expires_after_us,
+            }
+        ).decode()
+
+    @classmethod
+    def decode(cls, text: str) -> ScheduleOptions:
+        raw = codec.decode(text)
+        if not isinstance(raw, dict):
+            raise InvalidArgument("stored schedule options are not an object")
+        return cls(
+            int(raw.get("priority", 0)), raw.get("max_attempts"), raw.get("expires_after_us")
+        )
+
+
+def register(
+    d: Dialect,
+    name: str,
+    queue: str,
+    expr: Expression,
+    payload_json: str,
+    options: ScheduleOptions,
+    now_us: int,
+) -> Plan[None]:
+    """Create or update a schedule. Re-registering the same expression keeps
+    its next fire time, so every process may register at start-up."""
+    yield d.upsert_schedule(
+        name, queue, expr.text, payload_json, options.encode(), expr.next_after(now_us), now_us
+    )
+
+
+def unregister(d: Dialect, name: str) -> Plan[bool]:
+    count = yield d.delete_schedule(name)
+    return bool(count)
+
+
+@dataclass(frozen=True, slots=True)
+class Fired:
+    schedule: str
+    queue: str
+    fire_at_us: int
+    job_id: int
+
+
+def tick(
+    d: Dialect, now_us: int, origin: str, default_max_attempts: int, limit: int = 100
+) -> Plan[list[Fired]]:
+    """Enqueue one job per due schedule, each guarded by compare-and-set."""
+    rows = yield d.due_schedules(now_us, limit)
+    fired: list[Fired] = []
+    woken: set[str] = set()
+    for name, queue, text, payload_json, options_json, fire_at in rows:
+        expr = parse(text)
+        nxt = expr.next_after(max(int(fire_at), now_us))
+        moved = yield d.advance_schedule(name, int(fire_at), nxt)
+        if not moved:
+            continue  # another ticker took this fire time
+        opts = ScheduleOptions.decode(options_json)
+        expires = None if opts.expires_after_us is None else int(fire_at) + opts.expires_after_us
+        job = NewJob(
+            queue=queue,
+            payload_json=payload_json,
+            priority=opts.priority,
+            run_at_us=int(fire_at),
+            max_attempts=opts.max_attempts or default_max_attempts,
+            expires_at_us=expires,
+        )
+        row = yield d.enqueue(job, now_us)
+        fired.append(Fired(name, queue, int(fire_at), int(row[0])))
+        woken.add(queue)
+    for queue in sorted(woken):
+        yield d.notify(queue_channel(queue), origin, now_us)
+    return fired
+
+
+def next_fire(d: Dialect) -> Plan[int | None]:
+    row = yield d.next_schedule_time()
+    return None if row is None or row[0] is None else int(row[0])
