@@ -11,7 +11,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
-from ..engines.sqlite import PRAGMAS, migrate
+from ..engines.sqlite import control, migrate
 from ..protocol.errors import AlkstoreError, DatabaseError
 from ..protocol.plan import Fetch, Plan, Statement
 
@@ -30,11 +30,11 @@ def connect(path: str, *, busy_timeout: float, pragmas: dict[str, str]) -> sqlit
     except sqlite3.Error as exc:
         raise DatabaseError(f"cannot open SQLite database {path!r}: {exc}") from exc
     try:
-        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
-        for key, value in {**PRAGMAS, **pragmas}.items():
-            if not key.replace("_", "").isalnum() or not str(value).replace("_", "").isalnum():
-                raise DatabaseError(f"refusing odd pragma {key!r} = {value!r}")
-            conn.execute(f"PRAGMA {key} = {value}")
+        for statement in control.setup_statements(busy_timeout, pragmas):
+            conn.execute(statement)
+    except AlkstoreError:
+        conn.close()
+        raise
     except sqlite3.Error as exc:
         conn.close()
         raise DatabaseError(f"cannot configure SQLite database {path!r}: {exc}") from exc
@@ -70,13 +70,13 @@ def run_plan(conn: sqlite3.Connection, plan: Plan[T], *, write: bool) -> tuple[T
     """One plan, one transaction. Any failure rolls the whole plan back."""
     wakes: list[str] = []
     try:
-        conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+        conn.execute(control.BEGIN_WRITE if write else control.BEGIN_READ)
         try:
             value = drive(conn, plan, wakes)
-            conn.execute("COMMIT")
+            conn.execute(control.COMMIT)
         except BaseException:
             if conn.in_transaction:
-                conn.execute("ROLLBACK")
+                conn.execute(control.ROLLBACK)
             raise
     except sqlite3.Error as exc:
         raise DatabaseError(f"SQLite: {exc}") from exc
@@ -84,7 +84,7 @@ def run_plan(conn: sqlite3.Connection, plan: Plan[T], *, write: bool) -> tuple[T
 
 
 def begin(conn: sqlite3.Connection) -> None:
-    guarded(conn.execute, "BEGIN IMMEDIATE")
+    guarded(conn.execute, control.BEGIN_WRITE)
 
 
 def run_in_tx(conn: sqlite3.Connection, plan: Plan[T]) -> tuple[T, list[str]]:
@@ -93,14 +93,14 @@ def run_in_tx(conn: sqlite3.Connection, plan: Plan[T]) -> tuple[T, list[str]]:
     # SAVEPOINT so that a failed step undoes only itself: no partial write of
     # that step survives, and the caller decides about the rest.
     try:
-        conn.execute("SAVEPOINT alkstore_step")
+        conn.execute(control.STEP_SAVEPOINT)
         try:
             value = drive(conn, plan, wakes)
         except BaseException:
-            conn.execute("ROLLBACK TO alkstore_step")
-            conn.execute("RELEASE alkstore_step")
+            conn.execute(control.STEP_ROLLBACK)
+            conn.execute(control.STEP_RELEASE)
             raise
-        conn.execute("RELEASE alkstore_step")
+        conn.execute(control.STEP_RELEASE)
     except sqlite3.Error as exc:
         raise DatabaseError(f"SQLite: {exc}") from exc
     return value, wakes
@@ -111,14 +111,14 @@ def execute_user(
 ) -> list[tuple[Any, ...]]:
     """The caller's own SQL inside a transaction; returns any rows."""
     try:
-        conn.execute("SAVEPOINT alkstore_user")
+        conn.execute(control.STEP_SAVEPOINT)
         try:
             rows = conn.execute(sql, params).fetchall()
         except BaseException:
-            conn.execute("ROLLBACK TO alkstore_user")
-            conn.execute("RELEASE alkstore_user")
+            conn.execute(control.STEP_ROLLBACK)
+            conn.execute(control.STEP_RELEASE)
             raise
-        conn.execute("RELEASE alkstore_user")
+        conn.execute(control.STEP_RELEASE)
     except sqlite3.Error as exc:
         raise DatabaseError(f"SQLite: {exc}") from exc
     return rows
@@ -127,7 +127,7 @@ def execute_user(
 def finish(conn: sqlite3.Connection, commit: bool) -> None:
     if not conn.in_transaction:
         return
-    guarded(conn.execute, "COMMIT" if commit else "ROLLBACK")
+    guarded(conn.execute, control.COMMIT if commit else control.ROLLBACK)
 
 
 def guarded(fn: Any, *args: Any) -> Any:
@@ -143,7 +143,7 @@ def migrate_schema(conn: sqlite3.Connection) -> int:
 
 
 def data_version(conn: sqlite3.Connection) -> int:
-    row = guarded(lambda: conn.execute("PRAGMA data_version").fetchone())
+    row = guarded(lambda: conn.execute(control.DATA_VERSION).fetchone())
     return int(row[0])
 
 
@@ -153,5 +153,3 @@ def close(conn: sqlite3.Connection) -> None:
     except sqlite3.Error as exc:  # pragma: no cover - close rarely fails
         raise DatabaseError(f"SQLite: {exc}") from exc
 
-
-__all__ = ["AlkstoreError"]
