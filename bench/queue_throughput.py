@@ -70,6 +70,17 @@ async def alkstore_run(path: str, n: int) -> dict[str, float]:
         out["enqueue (1 per tx)"] = n / (time.perf_counter() - t)
 
         t = time.perf_counter()
+
+        async def producer(k: int) -> None:
+            for i in range(k, n, 8):
+                await q.enqueue({"i": i})
+
+        async with trio.open_nursery() as nursery:
+            for k in range(8):
+                nursery.start_soon(producer, k)
+        out["enqueue (8 producers)"] = n / (time.perf_counter() - t)
+
+        t = time.perf_counter()
         done = 0
         while True:
             job = await q.claim_one("w")
@@ -77,7 +88,26 @@ async def alkstore_run(path: str, n: int) -> dict[str, float]:
                 break
             await job.ack()
             done += 1
-        out["claim+ack (1 at a time)"] = done / (time.perf_counter() - t)
+        out["claim+ack (1 at a time)"] = done / (time.perf_counter() - t) if done else 0.0
+
+        t = time.perf_counter()
+        await q.enqueue_batch([{"i": i} for i in range(n)])
+        done = 0
+
+        async def consumer(k: int) -> None:
+            nonlocal done
+            while True:
+                job = await q.claim_one(f"w{k}")
+                if job is None:
+                    return
+                await job.ack()
+                done += 1
+
+        t = time.perf_counter()
+        async with trio.open_nursery() as nursery:
+            for k in range(8):
+                nursery.start_soon(consumer, k)
+        out["claim+ack (8 consumers)"] = done / (time.perf_counter() - t)
 
         t = time.perf_counter()
         for start in range(0, n, 100):
@@ -109,6 +139,8 @@ def main() -> None:
     floors = {
         "enqueue (1 per tx)": f_enq,
         "claim+ack (1 at a time)": f_claim1,
+        "enqueue (8 producers)": f_enq,
+        "claim+ack (8 consumers)": f_claim1,
         "enqueue (batch of 100)": None,
         "claim+ack (batch of 100)": f_claim100,
     }

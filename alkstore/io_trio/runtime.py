@@ -22,6 +22,31 @@ class _Nursery:
         self._nursery.cancel_scope.cancel()
 
 
+class _Completion:
+    __slots__ = ("_done", "_error", "_token", "_value")
+
+    def __init__(self) -> None:
+        self._token = trio.lowlevel.current_trio_token()
+        self._done = trio.Event()
+        self._value: Any = None
+        self._error: BaseException | None = None
+
+    def resolve(self, value: Any) -> None:
+        self._value = value
+        self._token.run_sync_soon(self._done.set)
+
+    def reject(self, error: BaseException) -> None:
+        self._error = error
+        self._token.run_sync_soon(self._done.set)
+
+    async def wait(self) -> Any:
+        with trio.CancelScope(shield=True):
+            await self._done.wait()
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
 class TrioRuntime:
     name = "trio"
 
@@ -47,6 +72,9 @@ class TrioRuntime:
         with trio.move_on_after(timeout):
             await signal.wait()
         return bool(signal.is_set())
+
+    def completion(self) -> _Completion:
+        return _Completion()
 
     async def run_in_thread(self, fn: Callable[[], T]) -> T:
         return await trio.to_thread.run_sync(fn)

@@ -25,6 +25,19 @@ class Signal(Protocol):
     async def wait(self) -> None: ...
 
 
+class Completion(Protocol[T]):
+    """A result handed from a plain thread to one waiting task.
+
+    ``resolve``/``reject`` may be called from any thread, once. ``wait`` is
+    not interruptible: work handed to the database runs to its end, and a
+    cancellation is delivered at the caller's next checkpoint.
+    """
+
+    def resolve(self, value: T) -> None: ...
+    def reject(self, error: BaseException) -> None: ...
+    async def wait(self) -> T: ...
+
+
 class AsyncLock(Protocol):
     async def __aenter__(self) -> Any: ...
     async def __aexit__(
@@ -57,6 +70,10 @@ class Runtime(Protocol):
     async def checkpoint(self) -> None: ...
     async def wait_signal(self, signal: Signal, timeout: float | None) -> bool:
         """Wait for ``signal`` at most ``timeout`` seconds; True when it was set."""
+        ...
+
+    def completion(self) -> Completion[Any]:
+        """A completion bound to the calling task's event loop."""
         ...
 
     async def run_in_thread(self, fn: Callable[[], T]) -> T:

@@ -1,4 +1,4 @@
-"""The SQLite executor: one writer slot, one hop to a thread per plan."""
+"""The SQLite executor: plans go to the writer thread, one hop each."""
 
 from __future__ import annotations
 
@@ -12,14 +12,15 @@ from ..protocol.errors import Closed
 from ..protocol.plan import Plan
 from . import sqlite_conn
 from .runtime import Runtime
+from .sqlite_writer import PlanItem, SqliteWriter, TxItem, TxStep
 
 T = TypeVar("T")
 
 
 class SqliteTx:
-    def __init__(self, runtime: Runtime, conn: sqlite3.Connection) -> None:
+    def __init__(self, runtime: Runtime, item: TxItem) -> None:
         self._runtime = runtime
-        self._conn = conn
+        self._item = item
         self._wakes: list[str] = []
         self.open = True
 
@@ -27,30 +28,37 @@ class SqliteTx:
     def wakes(self) -> list[str]:
         return self._wakes
 
+    async def _step(self, kind: str, fn: Any = None) -> Any:
+        done = self._runtime.completion()
+        self._item.steps.put(TxStep(kind, done, fn))
+        return await done.wait()
+
     async def run(self, plan: Plan[T]) -> T:
         if not self.open:
+            plan.close()
             raise Closed("transaction is closed")
-        value, wakes = await self._runtime.run_in_thread(
-            lambda: sqlite_conn.run_in_tx(self._conn, plan)
-        )
+        value, wakes = await self._step("run", lambda conn: sqlite_conn.run_in_tx(conn, plan))
         self._wakes.extend(wakes)
-        return value
+        return value  # type: ignore[no-any-return]
 
     async def execute(
         self, sql: str, params: Sequence[Any] | dict[str, Any]
     ) -> list[tuple[Any, ...]]:
         if not self.open:
             raise Closed("transaction is closed")
-        return await self._runtime.run_in_thread(
-            lambda: sqlite_conn.execute_user(self._conn, sql, params)
-        )
+        return await self._step("run", lambda conn: sqlite_conn.execute_user(conn, sql, params))  # type: ignore[no-any-return]
+
+    async def finish(self, commit: bool) -> None:
+        self.open = False
+        await self._step("commit" if commit else "rollback")
 
 
 class SqliteExecutor:
-    """Every write goes through one connection guarded by the writer slot.
+    """Every statement goes through the writer thread (the writer slot).
 
-    SQLite admits one writer at a time anyway; queueing writers here, in the
-    event loop, is cheaper than letting them collide on the file lock.
+    SQLite admits one writer at a time anyway; queueing writers in-process is
+    cheaper than letting them collide on the file lock, and lets concurrent
+    plans share one commit.
     """
 
     dialect = SqliteDialect()
@@ -58,47 +66,40 @@ class SqliteExecutor:
 
     def __init__(self, runtime: Runtime, conn: sqlite3.Connection) -> None:
         self._runtime = runtime
-        self._conn = conn
-        self._slot = runtime.lock()
+        self._writer = SqliteWriter(conn)
         self._closed = False
 
     async def run(self, plan: Plan[T], *, write: bool = True) -> tuple[T, list[str]]:
-        async with self._slot:
-            if self._closed:
-                plan.close()
-                raise Closed("store is closed")
-            return await self._runtime.run_in_thread(
-                lambda: sqlite_conn.run_plan(self._conn, plan, write=write)
-            )
+        done = self._runtime.completion()
+        try:
+            self._writer.submit(PlanItem(plan, write, done))
+        except Closed:
+            plan.close()
+            raise
+        return await done.wait()  # type: ignore[no-any-return]
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[SqliteTx]:
-        async with self._slot:
-            if self._closed:
-                raise Closed("store is closed")
-            conn = self._conn
-            await self._runtime.run_in_thread(lambda: sqlite_conn.begin(conn))
-            tx = SqliteTx(self._runtime, conn)
-            committed = False
-            try:
-                yield tx
-                tx.open = False
-                await self._runtime.run_in_thread(lambda: sqlite_conn.finish(conn, True))
-                committed = True
-            finally:
-                tx.open = False
-                if not committed:
-                    # Shielded: a cancelled caller must still leave the
-                    # connection outside any transaction.
-                    with self._runtime.shield():
-                        await self._runtime.run_in_thread(
-                            lambda: sqlite_conn.finish(conn, False)
-                        )
+        begun = self._runtime.completion()
+        item = TxItem(begun)
+        self._writer.submit(item)
+        await begun.wait()
+        tx = SqliteTx(self._runtime, item)
+        try:
+            yield tx
+        except BaseException:
+            # Shielded: a cancelled caller must still end the transaction,
+            # or the writer thread would wait for it forever.
+            with self._runtime.shield():
+                await tx.finish(False)
+            raise
+        else:
+            await tx.finish(True)
 
     async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._writer.stop()
         with self._runtime.shield():
-            async with self._slot:
-                if self._closed:
-                    return
-                self._closed = True
-                await self._runtime.run_in_thread(lambda: sqlite_conn.close(self._conn))
+            await self._runtime.run_in_thread(self._writer.join)
