@@ -1,0 +1,34 @@
+"""The asyncio driver: the same store, for asyncio applications.
+
+It shares every line of the facades, plans and SQLite runner with the trio
+driver; only ``AsyncioRuntime`` (how to wait, spawn and cancel) is its own.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from ..api.store import Store
+from ..runner.open_sqlite import SqliteOptions, open_sqlite_store
+from ..runner.runtime import Clock
+from .runtime import AsyncioRuntime
+
+
+@asynccontextmanager
+async def open_sqlite(
+    path: str | os.PathLike[str],
+    *,
+    options: SqliteOptions | None = None,
+    clock: Clock | None = None,
+    seed: int | None = None,
+) -> AsyncIterator[Store]:
+    """Open (creating or migrating) a SQLite store at ``path`` for asyncio code."""
+    async with open_sqlite_store(
+        AsyncioRuntime(), path, options=options, clock=clock, seed=seed
+    ) as store:
+        yield store
+
+
+__all__ = ["AsyncioRuntime", "SqliteOptions", "open_sqlite"]
