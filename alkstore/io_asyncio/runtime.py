@@ -57,7 +57,7 @@ class _TaskGroup:
         self._tasks: set[asyncio.Task[Any]] = set()
 
     def start_soon(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> None:
-        task = self._group.create_task(fn(*args))  # type: ignore[arg-type]
+        task: asyncio.Task[Any] = self._group.create_task(fn(*args))  # type: ignore[arg-type]
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -119,7 +119,12 @@ class AsyncioRuntime:
     async def wait_readable(self, fd: int, timeout: float | None) -> bool:
         loop = asyncio.get_running_loop()
         ready: asyncio.Future[None] = loop.create_future()
-        loop.add_reader(fd, lambda: ready.done() or ready.set_result(None))
+
+        def mark() -> None:
+            if not ready.done():
+                ready.set_result(None)
+
+        loop.add_reader(fd, mark)
         try:
             if timeout is None:
                 await ready
