@@ -1,0 +1,55 @@
+"""The claim path stays proportional to live work (SQLite query plans).
+
+Checked on the plans SQLite chooses, not on timings: the claim walks the
+partial claim index in order (no sort, no table scan), and the queries that
+wake and sweep use their own indexes.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from alkstore.engines.sqlite import SqliteDialect, migrate
+from alkstore.protocol.plan import Statement, run_sync
+from alkstore.protocol.types import NewJob
+from alkstore.runner import sqlite_conn
+
+D = SqliteDialect()
+
+
+def plan_of(conn: sqlite3.Connection, statement: Statement) -> str:
+    rows = conn.execute("EXPLAIN QUERY PLAN " + statement.sql, statement.params).fetchall()
+    return "\n".join(str(r[-1]) for r in rows)
+
+
+def fresh(tmp_path: Path) -> sqlite3.Connection:
+    conn = sqlite_conn.connect(str(tmp_path / "q.db"), busy_timeout=1, pragmas={})
+    run_sync(migrate(), lambda s: sqlite_conn.execute(conn, s))
+    # Some history so the planner has statistics to be tempted by.
+    for i in range(200):
+        job = NewJob("q", "{}", i % 3, i, 3, None)
+        sqlite_conn.execute(conn, D.enqueue(job, 0))
+    conn.execute("ANALYZE")
+    return conn
+
+
+def test_claim_walks_the_claim_index_without_sorting(tmp_path: Path) -> None:
+    conn = fresh(tmp_path)
+    text = plan_of(conn, D.claim("q", "w", 10, 1_000, 2_000))
+    assert "__alkstore_jobs_claim" in text
+    assert "TEMP B-TREE" not in text.upper()
+    assert "SCAN __alkstore_jobs\n" not in text + "\n"
+
+
+def test_next_due_and_sweep_use_their_indexes(tmp_path: Path) -> None:
+    conn = fresh(tmp_path)
+    assert "__alkstore_jobs_due" in plan_of(conn, D.next_due("q"))
+    sweep = plan_of(conn, D.sweep_candidates("q", 1_000, 100))
+    assert "__alkstore_jobs_expiry" in sweep and "__alkstore_jobs_exhausted" in sweep
+
+
+def test_settling_a_job_is_a_primary_key_lookup(tmp_path: Path) -> None:
+    conn = fresh(tmp_path)
+    for statement in (D.ack(1, "w", 1, 0), D.extend_claim(1, "w", 1, 0, 5), D.owned(1, "w", 1, 0)):
+        assert "INTEGER PRIMARY KEY" in plan_of(conn, statement)
