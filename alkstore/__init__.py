@@ -17,6 +17,7 @@ from .protocol.errors import (
     InvalidName,
     PayloadTooLarge,
     ReservedName,
+    UsageError,
 )
 from .protocol.names import LISTENER_RECONNECTED, RESERVED_PREFIX
 from .protocol.types import JobInfo, QueueStats, StreamEvent, Wake
@@ -47,6 +48,7 @@ __all__ = [
     "Stream",
     "StreamEvent",
     "Transaction",
+    "UsageError",
     "Wake",
     "WakeReceiver",
 ]

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
-from ..protocol import codec, schedule as plans
+from ..protocol import codec
+from ..protocol import schedule as plans
 from ..protocol.errors import AlkstoreError
 from ..protocol.names import check_name
 from ..protocol.timeconv import US_PER_S
@@ -14,6 +16,7 @@ if TYPE_CHECKING:
     from .store import Store
 
 _DEFAULT_ATTEMPTS = QueueOptions().max_attempts
+log = logging.getLogger("alkstore.scheduler")
 
 
 async def schedule(
@@ -50,7 +53,9 @@ async def tick(store: Store) -> int:
             return total
 
 
-async def run_scheduler(store: Store, *, max_sleep: float = 60.0, task_status: Any = None) -> None:
+async def run_scheduler(
+    store: Store, *, max_sleep: float = 60.0, retry_after: float = 1.0, task_status: Any = None
+) -> None:
     """Tick whenever a schedule falls due, until cancelled.
 
     Safe to run in every process: the database decides which tick enqueues
@@ -65,7 +70,11 @@ async def run_scheduler(store: Store, *, max_sleep: float = 60.0, task_status: A
             await tick(store)
             nxt = await store.run(plans.next_fire(store.dialect), write=False)
         except AlkstoreError:
-            nxt = None
+            # A failed round trip (database busy, disk full): try again soon
+            # rather than after a whole max_sleep.
+            log.warning("scheduler tick failed; retrying in %s s", retry_after, exc_info=True)
+            await runtime.sleep(min(retry_after, max_sleep))
+            continue
         wait = max_sleep
         if nxt is not None:
             wait = min(max_sleep, max(0.0, (nxt - store.now_us()) / US_PER_S))

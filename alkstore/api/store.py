@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import random
 import secrets
 from collections.abc import AsyncIterator
@@ -10,7 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..protocol import codec, locks
 from ..protocol.backoff import Backoff
-from ..protocol.errors import Closed, PayloadTooLarge
+from ..protocol.errors import Closed, PayloadTooLarge, UsageError
 from ..protocol.names import check_identifier, check_name
 from ..protocol.plan import Plan
 from ..protocol.timeconv import Duration, duration_us
@@ -28,6 +29,13 @@ if TYPE_CHECKING:
     from .tx import Transaction
 
 T = TypeVar("T")
+
+# The stores whose transaction the current task (or a task it spawned) is
+# inside. On an engine whose transaction holds the only writer (SQLite), an
+# auto-commit call from inside would wait for the transaction it is part of.
+_IN_TRANSACTION: contextvars.ContextVar[frozenset[int]] = contextvars.ContextVar(
+    "alkstore_in_transaction", default=frozenset()
+)
 
 
 class Store:
@@ -83,6 +91,9 @@ class Store:
         if self._closed:
             plan.close()
             raise Closed("store is closed")
+        if self._executor.exclusive_transactions and id(self) in _IN_TRANSACTION.get():
+            plan.close()
+            raise _reentry()
         value, wakes = await self._executor.run(plan, write=write)
         if wakes:
             self._hub.wake(wakes)
@@ -180,11 +191,16 @@ class Store:
 
         if self._closed:
             raise Closed("store is closed")
+        inside = _IN_TRANSACTION.get()
+        if self._executor.exclusive_transactions and id(self) in inside:
+            raise _reentry()
         async with self._executor.transaction() as session:
             tx = Transaction(self, session)
+            marker = _IN_TRANSACTION.set(inside | {id(self)})
             try:
                 yield tx
             finally:
+                _IN_TRANSACTION.reset(marker)
                 tx._close()
         if session.wakes:
             self._hub.wake(session.wakes)
@@ -235,6 +251,13 @@ class Store:
         self._closed = True
         self._hub.close_all()
         await self._executor.close()
+
+
+def _reentry() -> UsageError:
+    return UsageError(
+        "this store's own methods cannot run inside its transaction on this engine "
+        "(the transaction holds the only writer): use the tx.* methods, or call after the block"
+    )
 
 
 def _notify_plan(dialect: Any, channel: str, origin: str, now_us: int) -> Plan[None]:

@@ -138,9 +138,16 @@ class EventReceiver:
         while not self.closed:
             if self._buffer:
                 return self._hand_out()
-            if await self._fill():
-                continue
-            await self._wakes.recv_timeout(self._backstop)
+            try:
+                if await self._fill():
+                    continue
+                await self._wakes.recv_timeout(self._backstop)
+            except Closed:
+                # Closed while waiting (receiver or store): that is the
+                # ``None`` outcome, not an error.
+                if self._state != "open" or self._wakes.closed:
+                    return None
+                raise
         return None
 
     async def recv_timeout(self, seconds: float) -> StreamEvent | None:

@@ -119,13 +119,15 @@ def sweep_decision(c: SweepCandidate, now_us: int) -> DeadReason | None:
     - a deadline that passed before anyone claimed the job, or while its claim
       has lapsed, is ``expired`` (a running claim keeps its chance to ack);
     - a lapsed claim with no attempts left is ``claim_expired``: nobody may
-      claim it again, so leaving it would strand it.
+      claim it again, so leaving it would strand it;
+    - a pending job with no attempts left (released without a refund on its
+      last attempt) is ``max_attempts``, for the same reason.
     """
     claim_live = c.state != STATE_PENDING and c.visible_at_us > now_us
     if c.expires_at_us is not None and c.expires_at_us <= now_us and not claim_live:
         return "expired"
-    if c.state != STATE_PENDING and not claim_live and c.attempts >= c.max_attempts:
-        return "claim_expired"
+    if not claim_live and c.attempts >= c.max_attempts:
+        return "claim_expired" if c.state != STATE_PENDING else "max_attempts"
     return None
 
 

@@ -51,6 +51,12 @@ class DatabaseError(AlkstoreError):
     """Anything else the engine reports; the driver's exception is ``__cause__``."""
 
 
+class UsageError(AlkstoreError, RuntimeError):
+    """A call that cannot work where it was made, such as a store's auto-commit
+    method inside that store's own transaction on SQLite (it would wait for
+    the transaction it is part of). Raised instead of hanging."""
+
+
 class InvalidArgument(AlkstoreError, ValueError):
     """An option is out of range (a negative delay, ``max_attempts`` below 1, ...).
 

@@ -27,6 +27,11 @@ class Executor(Protocol):
     @property
     def dialect(self) -> Dialect: ...
     @property
+    def exclusive_transactions(self) -> bool:
+        """True when a caller's transaction holds the engine's only writer."""
+        ...
+
+    @property
     def notify_payload_limit(self) -> int | None:
         """Largest NOTIFY payload in bytes (None: no limit on this engine)."""
         ...

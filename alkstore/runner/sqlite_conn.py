@@ -8,6 +8,7 @@ the taxonomy: nothing raw escapes.
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
@@ -26,12 +27,13 @@ def connect(path: str, *, busy_timeout: float, pragmas: dict[str, str]) -> sqlit
             isolation_level=None,  # we issue BEGIN/COMMIT ourselves
             check_same_thread=False,  # serialised by the executor's writer slot
             cached_statements=256,
+            uri=path.startswith("file:"),
         )
     except sqlite3.Error as exc:
         raise DatabaseError(f"cannot open SQLite database {path!r}: {exc}") from exc
     try:
         for statement in control.setup_statements(busy_timeout, pragmas):
-            conn.execute(statement)
+            _execute_retrying_busy(conn, statement, busy_timeout)
     except AlkstoreError:
         conn.close()
         raise
@@ -39,6 +41,29 @@ def connect(path: str, *, busy_timeout: float, pragmas: dict[str, str]) -> sqlit
         conn.close()
         raise DatabaseError(f"cannot configure SQLite database {path!r}: {exc}") from exc
     return conn
+
+
+def _execute_retrying_busy(conn: sqlite3.Connection, sql: str, timeout: float) -> None:
+    """Run a set-up statement, retrying SQLITE_BUSY for up to ``timeout`` seconds.
+
+    Switching a new database file to WAL returns SQLITE_BUSY without calling
+    the busy handler while another connection is doing the same, so two
+    processes opening a fresh database at once would otherwise fail.
+    """
+    deadline = time.monotonic() + timeout
+    pause = 0.001
+    while True:
+        try:
+            conn.execute(sql)
+            return
+        except sqlite3.OperationalError as exc:
+            code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+            if code not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+                raise
+            if time.monotonic() >= deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
 
 
 def execute(conn: sqlite3.Connection, statement: Statement) -> Any:

@@ -63,6 +63,7 @@ class SqliteExecutor:
 
     dialect = SqliteDialect()
     notify_payload_limit: int | None = None
+    exclusive_transactions = True
 
     def __init__(self, runtime: Runtime, conn: sqlite3.Connection) -> None:
         self._runtime = runtime

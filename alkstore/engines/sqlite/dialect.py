@@ -186,18 +186,22 @@ class SqliteDialect:
     def sweep_candidates(self, queue: str | None, now_us: int, limit: int) -> Statement:
         # Two index probes: deadlines that passed, and lapsed claims with no
         # attempts left. The core decides per row what, if anything, to do.
+        # Live claims are left out of the first probe: they are never buried,
+        # and a page full of them would hide the rows behind them from the
+        # sweep (the core drives it page by page until a page moves few rows).
         scope = "" if queue is None else " AND queue = ?"
         scope_params: tuple[str, ...] = () if queue is None else (queue,)
         return Statement(
             f"SELECT id, state, visible_at, expires_at, attempts, max_attempts "
             f"FROM __alkstore_jobs INDEXED BY __alkstore_jobs_expiry "
-            f"WHERE expires_at IS NOT NULL AND expires_at <= ?{scope} "
+            f"WHERE expires_at IS NOT NULL AND expires_at <= ? "
+            f"AND (state = {STATE_PENDING} OR visible_at <= ?){scope} "
             f"UNION "
             f"SELECT id, state, visible_at, expires_at, attempts, max_attempts "
             f"FROM __alkstore_jobs INDEXED BY __alkstore_jobs_exhausted "
             f"WHERE attempts >= max_attempts AND visible_at <= ?{scope} "
             f"ORDER BY id LIMIT ?",
-            (now_us, *scope_params, now_us, *scope_params, limit),
+            (now_us, now_us, *scope_params, now_us, *scope_params, limit),
             Fetch.ALL,
         )
 

@@ -1,0 +1,68 @@
+"""An auto-commit call inside the same store's transaction.
+
+On SQLite the transaction holds the only writer, so such a call could only
+wait for itself: it raises ``UsageError`` at once instead of hanging (an
+engine difference, documented in docs/engines.md). On engines with a pool of
+connections it runs as its own transaction. Other tasks wait their turn.
+"""
+
+from __future__ import annotations
+
+import pytest
+import trio
+
+from alkstore import UsageError
+from alkstore.api.store import Store
+from tests.backends import Backend
+
+
+async def test_auto_commit_call_inside_own_transaction(backend: Backend, store: Store) -> None:
+    q = store.queue("q")
+    exclusive = backend.engine == "sqlite"
+    spawned: list[str] = []
+
+    async def child() -> None:
+        await q.enqueue("child")
+        spawned.append("ok")
+
+    async with store.transaction() as tx:
+        await tx.enqueue(q, 1)
+        if exclusive:
+            with pytest.raises(UsageError):
+                await q.enqueue(2)
+            with pytest.raises(UsageError):
+                async with store.transaction():
+                    pass  # pragma: no cover
+            # A task spawned from inside the transaction inherits the rule.
+            with pytest.RaisesGroup(UsageError):
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(child)
+        else:  # pragma: no cover - runs on the Postgres backends
+            await q.enqueue(2)
+    expected = 1 if exclusive else 2
+    # The refused calls did not disturb the transaction: it committed.
+    assert (await q.stats()).ready == expected
+    assert spawned == []
+
+
+async def test_other_tasks_wait_for_the_transaction(backend: Backend, store: Store) -> None:
+    q = store.queue("q")
+    order: list[str] = []
+    inside = trio.Event()
+
+    async def outsider() -> None:
+        await inside.wait()
+        await q.enqueue("outside")
+        order.append("outsider done")
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(outsider)  # spawned outside the transaction
+        async with store.transaction() as tx:
+            inside.set()
+            await trio.sleep(0.05)
+            await tx.enqueue(q, "inside")
+            order.append("tx body done")
+    if backend.engine == "sqlite":  # the writer slot: the outsider queues behind
+        assert order == ["tx body done", "outsider done"]
+    assert sorted(order) == ["outsider done", "tx body done"]
+    assert (await q.stats()).ready == 2
