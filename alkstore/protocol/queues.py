@@ -57,11 +57,14 @@ def dead_letters(d: Dialect, queue: str, limit: int) -> Plan[list[JobInfo]]:
 def requeue_dead(d: Dialect, queue: str, job_id: int, origin: str, now_us: int) -> Plan[bool]:
     """Back to pending, due now, with fresh attempts and no deadline."""
     job_id = check_job_id(job_id)
-    insert, delete = d.requeue_dead(queue, job_id, now_us)
-    moved = yield insert
+    # The first statement's row count says whether the job moved; an engine
+    # that can move it in one statement returns just that one.
+    first, *rest = d.requeue_dead(queue, job_id, now_us)
+    moved = yield first
     if not moved:
         return False
-    yield delete
+    for statement in rest:
+        yield statement
     yield d.notify(queue_channel(queue), origin, now_us)
     return True
 

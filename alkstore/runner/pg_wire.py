@@ -1,0 +1,82 @@
+"""Statements to libpq and results back, through psycopg's public ``pq`` layer.
+
+Shared by the async Postgres connection and by tests: parameters are dumped
+and rows loaded with psycopg's ``Transformer``, so every type is adapted the
+way psycopg adapts it (with the session's time zone), and errors become the
+taxonomy's ``DatabaseError`` with psycopg's exception chained.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+from psycopg import pq
+from psycopg.adapt import PyFormat, Transformer
+
+from ..protocol.errors import DatabaseError
+from ..protocol.plan import Fetch, Statement
+
+_OK = (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK, pq.ExecStatus.EMPTY_QUERY)
+
+
+class Wire:
+    """Per-connection adaptation state (psycopg's adapters and time zone)."""
+
+    def __init__(self, pgconn: pq.abc.PGconn) -> None:
+        self._tx = Transformer()
+        self._pgconn = pgconn
+        self._encoding = "utf-8"
+
+    def encode_sql(self, sql: str) -> bytes:
+        return sql.encode(self._encoding)
+
+    def dump(self, params: Sequence[Any]) -> tuple[Any, Any, Any]:
+        if not params:
+            return None, None, None
+        values = self._tx.dump_sequence(params, [PyFormat.AUTO] * len(params))
+        return values, self._tx.types, self._tx.formats
+
+    def send(self, statement: Statement | tuple[str, Sequence[Any]]) -> None:
+        sql, params = (
+            (statement.sql, statement.params) if isinstance(statement, Statement) else statement
+        )
+        values, types, formats = self.dump(params)
+        self._pgconn.send_query_params(
+            self.encode_sql(sql), values, param_types=types, param_formats=formats
+        )
+
+    def result(self, res: pq.abc.PGresult, fetch: Fetch) -> Any:
+        check(res)
+        if fetch is Fetch.NONE:
+            return None
+        if fetch is Fetch.ROWCOUNT:
+            status = res.command_status or b""
+            tail = status.split()[-1:] if status else []
+            return int(tail[0]) if tail and tail[0].isdigit() else 0
+        self._tx.set_pgresult(res)
+        rows = self._tx.load_rows(0, res.ntuples, tuple)
+        if fetch is Fetch.ONE:
+            return rows[0] if rows else None
+        return rows
+
+
+def check(res: pq.abc.PGresult) -> None:
+    if res.status in _OK:
+        return
+    raise error_from_result(res)
+
+
+def error_from_result(res: pq.abc.PGresult) -> DatabaseError:
+    cause = psycopg.errors.lookup(
+        (res.error_field(pq.DiagnosticField.SQLSTATE) or b"XX000").decode()
+    )(res.error_message.decode("utf-8", "replace").strip())
+    error = DatabaseError(f"PostgreSQL: {cause}")
+    error.__cause__ = cause
+    return error
+
+
+def sqlstate(error: BaseException) -> str | None:
+    cause = error.__cause__
+    return getattr(cause, "sqlstate", None) if cause is not None else None
