@@ -1,0 +1,50 @@
+"""Small helpers shared by the contract tests (engine- and driver-agnostic)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import trio
+
+from alkstore.api.store import Store
+from alkstore.runner.runtime import ManualClock
+
+US = 1_000_000
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+# Generous upper bound for anything that must happen "soon" (a wake crossing
+# stores, a background renewal). Tests never wait this long when they pass.
+SOON = 5.0
+# How long to wait before concluding that something did NOT happen.
+QUIET = 0.2
+
+
+def at(clock: ManualClock, seconds: float = 0.0) -> datetime:
+    """The aware datetime ``seconds`` after the clock's current time, exactly."""
+    return EPOCH + timedelta(microseconds=clock.now_us() + round(seconds * US))
+
+
+def placeholder(store: Store) -> str:
+    """The engine's parameter placeholder for the caller's own SQL."""
+    return "?" if store.engine == "sqlite" else "%s"
+
+
+async def create_orders_table(store: Store) -> None:
+    """A table of the caller's own, written through ``tx.execute``."""
+    async with store.transaction() as tx:
+        await tx.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY, note TEXT NOT NULL)")
+
+
+async def order_rows(store: Store) -> list[tuple[int, str]]:
+    async with store.transaction() as tx:
+        rows = await tx.execute("SELECT id, note FROM orders ORDER BY id")
+    return [(int(r[0]), str(r[1])) for r in rows]
+
+
+async def wait_until(predicate, timeout: float = SOON, step: float = 0.005) -> None:  # type: ignore[no-untyped-def]
+    """Poll a synchronous predicate (real time) until it holds."""
+    with trio.fail_after(timeout):
+        while True:
+            if predicate():
+                return
+            await trio.sleep(step)

@@ -1,0 +1,202 @@
+"""Payloads: JSON values round-trip exactly; anything else is a CodecError with nothing
+written; payload_as decodes into user types."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from alkstore import CodecError, QueueStats
+from alkstore.api.store import Store
+
+UNENCODABLE: list[Any] = [
+    {1, 2},
+    object(),
+    float("nan"),
+    float("inf"),
+    -float("inf"),
+    datetime(2024, 1, 1, tzinfo=UTC),
+    {1: "non-str key"},
+    {"nested": [{"deep": {1, 2}}]},
+    {"nested": [1.0, float("nan")]},
+    b"bytes",
+    Decimal("1.5"),
+    2**64,
+]
+
+
+@dataclass
+class Point:
+    x: int
+    y: int
+
+
+@dataclass
+class Order:
+    id: int
+    note: str
+    tags: list[str]
+    at: Point
+    total: float | None = None
+
+
+ORDER = {"id": 7, "note": "hi", "tags": ["a", "b"], "at": {"x": 1, "y": 2}, "total": 9.5}
+
+
+# Every entry point that accepts a payload; each returns nothing of interest.
+ENTRY: dict[str, Callable[[Store, Any], Awaitable[Any]]] = {
+    "queue.enqueue": lambda s, p: s.queue("q").enqueue(p),
+    "queue.enqueue_batch": lambda s, p: s.queue("q").enqueue_batch(["fine", p]),
+    "stream.publish": lambda s, p: s.stream("s").publish(p),
+    "stream.publish_with_key": lambda s, p: s.stream("s").publish_with_key("k", p),
+    "notify": lambda s, p: s.notify("ch", p),
+    "outbox.enqueue": lambda s, p: s.outbox("o").enqueue(p),
+}
+
+
+async def tx_call(store: Store, method: str, payload: Any) -> None:
+    """Call a tx method with a bad payload, then commit something valid."""
+    async with store.transaction() as tx:
+        calls = {
+            "tx.enqueue": lambda: tx.enqueue("q", payload),
+            "tx.publish": lambda: tx.publish("s", payload),
+            "tx.publish_with_key": lambda: tx.publish_with_key("s", "k", payload),
+            "tx.notify": lambda: tx.notify("ch", payload),
+            "tx.outbox_enqueue": lambda: tx.outbox_enqueue("o", payload),
+        }
+        with pytest.raises(CodecError):
+            await calls[method]()
+        await tx.enqueue("probe", "the tx is still usable")
+
+
+async def assert_nothing_written(store: Store) -> None:
+    assert await store.queue("q").stats() == QueueStats(0, 0, 0, 0)
+    assert await store.stream("s").read_since(0) == []
+    assert await store.outbox("o").stats() == QueueStats(0, 0, 0, 0)
+
+
+@pytest.mark.parametrize("entry", list(ENTRY))
+async def test_unencodable_payloads_raise_codec_error_and_write_nothing(
+    store: Store, entry: str
+) -> None:
+    async with store.listen("ch") as wakes:
+        for payload in UNENCODABLE:
+            with pytest.raises(CodecError):
+                await ENTRY[entry](store, payload)
+        assert wakes.try_recv() is None
+    await assert_nothing_written(store)
+
+
+@pytest.mark.parametrize(
+    "method", ["tx.enqueue", "tx.publish", "tx.publish_with_key", "tx.notify", "tx.outbox_enqueue"]
+)
+async def test_unencodable_payloads_in_a_tx_raise_before_any_round_trip(
+    store: Store, method: str
+) -> None:
+    for payload in UNENCODABLE[:8]:
+        await tx_call(store, method, payload)
+    await assert_nothing_written(store)
+    assert (await store.queue("probe").stats()).ready == 8
+
+
+async def test_json_values_round_trip_exactly(store: Store) -> None:
+    payloads: list[Any] = [
+        None,
+        True,
+        False,
+        0,
+        -17,
+        2**63 - 1,
+        1.0,
+        -0.25,
+        1e300,
+        "",
+        'unicode ✓ 名前 and "quotes" and \\ and \n',
+        [],
+        {},
+        [1, "two", 3.5, None, [True, {"k": []}]],
+        {"a": {"b": {"c": [1, 2, {"d": None}]}}, "": "empty key"},
+    ]
+    q = store.queue("q")
+    s = store.stream("s")
+    for p in payloads:
+        await q.enqueue(p)
+        await s.publish(p)
+    jobs = await q.claim_batch("w", len(payloads))
+    events = await s.read_since(0)
+    for got in ([j.payload for j in jobs], [e.payload for e in events]):
+        assert got == payloads
+        # Types survive too (1.0 stays a float, True stays a bool).
+        assert [type(v) for v in got] == [type(v) for v in payloads]
+
+
+async def test_strings_containing_nul_round_trip(store: Store) -> None:
+    # A valid JSON string; an engine must store it faithfully or refuse it
+    # with CodecError before writing, never corrupt it.
+    payload = {"text": "a\u0000b"}
+    try:
+        await store.stream("s").publish(payload)
+    except CodecError:
+        assert await store.stream("s").read_since(0) == []
+        return
+    (event,) = await store.stream("s").read_since(0)
+    assert event.payload == payload
+
+
+async def test_payload_as_decodes_into_a_dataclass(store: Store) -> None:
+    q = store.queue("q")
+    s = store.stream("s")
+    job_id = await q.enqueue(ORDER)
+    await s.publish(ORDER)
+    expected = Order(7, "hi", ["a", "b"], Point(1, 2), 9.5)
+    job = await q.claim_one("w")
+    assert job is not None
+    assert job.payload_as(Order) == expected
+    (event,) = await s.read_since(0)
+    assert event.payload_as(Order) == expected
+    info = await q.get_job(job_id)
+    assert info is not None and info.payload_as(Order) == expected
+    partial = {k: v for k, v in ORDER.items() if k != "total"}
+    await s.publish(partial)
+    assert (await s.read_since(1))[0].payload_as(Order) == Order(7, "hi", ["a", "b"], Point(1, 2))
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"x": 1},  # missing field
+        {"x": 1, "y": 2, "z": 3},  # unknown field
+        {"x": "1", "y": 2},  # wrong type
+        {"x": 1.5, "y": 2},  # float where int expected
+        {"x": True, "y": 2},  # bool is not an int here
+        [1, 2],  # not an object
+        None,
+        "point",
+    ],
+)
+async def test_payload_as_raises_codec_error_on_mismatch(store: Store, payload: Any) -> None:
+    s = store.stream("s")
+    await s.publish(payload)
+    (event,) = await s.read_since(0)
+    with pytest.raises(CodecError):
+        event.payload_as(Point)
+    q = store.queue("q")
+    await q.enqueue(payload)
+    job = await q.claim_one("w")
+    assert job is not None
+    with pytest.raises(CodecError):
+        job.payload_as(Point)
+
+
+async def test_payload_as_nested_mismatch_raises_codec_error(store: Store) -> None:
+    s = store.stream("s")
+    await s.publish({**ORDER, "at": {"x": 1}})
+    await s.publish({**ORDER, "tags": ["a", 2]})
+    for event in await s.read_since(0):
+        with pytest.raises(CodecError):
+            event.payload_as(Order)

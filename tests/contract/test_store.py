@@ -1,0 +1,124 @@
+"""Opening and closing stores: concurrent opens, durability across reopen, Closed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import trio
+
+from alkstore import Closed, QueueStats
+from alkstore.runner.runtime import ManualClock
+from tests.backends import Backend
+
+from .helpers import SOON
+
+
+async def test_several_stores_can_open_a_fresh_database_at_once(
+    backend: Backend, tmp_path: Path, clock: ManualClock
+) -> None:
+    # A few rounds on fresh databases: the first-open race is timing-dependent.
+    for _ in range(5):
+        location = backend.new_location(tmp_path)
+        opened: list[int] = []
+
+        async def open_and_use(
+            i: int, location: str = location, opened: list[int] = opened
+        ) -> None:
+            async with backend.open(location, clock=clock) as s:
+                await s.queue("jobs").enqueue(i)
+                opened.append(i)
+
+        with trio.fail_after(SOON * 2):
+            async with trio.open_nursery() as nursery:
+                for i in range(3):
+                    nursery.start_soon(open_and_use, i)
+        assert sorted(opened) == [0, 1, 2]
+        async with backend.open(location, clock=clock) as s:
+            assert await s.queue("jobs").stats() == QueueStats(3, 0, 0, 0)
+
+
+async def test_everything_survives_closing_and_reopening(
+    backend: Backend, location: str, clock: ManualClock
+) -> None:
+    async with backend.open(location, clock=clock) as s:
+        job_id = await s.queue("jobs").enqueue({"n": 1})
+        await s.stream("s").publish("e1")
+        await s.stream("s").save_offset("c", 1)
+        lock = await s.try_lock("res", "alice", 60)
+        assert lock is not None
+    async with backend.open(location, clock=clock) as s:
+        got = await s.queue("jobs").get_job(job_id)
+        assert got is not None and got.payload == {"n": 1}
+        assert [e.payload for e in await s.stream("s").read_since(0)] == ["e1"]
+        assert await s.stream("s").get_offset("c") == 1
+        assert await s.stream("s").publish("e2") == 2
+        assert await s.try_lock("res", "bob", 60) is None
+
+
+async def test_a_job_held_by_a_store_that_went_away_is_reclaimed(
+    backend: Backend, location: str, clock: ManualClock
+) -> None:
+    """At-least-once: a claim whose worker vanished lapses and the job runs again."""
+    async with backend.open(location, clock=clock) as s:
+        job_id = await s.queue("jobs", visibility_timeout=30).enqueue("work")
+        job = await s.queue("jobs", visibility_timeout=30).claim_one("doomed")
+        assert job is not None
+    async with backend.open(location, clock=clock) as s:
+        q = s.queue("jobs", visibility_timeout=30)
+        assert await q.claim_one("survivor") is None
+        clock.advance(31)
+        again = await q.claim_one("survivor")
+        assert again is not None and again.id == job_id and again.attempts == 2
+        assert await again.ack() is True
+
+
+async def test_operations_on_a_closed_store_raise_closed(
+    backend: Backend, location: str, clock: ManualClock
+) -> None:
+    async with backend.open(location, clock=clock) as s:
+        q = s.queue("jobs")
+        await q.enqueue(1)
+        job = await q.claim_one("w")
+        lock = await s.try_lock("res", "alice", 60)
+        assert job is not None and lock is not None
+    assert s.closed
+    stream = s.stream("s")
+    for op in (
+        lambda: s.notify("ch"),
+        lambda: q.enqueue(2),
+        lambda: q.claim_one("w"),
+        lambda: q.stats(),
+        lambda: q.get_job(job.id),
+        lambda: q.sweep_expired(),
+        lambda: q.dead_letters(),
+        lambda: job.ack(),
+        lambda: job.heartbeat(),
+        lambda: stream.publish(1),
+        lambda: stream.read_since(0),
+        lambda: stream.get_offset("c"),
+        lambda: s.try_lock("res", "bob", 10),
+        lambda: lock.renew(10),
+        lambda: lock.release(),
+        lambda: s.outbox("o").run_once(_never),
+    ):
+        with pytest.raises(Closed):
+            await op()
+    with pytest.raises(Closed):
+        async with s.transaction():
+            pytest.fail("a transaction opened on a closed store")
+
+
+async def _never(payload: object) -> None:
+    raise AssertionError("delivered on a closed store")
+
+
+async def test_a_listener_opened_on_a_closed_store_is_closed(
+    backend: Backend, location: str, clock: ManualClock
+) -> None:
+    async with backend.open(location, clock=clock) as s:
+        pass
+    async with s.listen("ch") as wakes:
+        assert await wakes.recv() is None
+        with pytest.raises(Closed):
+            wakes.try_recv()
