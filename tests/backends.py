@@ -50,8 +50,26 @@ def _sqlite_trio(location: str, **kw: Any) -> AbstractAsyncContextManager[Store]
     return open_sqlite(location, **kw)
 
 
+PG_DSN = os.environ.get("ALKSTORE_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
+# Every Postgres test gets its own schema, named for the test process so that
+# concurrent test runs never drop each other's: alk_t_<pid>_<random>.
+PG_TEST_SCHEMA_PREFIX = "alk_t_"
+
+
+def _pg_location(tmp: Path) -> str:
+    return f"{PG_TEST_SCHEMA_PREFIX}{os.getpid()}_{uuid.uuid4().hex[:10]}"
+
+
+def _postgres_trio(location: str, **kw: Any) -> AbstractAsyncContextManager[Store]:
+    from alkstore.io_trio import PostgresOptions, open_postgres
+
+    options = kw.pop("options", None) or PostgresOptions(schema=location, pool_size=4)
+    return open_postgres(PG_DSN, options=options, **kw)
+
+
 BACKENDS: dict[str, Backend] = {
     "sqlite-trio": Backend("sqlite-trio", "sqlite", "trio", _sqlite_trio, _sqlite_location),
+    "postgres-trio": Backend("postgres-trio", "postgres", "trio", _postgres_trio, _pg_location),
 }
 
 

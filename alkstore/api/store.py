@@ -109,7 +109,7 @@ class Store:
 
     def subscribe_channel(self, channel: str) -> WakeReceiver:
         """A receiver on any channel, internal ones included (no name check)."""
-        return WakeReceiver(self._hub, channel)
+        return WakeReceiver(self._hub, channel, self._executor)
 
     # -- notify / listen --------------------------------------------------------
     async def notify(self, channel: str, payload: codec.JSON = None) -> None:
@@ -124,7 +124,7 @@ class Store:
         await self.run(_notify_plan(self.dialect, channel, self.origin, now))
 
     def listen(self, channel: str) -> WakeReceiver:
-        return WakeReceiver(self._hub, check_name(channel, "channel"))
+        return WakeReceiver(self._hub, check_name(channel, "channel"), self._executor)
 
     # -- mechanism handles (no IO) ---------------------------------------------
     def queue(
@@ -204,6 +204,24 @@ class Store:
                 tx._close()
         if session.wakes:
             self._hub.wake(session.wakes)
+
+    @asynccontextmanager
+    async def join(self, connection: Any) -> AsyncIterator[Transaction]:
+        """Ride along in a transaction the application holds on its own psycopg
+        connection (Postgres only): what is done through the yielded handle
+        commits or rolls back with the application's transaction. The
+        application commits; this block only scopes the handle."""
+        from .tx import Transaction
+
+        if self._closed:
+            raise Closed("store is closed")
+        session = self._executor.join(connection)
+        tx = Transaction(self, session)
+        try:
+            yield tx
+        finally:
+            tx._close()
+            session.open = False
 
     # -- scheduler -------------------------------------------------------------
     async def schedule(

@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 from types import TracebackType
+from typing import Protocol
 
 from ..protocol.errors import Closed
+from ..protocol.names import LISTENER_RECONNECTED
 from ..protocol.types import Wake
 from ..runner.hub import Mailbox, WakeHub
 from ..runner.timeouts import check_timeout
+
+
+class WakeSource(Protocol):
+    """Where a receiver's channel is subscribed (Postgres LISTEN; no-op on SQLite)."""
+
+    async def listen(self, channel: str) -> None: ...
+    async def unlisten(self, channel: str) -> None: ...
 
 
 class WakeReceiver:
@@ -16,22 +25,35 @@ class WakeReceiver:
     Wakes coalesce: several notifies before a ``recv`` may arrive as one.
     """
 
-    def __init__(self, hub: WakeHub, channel: str) -> None:
+    def __init__(self, hub: WakeHub, channel: str, source: WakeSource) -> None:
         self._hub = hub
+        self._source = source
         self.channel = channel
         self._box: Mailbox | None = None
         self._exited = False
+        self._listening = False
 
     async def __aenter__(self) -> WakeReceiver:
         if self._box is not None or self._exited:
             raise Closed("a WakeReceiver can be entered once")
         self._box = self._hub.open(self.channel)
+        try:
+            # On Postgres this LISTENs before returning, so no notify that
+            # commits after entering is missed.
+            await self._source.listen(self.channel)
+        except BaseException:
+            self.close()
+            raise
+        self._listening = True
         return self
 
     async def __aexit__(
         self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+        if self._listening:
+            self._listening = False
+            await self._source.unlisten(self.channel)
 
     def close(self) -> None:
         self._exited = True
@@ -53,7 +75,7 @@ class WakeReceiver:
         box = self._mailbox() if not self._exited else None
         while box is not None and not box.closed:
             if box.take():
-                return Wake(self.channel)
+                return self._wake(box)
             await box.wait(None)
         return None
 
@@ -62,7 +84,7 @@ class WakeReceiver:
         box = self._mailbox()
         if box.closed:
             raise Closed("wake receiver is closed")
-        return Wake(self.channel) if box.take() else None
+        return self._wake(box) if box.take() else None
 
     async def recv_timeout(self, seconds: float) -> Wake | None:
         """A wake within ``seconds`` or ``None``; raises ``Closed`` when closed."""
@@ -76,6 +98,12 @@ class WakeReceiver:
                 raise Closed("wake receiver is closed")
             if not box.take():
                 return None
+        return self._wake(box)
+
+    def _wake(self, box: Mailbox) -> Wake:
+        if box.reconnected:
+            box.reconnected = False
+            return Wake(LISTENER_RECONNECTED)
         return Wake(self.channel)
 
     def __aiter__(self) -> WakeReceiver:

@@ -3,6 +3,17 @@
 Claims in batches when woken, runs the handler with bounded concurrency, acks
 on return, retries with backoff on exception, heartbeats long jobs, and on
 cancellation hands back at once whatever it has not finished.
+
+Every decision (when to claim, how many, how long to sleep, when to sweep,
+when to heartbeat, when a claim is lost) is taken by the pure state machines
+in ``alkstore/protocol/worker.py``; this module only performs them, through
+the ``Runtime`` seam, so it serves every driver.
+
+Wakes: enqueues notify the queue's internal channel; local commits wake the
+worker directly and the engine's wake source (the SQLite watcher, Postgres
+LISTEN) carries commits from other processes. Without a wake the worker still
+looks when the next job falls due (read with each short claim), at every
+``poll_interval`` as a backstop, and whenever one of its own jobs finishes.
 """
 
 from __future__ import annotations
@@ -14,16 +25,32 @@ import socket
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from ..protocol.errors import AlkstoreError
-from ..protocol.names import queue_channel
-from ..protocol.timeconv import US_PER_S, to_datetime
-from ..protocol.worker import WorkerPolicy
-from ..runner.runtime import Signal
+from ..protocol.errors import AlkstoreError, Closed
+from ..protocol.names import check_identifier, queue_channel
+from ..protocol.plan import Plan
+from ..protocol.timeconv import US_PER_S, Duration, duration_us, to_datetime
+from ..protocol.types import JobRecord
+from ..protocol.worker import (
+    Beat,
+    Claim,
+    ClaimResult,
+    Keepalive,
+    Outcome,
+    Sweep,
+    WorkerPolicy,
+    claim_for_worker,
+    release_all,
+)
+from ..runner.runtime import Runtime, Signal
+from .queue import Job
 
 if TYPE_CHECKING:
-    from .queue import Job, Queue
+    from .queue import Queue
+    from .wakes import WakeReceiver
 
 log = logging.getLogger("alkstore.worker")
+
+Handler = Callable[[Job], Awaitable[Any]]
 
 
 def default_worker_id() -> str:
@@ -32,7 +59,7 @@ def default_worker_id() -> str:
 
 async def run_worker(
     queue: Queue,
-    handler: Callable[[Job], Awaitable[Any]],
+    handler: Handler,
     *,
     concurrency: int,
     worker_id: str | None,
@@ -44,70 +71,147 @@ async def run_worker(
     store = queue.store
     runtime = store.runtime
     vt = queue.options.visibility_timeout_us
-    policy = WorkerPolicy(
+    policy = WorkerPolicy.of(
         concurrency=concurrency,
-        poll_interval_us=round(poll_interval * US_PER_S),
+        visibility_timeout_us=vt,
+        poll_interval_us=duration_us(poll_interval, "poll_interval", allow_zero=False),
         sweep_interval_us=(
-            min(30 * US_PER_S, vt // 2) if sweep_interval is None else round(sweep_interval * US_PER_S)
+            None
+            if sweep_interval is None
+            else duration_us(sweep_interval, "sweep_interval", allow_zero=False)
         ),
         heartbeat_interval_us=(
-            vt // 3 if heartbeat_interval is None else round(heartbeat_interval * US_PER_S)
+            None
+            if heartbeat_interval is None
+            else duration_us(heartbeat_interval, "heartbeat_interval", allow_zero=False)
         ),
     )
-    wid = worker_id or default_worker_id()
-    slot = _Slot(runtime)
+    wid = check_identifier(worker_id or default_worker_id(), "worker id")
+    kick = _Kick(runtime)
+    # Claimed and not yet settled: what a stopping worker must hand back.
+    held: dict[int, _WorkerJob] = {}
 
-    async def run_one(job: Job) -> None:
+    async def forward_wakes(wakes: WakeReceiver) -> None:
+        while await wakes.recv() is not None:
+            policy.woke()
+            kick.set()
+        # The wake source closed (store closing, watcher gone): the worker
+        # carries on with next-due sleeps and the poll backstop.
+        log.debug("worker %s: wake source for %s closed", wid, queue.name)
+
+    async def run_one(job: _WorkerJob) -> None:
+        outcome = Outcome.RELEASED
+
+        def settled(how: Outcome) -> None:
+            nonlocal outcome
+            outcome = how
+            held.pop(job.id, None)  # not ours to hand back any more
+
         try:
-            await _run_job(queue, job, handler, policy.heartbeat_interval_us / US_PER_S)
+            # A job whose task starts after shutdown began is handed back
+            # without ever reaching the handler.
+            await runtime.checkpoint()
+            await _run_job(queue, job, handler, policy.heartbeat_interval_us, settled)
         finally:
-            policy.finished()
-            slot.free()
+            policy.finished(outcome)
+            kick.set()
 
-    async with store.subscribe_channel(queue_channel(queue.name)) as wakes:
-        async with runtime.task_group() as group:
+    try:
+        async with (
+            store.subscribe_channel(queue_channel(queue.name)) as wakes,
+            runtime.task_group() as group,
+        ):
+            group.start_soon(forward_wakes, wakes)
             if task_status is not None:
                 task_status.started()
             while True:
                 now = store.now_us()
-                if policy.sweep_due(now):
+                action = policy.next_action(now)
+                if isinstance(action, Sweep):
                     await _guard(queue.sweep_expired(), "sweep")
-                    policy.swept(now)
-                want = policy.claim_size()
-                if want > 0:
-                    wakes.try_recv()  # consume: a wake from now on means new work
-                    jobs = await _guard(queue.claim_batch(wid, want), "claim") or []
-                    next_due = None
-                    if len(jobs) < want:
-                        due = await _guard(queue.next_due(), "next_due")
-                        next_due = None if due is None else _us(due)
-                    policy.claimed(len(jobs), want, next_due)
+                    policy.swept(store.now_us())
+                elif isinstance(action, Claim):
+                    seen: list[ClaimResult] = []
+                    plan = _capture(
+                        claim_for_worker(store.dialect, queue.name, wid, action.n, now, vt), seen
+                    )
+                    try:
+                        result = await store.run(plan)
+                    except Closed:
+                        raise
+                    except AlkstoreError:
+                        log.exception("worker %s: claim on %s failed", wid, queue.name)
+                        policy.claim_failed(store.now_us())
+                        continue
+                    except BaseException:
+                        # Cancelled while the claim ran (a driver may deliver
+                        # that after the claim committed): what it took is
+                        # ours to hand back.
+                        for got in seen:
+                            held.update((r.id, _WorkerJob(queue, r)) for r in got.jobs)
+                        raise
+                    # No checkpoint between the claim's return and here:
+                    # every claimed job is in ``held`` before anything
+                    # can cancel us.
+                    jobs = [_WorkerJob(queue, record) for record in result.jobs]
+                    for job in jobs:
+                        held[job.id] = job
+                    policy.claimed(now, len(jobs), action.n, result.next_due_us)
                     for job in jobs:
                         group.start_soon(run_one, job)
-                    if len(jobs) == want and policy.claim_size() > 0:
-                        continue
-                timeout = policy.sleep_us(store.now_us()) / US_PER_S
-                if policy.claim_size() > 0:
-                    await wakes.recv_timeout(timeout)
                 else:
-                    await slot.wait(runtime, timeout)
+                    await kick.wait(max(0, action.until_us - store.now_us()) / US_PER_S)
+    finally:
+        if held:
+            with runtime.shield():
+                await _hand_back(queue, list(held.values()))
 
 
 async def _run_job(
-    queue: Queue, job: Job, handler: Callable[[Job], Awaitable[Any]], heartbeat_every: float
+    queue: Queue,
+    job: _WorkerJob,
+    handler: Handler,
+    heartbeat_us: int,
+    settled: Callable[[Outcome], None],
 ) -> None:
-    runtime = queue.store.runtime
+    """Run the handler under a heartbeat; settle the job by what happened and
+    report it through ``settled``. A job not reported is the caller's to hand
+    back."""
+    store = queue.store
+    runtime = store.runtime
+    keep = Keepalive.for_claim(
+        heartbeat_us, queue.options.visibility_timeout_us, job.record.claim_expires_at_us
+    )
     lost = False
+    done = False  # the handler returned or raised (not cancelled)
+    error: Exception | None = None
 
     async def keep_alive(scope: Any) -> None:
         nonlocal lost
-        while True:
-            await runtime.sleep(heartbeat_every)
-            if not await _guard(job.heartbeat(), "heartbeat"):
-                # Someone else may own it now: stop working on it.
-                lost = True
-                scope.cancel()
-                return
+        while job.settled is None:
+            now = store.now_us()
+            step = keep.next_action(now)
+            if step is Beat.LOST:
+                break
+            if step is Beat.BEAT:
+                try:
+                    owned = await job.heartbeat()
+                except Closed:
+                    break
+                except AlkstoreError:
+                    log.warning("heartbeat of job %s on %s failed", job.id, queue.name)
+                    keep.beat_failed(store.now_us())
+                    continue
+                if not owned:
+                    break  # reclaimed, cancelled, or settled by the handler
+                keep.beat_ok(job.record.claim_expires_at_us)
+            else:
+                await runtime.sleep(max(0, step.until_us - now) / US_PER_S)
+        if job.settled is not None:
+            return  # the handler settled the job itself: nothing left to keep
+        # Someone else may own the job now: stop working on it.
+        lost = True
+        scope.cancel()
 
     try:
         async with runtime.task_group() as group:
@@ -115,53 +219,131 @@ async def _run_job(
                 group.start_soon(keep_alive, scope)
                 try:
                     await handler(job)
+                    done = True
+                except Exception as exc:
+                    error = exc
+                    done = True
                 finally:
                     group.cancel()
-        if lost:
-            log.warning("job %s on %s lost its claim while running", job.id, queue.name)
-            return
-        await _guard(job.ack(), "ack")
-    except Exception as exc:
-        log.debug("job %s on %s raised; retrying", job.id, queue.name, exc_info=True)
-        await _guard(job.retry(error=exc), "retry")
     except BaseException:
-        # Cancelled (shutdown): give the job back now rather than after its
-        # visibility timeout, and return the attempt it did not get to finish.
-        with runtime.shield():
-            await _guard(job.release(refund=True), "release")
+        # Shutdown reached us after the handler finished (leaving the task
+        # group is a checkpoint): settle anyway, or the finished work would
+        # be handed back and done twice.
+        if done and not lost:
+            settled(await _settle(queue, job, error))
         raise
+    if lost:
+        log.warning("job %s on %s lost its claim while running; not settled", job.id, queue.name)
+        settled(Outcome.LOST)
+        return
+    settled(await _settle(queue, job, error))
+
+
+async def _settle(queue: Queue, job: _WorkerJob, error: Exception | None) -> Outcome:
+    """Ack a job whose handler returned, retry one whose handler raised;
+    leave alone one the handler settled itself (``job.fail(...)``, say).
+
+    Shielded: once the handler is done its outcome must be recorded even if
+    shutdown starts meanwhile.
+    """
+    if job.settled is not None:
+        if error is not None:
+            log.info("job %s on %s raised after it was settled", job.id, queue.name,
+                     exc_info=error)  # fmt: skip
+        return Outcome.RETRIED if job.settled == "retry" else Outcome.ACKED
+    with queue.store.runtime.shield():
+        if error is None:
+            if await _guard(job.ack(), "ack") is False:
+                log.warning("ack of job %s on %s refused: claim lost", job.id, queue.name)
+            return Outcome.ACKED
+        log.info(
+            "job %s on %s raised %s; retrying", job.id, queue.name, type(error).__name__,
+            exc_info=error,
+        )  # fmt: skip
+        await _guard(job.retry(error=error), "retry")
+        return Outcome.RETRIED
+
+
+class _WorkerJob(Job):
+    """The ``Job`` a handler receives: it notes when the handler settles the
+    job itself, so the worker neither settles it again nor takes the end of
+    its heartbeats for a lost claim."""
+
+    __slots__ = ("settled",)
+
+    def __init__(self, queue: Queue, record: JobRecord) -> None:
+        super().__init__(queue, record)
+        self.settled: str | None = None
+
+    async def ack(self) -> bool:
+        self.settled = self.settled or "ack"
+        return await super().ack()
+
+    async def retry(
+        self, delay: Duration | None = None, error: BaseException | str | None = None
+    ) -> bool:
+        self.settled = self.settled or "retry"
+        return await super().retry(delay, error)
+
+    async def fail(self, error: BaseException | str | None = None) -> bool:
+        self.settled = self.settled or "fail"
+        return await super().fail(error)
+
+    async def release(self, *, refund: bool = True) -> bool:
+        self.settled = self.settled or "release"
+        return await super().release(refund=refund)
+
+
+def _capture(plan: Plan[ClaimResult], seen: list[ClaimResult]) -> Plan[ClaimResult]:
+    """The same plan, also leaving its result in ``seen`` as it finishes."""
+    result = yield from plan
+    seen.append(result)
+    return result
+
+
+async def _hand_back(queue: Queue, jobs: list[Job]) -> None:
+    """Shutdown: release unfinished jobs, due now, attempts refunded."""
+    store = queue.store
+    plan = release_all(store.dialect, [j.record for j in jobs], store.origin, store.now_us())
+    try:
+        count = await store.run(plan)
+    except AlkstoreError:
+        log.exception("worker could not hand back %d job(s); they return after their claims lapse",
+                      len(jobs))  # fmt: skip
+        return
+    log.debug("handed back %d of %d job(s) on %s", count, len(jobs), queue.name)
 
 
 async def _guard(awaitable: Awaitable[Any], what: str) -> Any:
     """A worker outlives a failed round trip: log it; the job's claim will
-    lapse and it will be claimed again."""
+    lapse and it will be claimed again. A closed store ends the worker."""
     try:
         return await awaitable
+    except Closed:
+        raise
     except AlkstoreError:
         log.exception("worker %s failed", what)
         return None
 
 
-def _us(value: Any) -> int:
-    from ..protocol.timeconv import instant_us
+class _Kick:
+    """Tells the claim loop to look again: a wake came, or a job finished.
 
-    return instant_us(value)
+    Kicks coalesce; the policy, not the kick, says what to do.
+    """
 
-
-class _Slot:
-    """Signals the claim loop that a handler finished and a slot is free."""
-
-    def __init__(self, runtime: Any) -> None:
+    def __init__(self, runtime: Runtime) -> None:
         self._runtime = runtime
         self._signal: Signal = runtime.signal()
 
-    def free(self) -> None:
+    def set(self) -> None:
         self._signal.set()
 
-    async def wait(self, runtime: Any, timeout: float) -> None:
-        await runtime.wait_signal(self._signal, timeout)
+    async def wait(self, timeout: float) -> None:
+        if not self._signal.is_set():
+            await self._runtime.wait_signal(self._signal, timeout)
         if self._signal.is_set():
-            self._signal = runtime.signal()
+            self._signal = self._runtime.signal()
 
 
 __all__ = ["default_worker_id", "run_worker", "to_datetime"]

@@ -117,6 +117,12 @@ class AsyncioRuntime:
         return await _wait_through_cancel(loop.run_in_executor(None, fn))
 
     async def wait_readable(self, fd: int, timeout: float | None) -> bool:
+        return await self._wait_fd(fd, timeout, writable=False)
+
+    async def wait_writable(self, fd: int, timeout: float | None) -> bool:
+        return await self._wait_fd(fd, timeout, writable=True)
+
+    async def _wait_fd(self, fd: int, timeout: float | None, *, writable: bool) -> bool:
         loop = asyncio.get_running_loop()
         ready: asyncio.Future[None] = loop.create_future()
 
@@ -124,7 +130,10 @@ class AsyncioRuntime:
             if not ready.done():
                 ready.set_result(None)
 
-        loop.add_reader(fd, mark)
+        add, remove = (loop.add_writer, loop.remove_writer) if writable else (
+            loop.add_reader, loop.remove_reader
+        )
+        add(fd, mark)
         try:
             if timeout is None:
                 await ready
@@ -136,7 +145,7 @@ class AsyncioRuntime:
             except TimeoutError:
                 return False
         finally:
-            loop.remove_reader(fd)
+            remove(fd)
 
     @asynccontextmanager
     async def task_group(self) -> AsyncIterator[_TaskGroup]:

@@ -88,6 +88,15 @@ class TrioRuntime:
             return True
         return False
 
+    async def wait_writable(self, fd: int, timeout: float | None) -> bool:
+        if timeout is None:
+            await trio.lowlevel.wait_writable(fd)
+            return True
+        with trio.move_on_after(timeout):
+            await trio.lowlevel.wait_writable(fd)
+            return True
+        return False
+
     @asynccontextmanager
     async def task_group(self) -> AsyncIterator[_Nursery]:
         body_error: BaseException | None = None

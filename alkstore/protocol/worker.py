@@ -1,15 +1,70 @@
-"""The worker's decisions, as a pure state machine.
+"""The worker's decisions, as pure state machines.
 
-Events in (claimed, finished, swept, the current time), answers out (how many
-to claim, whether to sweep, how long to sleep). The driver-side loop in
-``alkstore/api/worker.py`` performs them.
+``WorkerPolicy`` decides for the claim loop of ``Queue.work``: events in (a
+wake arrived, a claim came back, a job finished, a sweep ran, the current
+time), one action out (sweep, claim ``n``, or wait until an instant for a
+kick). ``Keepalive`` decides for one running job: heartbeat now, wait, or
+give up because the claim has lapsed. Two plans complete the picture: a claim
+that also reads when the next job falls due (one round trip), and the
+hand-back of unfinished jobs at shutdown.
+
+Nothing here reads a clock or does IO: ``alkstore/api/worker.py`` performs
+the actions and feeds the results back in.
 """
 
 from __future__ import annotations
 
+import enum
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from . import claim as claim_plans
+from .dialect import Dialect
 from .errors import InvalidArgument
+from .names import queue_channel
+from .plan import Plan
+from .timeconv import US_PER_S
+from .types import JobRecord
+
+# After a failed claim, wait this long before the next one, doubling per
+# consecutive failure up to ``_ERROR_BACKOFF_CAP_US`` (or the poll interval).
+_ERROR_BACKOFF_US = 50_000
+_ERROR_BACKOFF_CAP_US = 5 * US_PER_S
+# The default sweep cadence: half the visibility timeout, within these bounds.
+_SWEEP_MIN_US = 1 * US_PER_S
+_SWEEP_MAX_US = 30 * US_PER_S
+
+
+# -- actions ---------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Sweep:
+    """Move this queue's expired and stranded jobs to dead."""
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """Claim up to ``n`` jobs (and learn when the next one falls due)."""
+
+    n: int
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """Sleep until ``until_us`` unless kicked (a wake, a finished job) first."""
+
+    until_us: int
+
+
+WorkerAction = Sweep | Claim | Wait
+
+
+class Outcome(enum.Enum):
+    """How a job left the worker's hands."""
+
+    ACKED = "acked"  # handler returned; ack attempted
+    RETRIED = "retried"  # handler raised; retry (or burial) attempted
+    LOST = "lost"  # the claim lapsed or was taken away; nothing settled
+    RELEASED = "released"  # handed back unfinished (shutdown)
 
 
 @dataclass
@@ -19,38 +74,207 @@ class WorkerPolicy:
     sweep_interval_us: int
     heartbeat_interval_us: int
     running: int = 0
-    next_sweep_us: int = 0
+    # The queue may hold claimable work we have not looked for yet.
+    look: bool = True
     next_due_us: int | None = None
+    next_poll_us: int = 0
+    next_sweep_us: int = 0
+    backoff_until_us: int | None = None
+    errors: int = 0
+    # Wakes seen so far, and how many had been seen when the claim in flight
+    # started: a wake during a claim may announce a job the claim missed.
+    _wakes: int = 0
+    _wakes_at_claim: int = 0
+    # A due-but-unclaimable job (a passed deadline) asked for a sweep already.
+    _stale_due_swept: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.concurrency, bool) or not isinstance(self.concurrency, int):
             raise InvalidArgument("concurrency must be an int")
         if self.concurrency < 1:
             raise InvalidArgument("concurrency must be >= 1")
+        for name in ("poll_interval_us", "sweep_interval_us", "heartbeat_interval_us"):
+            if getattr(self, name) <= 0:
+                raise InvalidArgument(f"{name.removesuffix('_us')} must be > 0")
 
-    def claim_size(self) -> int:
+    @classmethod
+    def of(
+        cls,
+        *,
+        concurrency: int,
+        visibility_timeout_us: int,
+        poll_interval_us: int,
+        sweep_interval_us: int | None = None,
+        heartbeat_interval_us: int | None = None,
+    ) -> WorkerPolicy:
+        """Defaults: sweep every half visibility timeout (1 s..30 s); heartbeat
+        four times per visibility timeout, so three beats in a row must fail
+        before a live worker loses its claim."""
+        if sweep_interval_us is None:
+            sweep_interval_us = min(_SWEEP_MAX_US, max(_SWEEP_MIN_US, visibility_timeout_us // 2))
+        if heartbeat_interval_us is None:
+            heartbeat_interval_us = max(1, visibility_timeout_us // 4)
+        return cls(concurrency, poll_interval_us, sweep_interval_us, heartbeat_interval_us)
+
+    # -- what to do next ---------------------------------------------------------
+    def capacity(self) -> int:
         """Claim only what can start now: nothing waits in memory while its
         visibility timeout runs, so a stopped worker strands nothing."""
         return max(0, self.concurrency - self.running)
 
-    def claimed(self, got: int, asked: int, next_due_us: int | None) -> None:
+    def next_action(self, now_us: int) -> WorkerAction:
+        if self.backoff_until_us is not None and now_us >= self.backoff_until_us:
+            self.backoff_until_us = None
+        if now_us >= self.next_sweep_us:
+            return Sweep()
+        capacity = self.capacity()
+        if capacity > 0 and self.backoff_until_us is None:
+            if now_us >= self.next_poll_us:
+                self.look = True
+            if self.next_due_us is not None and now_us >= self.next_due_us:
+                self.look = True
+            if self.look:
+                self._wakes_at_claim = self._wakes
+                return Claim(capacity)
+        return Wait(self._deadline(capacity))
+
+    def _deadline(self, capacity: int) -> int:
+        deadline = self.next_sweep_us
+        if capacity == 0:
+            # Nothing can be claimed until a job finishes, which kicks us.
+            return deadline
+        if self.backoff_until_us is not None:
+            return min(deadline, self.backoff_until_us)
+        deadline = min(deadline, self.next_poll_us)
+        if self.next_due_us is not None:
+            deadline = min(deadline, self.next_due_us)
+        return deadline
+
+    # -- events ------------------------------------------------------------------
+    def woke(self) -> None:
+        """Someone enqueued (or handed back) a job on this queue."""
+        self._wakes += 1
+        self.look = True
+
+    def claimed(self, now_us: int, got: int, asked: int, next_due_us: int | None) -> None:
+        """A claim made at ``now_us`` returned ``got`` of ``asked`` jobs and,
+        when short, when the next live job of the queue falls due."""
         self.running += got
-        # A short batch means the queue had nothing more that was due: sleep
-        # until the next job falls due (or a wake). A full batch says nothing.
-        self.next_due_us = next_due_us if got < asked else None
+        self.errors = 0
+        self.backoff_until_us = None
+        self.next_poll_us = now_us + self.poll_interval_us
+        if got >= asked:
+            # A full batch says nothing about what is left: look again as
+            # soon as there is room.
+            self.look = True
+            self.next_due_us = None
+            return
+        self.look = self._wakes != self._wakes_at_claim
+        if next_due_us is not None and next_due_us <= now_us:
+            # Due, yet the claim (same transaction) did not take it: only a
+            # passed ``expires`` deadline does that, and the sweep buries
+            # those. Sweep once now; never spin on it.
+            if not self._stale_due_swept:
+                self._stale_due_swept = True
+                self.next_sweep_us = now_us
+            next_due_us = None
+        else:
+            self._stale_due_swept = False
+        self.next_due_us = next_due_us
 
-    def finished(self) -> None:
-        self.running -= 1
-
-    def sweep_due(self, now_us: int) -> bool:
-        return now_us >= self.next_sweep_us
+    def claim_failed(self, now_us: int) -> None:
+        """A claim raised (the database is unwell): back off, then retry."""
+        self.errors += 1
+        cap = max(_ERROR_BACKOFF_US, min(_ERROR_BACKOFF_CAP_US, self.poll_interval_us))
+        delay = min(cap, _ERROR_BACKOFF_US << min(self.errors - 1, 20))
+        self.backoff_until_us = now_us + delay
 
     def swept(self, now_us: int) -> None:
+        """A sweep finished (or failed: it is retried next interval)."""
         self.next_sweep_us = now_us + self.sweep_interval_us
+        if self._stale_due_swept:
+            self.look = True  # re-read when the next job falls due
 
-    def sleep_us(self, now_us: int) -> int:
-        """How long to wait for a wake before looking again on our own."""
-        deadline = min(now_us + self.poll_interval_us, self.next_sweep_us)
-        if self.next_due_us is not None and self.claim_size() > 0:
-            deadline = min(deadline, self.next_due_us)
-        return max(0, deadline - now_us)
+    def finished(self, outcome: Outcome = Outcome.ACKED) -> None:
+        """A job left the worker; its slot is free."""
+        self.running -= 1
+        if outcome is Outcome.RETRIED:
+            # It is pending again (due after its backoff): learn when.
+            self.look = True
+
+
+# -- one running job -------------------------------------------------------------
+class Beat(enum.Enum):
+    BEAT = "beat"  # heartbeat now
+    LOST = "lost"  # the claim has lapsed: stop working on the job
+
+
+@dataclass
+class Keepalive:
+    """When a running job's claim needs a heartbeat, and when it is lost.
+
+    Beats are spaced ``interval_us`` from the start of the claim (or of the
+    last successful beat). A failed round trip is retried sooner; once the
+    claim's expiry passes without a successful beat the job is lost, since
+    another worker may own it by then.
+    """
+
+    interval_us: int
+    visibility_us: int
+    claim_expires_us: int
+    next_beat_us: int
+
+    @classmethod
+    def for_claim(cls, interval_us: int, visibility_us: int, claim_expires_us: int) -> Keepalive:
+        claimed_at = claim_expires_us - visibility_us
+        return cls(interval_us, visibility_us, claim_expires_us, claimed_at + interval_us)
+
+    def next_action(self, now_us: int) -> Beat | Wait:
+        if now_us >= self.claim_expires_us:
+            return Beat.LOST
+        if now_us >= self.next_beat_us:
+            return Beat.BEAT
+        return Wait(min(self.next_beat_us, self.claim_expires_us))
+
+    def beat_ok(self, claim_expires_us: int) -> None:
+        self.claim_expires_us = claim_expires_us
+        self.next_beat_us = claim_expires_us - self.visibility_us + self.interval_us
+
+    def beat_failed(self, now_us: int) -> None:
+        """The heartbeat's round trip failed (not refused): try again soon."""
+        remaining = self.claim_expires_us - now_us
+        self.next_beat_us = now_us + max(1_000, min(self.interval_us, remaining // 4))
+
+
+# -- plans -----------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class ClaimResult:
+    jobs: list[JobRecord]
+    # When the queue's next live job falls due; read only after a short batch.
+    next_due_us: int | None
+
+
+def claim_for_worker(
+    d: Dialect, queue: str, worker: str, n: int, now_us: int, visibility_us: int
+) -> Plan[ClaimResult]:
+    """Claim up to ``n``; when fewer came back, read in the same transaction
+    when the next job falls due, so an idle worker sleeps exactly that long."""
+    jobs = yield from claim_plans.claim(d, queue, worker, n, now_us, visibility_us)
+    next_due: int | None = None
+    if len(jobs) < n:
+        next_due = yield from claim_plans.next_due(d, queue)
+    return ClaimResult(jobs, next_due)
+
+
+def release_all(
+    d: Dialect, jobs: Sequence[JobRecord], origin: str, now_us: int, *, refund: bool = True
+) -> Plan[int]:
+    """Hand back unfinished jobs, due now (``refund``: the attempt too), and
+    wake the queues' workers, here and elsewhere, so they take them at once."""
+    released: list[str] = []
+    for job in jobs:
+        if (yield from claim_plans.release(d, job, now_us, refund=refund)):
+            released.append(job.queue)
+    for queue in dict.fromkeys(released):
+        yield d.notify(queue_channel(queue), origin, now_us)
+    return len(released)

@@ -16,6 +16,8 @@ class Mailbox:
         self.id = receiver_id
         self.channel = channel
         self.pending = False
+        # Set when the wake source reconnected: wakes may have been missed.
+        self.reconnected = False
         self.closed = False
         self._runtime = runtime
         self._signal: Signal = runtime.signal()
@@ -27,6 +29,10 @@ class Mailbox:
     def close(self) -> None:
         self.closed = True
         self._signal.set()
+
+    def post_reconnected(self) -> None:
+        self.reconnected = True
+        self.post()
 
     def take(self) -> bool:
         """Consume the pending wake, if any."""
@@ -70,6 +76,10 @@ class WakeHub:
     def wake(self, channels: Iterable[str]) -> None:
         for receiver in self._router.targets(channels):
             self._boxes[receiver].post()
+
+    def wake_reconnected(self) -> None:
+        for box in self._boxes.values():
+            box.post_reconnected()
 
     def wake_all(self) -> None:
         for box in self._boxes.values():

@@ -62,6 +62,14 @@ class Wire:
         return rows
 
 
+    def rows(self, res: pq.abc.PGresult) -> list[tuple[Any, ...]]:
+        check(res)
+        if res.status != pq.ExecStatus.TUPLES_OK:
+            return []
+        self._tx.set_pgresult(res)
+        return self._tx.load_rows(0, res.ntuples, tuple)
+
+
 def check(res: pq.abc.PGresult) -> None:
     if res.status in _OK:
         return

@@ -83,6 +83,10 @@ class Runtime(Protocol):
     async def wait_readable(self, fd: int, timeout: float | None) -> bool:
         """Wait until ``fd`` is readable (True) or ``timeout`` passes (False)."""
         ...
+    async def wait_writable(self, fd: int, timeout: float | None) -> bool:
+        """Wait until ``fd`` is writable (True) or ``timeout`` passes (False)."""
+        ...
+
     def task_group(self) -> AbstractAsyncContextManager[TaskGroup]:
         """A task group whose body's own exception propagates unwrapped."""
         ...

@@ -97,6 +97,20 @@ class SqliteExecutor:
         else:
             await tx.finish(True)
 
+    def join(self, connection: Any) -> Any:
+        from ..protocol.errors import UsageError
+
+        raise UsageError(
+            "join() is for Postgres connections; on SQLite use store.transaction() "
+            "and tx.execute() for your own SQL"
+        )
+
+    async def listen(self, channel: str) -> None:
+        """Nothing to do: the watcher sees every channel's notifications."""
+
+    async def unlisten(self, channel: str) -> None:
+        """Nothing to do (see ``listen``)."""
+
     async def close(self) -> None:
         if self._closed:
             return

@@ -1,0 +1,10 @@
+"""Transaction control statements for PostgreSQL (kept with the engine's SQL)."""
+
+from __future__ import annotations
+
+BEGIN = "BEGIN"
+COMMIT = "COMMIT"
+ROLLBACK = "ROLLBACK"
+STEP_SAVEPOINT = "SAVEPOINT alkstore_step"
+STEP_ROLLBACK = "ROLLBACK TO SAVEPOINT alkstore_step"
+STEP_RELEASE = "RELEASE SAVEPOINT alkstore_step"

@@ -1,0 +1,478 @@
+"""SQL text of every step on PostgreSQL (13+; tested on 15).
+
+Statements use ``$1, $2, ...`` placeholders and are sent one at a time with
+the extended protocol (``PQsendQueryParams``): never two statements in one
+string. Parameters are dumped by psycopg, which types a Python ``int`` as
+``int2``/``int4``/``int8`` by its value and a ``str`` or ``None`` as
+``unknown`` (the server infers the type from the context). That is fine for
+columns and comparisons; where the context does not fix a type (``COALESCE``,
+a select list, an array) the SQL casts explicitly.
+
+Names (queues, streams, locks, schedules, consumers, workers, owners) are
+always bound ``text`` parameters compared byte for byte (``COLLATE "C"``
+columns), never identifiers: distinct names can never alias. Wake channels
+are identifiers, mapped by :mod:`.names`. Table names are schema-qualified
+and quoted; the schema is validated once, at construction.
+
+Row shapes and ``Fetch`` kinds are those of ``protocol.dialect`` and match
+the SQLite engine statement for statement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ...protocol.dialect import STATE_PENDING, STATE_PROCESSING
+from ...protocol.plan import Fetch, Statement
+from ...protocol.types import NewJob
+from .names import channel_identifier, check_schema, listen_sql, unlisten_sql
+from .schema import DEFAULT_SCHEMA, qualified
+
+if TYPE_CHECKING:
+    from ...protocol.dialect import Dialect
+
+_JOB_COLS = (
+    "id, queue, payload, priority, attempts, max_attempts, run_at, created_at, "
+    "expires_at, claimed_by, visible_at, state, last_error"
+)
+_DEAD_COLS = (
+    "id, queue, payload, priority, attempts, max_attempts, run_at, created_at, "
+    "expires_at, claimed_by, last_error, reason, died_at"
+)
+_EVENT_COLS = '"offset", stream, key, payload, created_at'
+_SWEEP_COLS = "id, state, visible_at, expires_at, attempts, max_attempts"
+
+
+def _owned(worker: str, attempts: str, now: str) -> str:
+    """A job is owned by (worker, attempt) while its claim has not lapsed;
+    the arguments are the placeholders to compare with."""
+    return (
+        f"state = {STATE_PROCESSING} AND claimed_by = {worker} "
+        f"AND attempts = {attempts} AND visible_at > {now}"
+    )
+
+
+def _text(value: str | None) -> str | None:
+    """Free text (error messages) as Postgres ``text`` can hold it.
+
+    ``text`` cannot contain NUL and the wire needs valid UTF-8; an error
+    message is diagnostic, so those characters are replaced rather than
+    failing the retry or fail that records it.
+    """
+    if value is None:
+        return None
+    if "\x00" in value:
+        value = value.replace("\x00", "\ufffd")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        value = value.encode("utf-8", "replace").decode("utf-8")
+    return value
+
+
+class PostgresDialect:
+    """Statement builders for one Postgres schema. Pure: every method only
+    builds a ``Statement``."""
+
+    name = "postgres"
+    # The server's NOTIFY payload limit (NOTIFY_PAYLOAD_MAX_LENGTH with the
+    # default 8 kB block size). alkstore never sends a payload (wakes are
+    # opaque), but the contract's PayloadTooLarge check is made client-side
+    # against this number, so both engines' users see the same rule.
+    notify_payload_limit = 8000
+
+    def __init__(self, schema: str = DEFAULT_SCHEMA) -> None:
+        self.schema = check_schema(schema)
+        self.jobs = qualified(self.schema, "jobs")
+        self.dead = qualified(self.schema, "dead")
+        self.streams = qualified(self.schema, "streams")
+        self.events = qualified(self.schema, "events")
+        self.offsets = qualified(self.schema, "offsets")
+        self.locks = qualified(self.schema, "locks")
+        self.schedules = qualified(self.schema, "schedules")
+        self._build()
+
+    def _build(self) -> None:
+        jobs, dead = self.jobs, self.dead
+        self._enqueue = (
+            f"INSERT INTO {jobs} (queue, payload, priority, max_attempts, run_at, "
+            "created_at, expires_at, visible_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $5) "
+            "RETURNING id"
+        )
+        # Claim = pick and update in one statement. The CTE walks the partial
+        # claim index in claim order and locks what it picks; SKIP LOCKED
+        # makes concurrent claimers take disjoint rows instead of queueing
+        # behind each other. A row another claimer changed and committed
+        # after our snapshot is re-checked against the WHERE clause on its
+        # newest version (READ COMMITTED), so a job is never claimed twice.
+        # Reclaim of lapsed claims is the same predicate: a processing job
+        # whose visible_at passed, with attempts left, is claimable again.
+        self._claim = f"""WITH picked AS (
+            SELECT id FROM {jobs}
+            WHERE queue = $1 AND attempts < max_attempts AND visible_at <= $2
+              AND (expires_at IS NULL OR expires_at > $2)
+            ORDER BY priority DESC, visible_at, id
+            LIMIT $3
+            FOR UPDATE SKIP LOCKED)
+        UPDATE {jobs} AS j
+            SET state = {STATE_PROCESSING}, attempts = j.attempts + 1,
+                claimed_by = $4, visible_at = $5
+            FROM picked WHERE j.id = picked.id
+            RETURNING j.id, j.queue, j.payload, j.priority, j.attempts, j.max_attempts,
+                j.run_at, j.created_at, j.expires_at, j.claimed_by, j.visible_at, j.state,
+                j.last_error"""
+        self._ack = f"DELETE FROM {jobs} WHERE id = $1 AND {_owned('$2', '$3', '$4')}"
+        self._ack_batch = (
+            f"DELETE FROM {jobs} WHERE id = ANY($1::bigint[]) AND queue = $2 "
+            f"AND state = {STATE_PROCESSING} AND claimed_by = $3 AND visible_at > $4"
+        )
+        # retry and fail read the row, decide, then write: the row lock taken
+        # here keeps a concurrent reclaim or cancel from slipping in between.
+        self._owned = (
+            f"SELECT attempts, max_attempts FROM {jobs} "
+            f"WHERE id = $1 AND {_owned('$2', '$3', '$4')} FOR UPDATE"
+        )
+        self._reschedule = (
+            f"UPDATE {jobs} SET state = {STATE_PENDING}, claimed_by = NULL, "
+            "run_at = $1, visible_at = $1, last_error = COALESCE($2::text, last_error) "
+            "WHERE id = $3"
+        )
+        self._next_due = (
+            f"SELECT MIN(visible_at) FROM {jobs} WHERE queue = $1 AND attempts < max_attempts"
+        )
+        self._release_claim = (
+            f"UPDATE {jobs} SET state = {STATE_PENDING}, claimed_by = NULL, "
+            f"visible_at = $1, attempts = attempts - $2::bigint "
+            f"WHERE id = $3 AND {_owned('$4', '$5', '$6')}"
+        )
+        self._extend_claim = (
+            f"UPDATE {jobs} SET visible_at = $1 WHERE id = $2 AND {_owned('$3', '$4', '$5')}"
+        )
+        # One statement moves the row: delete it from the live table and
+        # insert what was deleted into the dead one.
+        self._bury = (
+            f"WITH gone AS (DELETE FROM {jobs} WHERE id = $1 RETURNING id, queue, payload, "
+            "priority, attempts, max_attempts, run_at, created_at, expires_at, claimed_by, "
+            f"last_error) INSERT INTO {dead} ({_DEAD_COLS}) "
+            "SELECT id, queue, payload, priority, attempts, max_attempts, run_at, created_at, "
+            "expires_at, claimed_by, COALESCE($2::text, last_error), $3::text, $4::bigint "
+            "FROM gone"
+        )
+        self._cancel = f"DELETE FROM {jobs} WHERE id = $1 AND queue = $2"
+        self._get_job = f"SELECT {_JOB_COLS} FROM {jobs} WHERE id = $1 AND queue = $2"
+        self._get_dead = f"SELECT {_DEAD_COLS} FROM {dead} WHERE id = $1 AND queue = $2"
+        self._queue_counts = (
+            f"SELECT "
+            f"COUNT(*) FILTER (WHERE state = {STATE_PENDING} AND visible_at <= $1), "
+            f"COUNT(*) FILTER (WHERE state = {STATE_PENDING} AND visible_at > $1), "
+            f"COUNT(*) FILTER (WHERE state = {STATE_PROCESSING}) "
+            f"FROM {jobs} WHERE queue = $2"
+        )
+        self._dead_count = f"SELECT COUNT(*) FROM {dead} WHERE queue = $1"
+        self._dead_letters = (
+            f"SELECT {_DEAD_COLS} FROM {dead} WHERE queue = $1 ORDER BY died_at, id LIMIT $2"
+        )
+        # One statement: the dead row comes back under its own id (the
+        # identity never hands that id out again, so OVERRIDING SYSTEM VALUE
+        # cannot collide). Its row count says whether the job moved.
+        self._requeue_dead = (
+            f"WITH back AS (DELETE FROM {dead} WHERE id = $1 AND queue = $2 "
+            "RETURNING id, queue, payload, priority, max_attempts, created_at, last_error) "
+            f"INSERT INTO {jobs} (id, queue, payload, priority, attempts, max_attempts, "
+            "run_at, created_at, expires_at, visible_at, state, last_error) "
+            "OVERRIDING SYSTEM VALUE "
+            "SELECT id, queue, payload, priority, 0, max_attempts, $3::bigint, created_at, "
+            f"NULL::bigint, $3::bigint, {STATE_PENDING}, last_error FROM back"
+        )
+        self._purge_all = f"DELETE FROM {dead} WHERE queue = $1"
+        self._purge_before = f"DELETE FROM {dead} WHERE queue = $1 AND died_at < $2"
+        # The sweep's candidates: deadlines that passed (except under a live
+        # claim, which keeps its chance to ack) and lapsed claims with no
+        # attempts left. Each arm matches one partial index (jobs_expiry,
+        # jobs_exhausted), so the planner can combine them with a BitmapOr.
+        # SKIP LOCKED: a row some worker is settling right now is not the
+        # sweep's, and a concurrent sweeper takes other rows. The lock held
+        # until commit means the core's decision and the bury that follows
+        # see the row as it was read.
+        sweep = (
+            f"SELECT {_SWEEP_COLS} FROM {jobs} WHERE "
+            f"((expires_at IS NOT NULL AND expires_at <= $1 "
+            f"AND (state = {STATE_PENDING} OR visible_at <= $1)) "
+            f"OR (attempts >= max_attempts AND visible_at <= $1))"
+        )
+        self._sweep_all = f"{sweep} ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED"
+        self._sweep_queue = f"{sweep} AND queue = $3 ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED"
+
+        # -- streams --
+        # The counter row of the stream is created or bumped, and stays
+        # locked until this transaction ends: a second publisher to the same
+        # stream waits here until the first commits (or rolls back, and then
+        # reuses its offset). So offsets are handed out in commit order, and
+        # a reader that has seen offset N can never later find a newly
+        # committed event below N (a sequence would hand out numbers at
+        # insert time, and two transactions could commit out of order).
+        # Publishers of different streams do not contend.
+        self._next_offset = (
+            f"INSERT INTO {self.streams} AS s (name, last_offset) VALUES ($1, 1) "
+            "ON CONFLICT (name) DO UPDATE SET last_offset = s.last_offset + 1 "
+            "RETURNING last_offset"
+        )
+        self._insert_event = (
+            f'INSERT INTO {self.events} (stream, "offset", key, payload, created_at) '
+            "VALUES ($1, $2, $3, $4, $5)"
+        )
+        self._read_since = (
+            f"SELECT {_EVENT_COLS} FROM {self.events} "
+            'WHERE stream = $1 AND "offset" > $2 ORDER BY "offset" LIMIT $3'
+        )
+        # Monotonic; the WHERE skips the write (and its dead tuple) when the
+        # stored offset is already at or past the new one.
+        self._save_offset = (
+            f'INSERT INTO {self.offsets} AS o (stream, consumer, "offset") VALUES ($1, $2, $3) '
+            'ON CONFLICT (stream, consumer) DO UPDATE SET "offset" = '
+            'GREATEST(o."offset", EXCLUDED."offset") WHERE EXCLUDED."offset" > o."offset"'
+        )
+        self._get_offset = (
+            f'SELECT "offset" FROM {self.offsets} WHERE stream = $1 AND consumer = $2'
+        )
+        self._trim = f'DELETE FROM {self.events} WHERE stream = $1 AND "offset" < $2'
+
+        # -- schedules --
+        sched = self.schedules
+        # Same expression: keep the pending fire time (re-registration at
+        # every process start must not skip or repeat a fire).
+        self._upsert_schedule = (
+            f"INSERT INTO {sched} AS s (name, queue, expression, payload, options, "
+            "next_fire_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7) "
+            "ON CONFLICT (name) DO UPDATE SET queue = EXCLUDED.queue, "
+            "payload = EXCLUDED.payload, options = EXCLUDED.options, "
+            "next_fire_at = CASE WHEN s.expression = EXCLUDED.expression "
+            "THEN s.next_fire_at ELSE EXCLUDED.next_fire_at END, "
+            "expression = EXCLUDED.expression"
+        )
+        self._delete_schedule = f"DELETE FROM {sched} WHERE name = $1"
+        # SKIP LOCKED: a row another ticker holds is that ticker's fire; the
+        # compare-and-set in advance_schedule stays the guarantee either way.
+        self._due_schedules = (
+            f"SELECT name, queue, expression, payload, options, next_fire_at FROM {sched} "
+            "WHERE next_fire_at <= $1 ORDER BY next_fire_at LIMIT $2 FOR UPDATE SKIP LOCKED"
+        )
+        self._advance_schedule = (
+            f"UPDATE {sched} SET next_fire_at = $1 WHERE name = $2 AND next_fire_at = $3"
+        )
+        self._next_schedule_time = f"SELECT MIN(next_fire_at) FROM {sched}"
+
+        # -- locks --
+        locks = self.locks
+        # One statement: take a free or lapsed lock (new token), refresh one we
+        # hold (same token), or change nothing and return no row. A conflict
+        # whose WHERE is false returns no row (the row is locked until commit,
+        # which is harmless in a one-statement transaction).
+        self._acquire_lock = (
+            f"INSERT INTO {locks} AS l (name, owner, token, expires_at) VALUES ($1, $2, 1, $3) "
+            "ON CONFLICT (name) DO UPDATE SET "
+            "token = CASE WHEN l.owner = EXCLUDED.owner AND l.expires_at > $4 "
+            "THEN l.token ELSE l.token + 1 END, "
+            "owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at "
+            "WHERE l.owner IS NULL OR l.expires_at <= $4 OR l.owner = EXCLUDED.owner "
+            "RETURNING token"
+        )
+        self._renew_lock = (
+            f"UPDATE {locks} SET expires_at = $1 "
+            "WHERE name = $2 AND owner = $3 AND token = $4 AND expires_at > $5"
+        )
+        # The row stays (owner cleared) so the next token continues the sequence.
+        self._release_lock = (
+            f"UPDATE {locks} SET owner = NULL, expires_at = 0 "
+            "WHERE name = $1 AND owner = $2 AND token = $3 AND expires_at > $4"
+        )
+
+    # -- wakes --------------------------------------------------------------
+    def channel_identifier(self, channel: str) -> str:
+        """The LISTEN/NOTIFY identifier of ``channel`` (see :mod:`.names`)."""
+        return channel_identifier(channel)
+
+    def listen(self, channel: str) -> str:
+        """``LISTEN`` SQL for ``channel``; no parameters. Run it outside any
+        transaction block on the listening connection (inside one it only
+        takes effect at commit)."""
+        return listen_sql(channel)
+
+    def unlisten(self, channel: str) -> str:
+        """``UNLISTEN`` SQL for ``channel``; no parameters."""
+        return unlisten_sql(channel)
+
+    def notify(self, channel: str, origin: str, now_us: int) -> Statement:
+        # Delivered at commit, never on rollback; the payload is always empty
+        # (wakes are opaque). ``origin`` and ``now_us`` are SQLite-watcher
+        # bookkeeping with no use here: NOTIFY carries the sender's pid.
+        return Statement(
+            "SELECT pg_notify($1::text, '')", (channel_identifier(channel),), wakes=(channel,)
+        )
+
+    # The three below feed the SQLite watcher's notifications table. Postgres
+    # wakes come from LISTEN/NOTIFY, so there is no table: they are constant
+    # statements that return "nothing new", in case shared code runs them.
+    def notifications_since(self, after_id: int, limit: int) -> Statement:
+        return Statement("SELECT 0::bigint, ''::text, ''::text WHERE false", fetch=Fetch.ALL)
+
+    def last_notification_id(self) -> Statement:
+        return Statement("SELECT 0::bigint", fetch=Fetch.ONE)
+
+    def prune_notifications(self, before_us: int) -> Statement:
+        return Statement("SELECT 0 WHERE false", fetch=Fetch.ROWCOUNT)
+
+    # -- queues -------------------------------------------------------------
+    def enqueue(self, job: NewJob, now_us: int) -> Statement:
+        return Statement(
+            self._enqueue,
+            (
+                job.queue,
+                job.payload_json,
+                job.priority,
+                job.max_attempts,
+                job.run_at_us,
+                now_us,
+                job.expires_at_us,
+            ),
+            Fetch.ONE,
+        )
+
+    def claim(self, queue: str, worker: str, n: int, now_us: int, until_us: int) -> Statement:
+        return Statement(self._claim, (queue, now_us, n, worker, until_us), Fetch.ALL)
+
+    def ack(self, job_id: int, worker: str, attempts: int, now_us: int) -> Statement:
+        return Statement(self._ack, (job_id, worker, attempts, now_us), Fetch.ROWCOUNT)
+
+    def ack_batch(self, queue: str, job_ids: Sequence[int], worker: str, now_us: int) -> Statement:
+        # A list is dumped as an int2/int4/int8 array by its largest element;
+        # the cast makes it bigint[] whatever psycopg picked ('{}' included).
+        return Statement(self._ack_batch, (list(job_ids), queue, worker, now_us), Fetch.ROWCOUNT)
+
+    def owned(self, job_id: int, worker: str, attempts: int, now_us: int) -> Statement:
+        return Statement(self._owned, (job_id, worker, attempts, now_us), Fetch.ONE)
+
+    def reschedule(self, job_id: int, run_at_us: int, error: str | None) -> Statement:
+        return Statement(self._reschedule, (run_at_us, _text(error), job_id))
+
+    def next_due(self, queue: str) -> Statement:
+        return Statement(self._next_due, (queue,), Fetch.ONE)
+
+    def release_claim(
+        self, job_id: int, worker: str, attempts: int, now_us: int, refund: int
+    ) -> Statement:
+        return Statement(
+            self._release_claim,
+            (now_us, refund, job_id, worker, attempts, now_us),
+            Fetch.ROWCOUNT,
+        )
+
+    def extend_claim(
+        self, job_id: int, worker: str, attempts: int, now_us: int, until_us: int
+    ) -> Statement:
+        return Statement(
+            self._extend_claim, (until_us, job_id, worker, attempts, now_us), Fetch.ROWCOUNT
+        )
+
+    def bury(
+        self, job_id: int, reason: str, error: str | None, now_us: int
+    ) -> tuple[Statement, ...]:
+        return (Statement(self._bury, (job_id, _text(error), reason, now_us), Fetch.ROWCOUNT),)
+
+    def cancel(self, queue: str, job_id: int) -> Statement:
+        return Statement(self._cancel, (job_id, queue), Fetch.ROWCOUNT)
+
+    def get_job(self, queue: str, job_id: int) -> Statement:
+        return Statement(self._get_job, (job_id, queue), Fetch.ONE)
+
+    def get_dead(self, queue: str, job_id: int) -> Statement:
+        return Statement(self._get_dead, (job_id, queue), Fetch.ONE)
+
+    def sweep_candidates(self, queue: str | None, now_us: int, limit: int) -> Statement:
+        if queue is None:
+            return Statement(self._sweep_all, (now_us, limit), Fetch.ALL)
+        return Statement(self._sweep_queue, (now_us, limit, queue), Fetch.ALL)
+
+    def queue_counts(self, queue: str, now_us: int) -> Statement:
+        return Statement(self._queue_counts, (now_us, queue), Fetch.ONE)
+
+    def dead_count(self, queue: str) -> Statement:
+        return Statement(self._dead_count, (queue,), Fetch.ONE)
+
+    def dead_letters(self, queue: str, limit: int) -> Statement:
+        return Statement(self._dead_letters, (queue, limit), Fetch.ALL)
+
+    def requeue_dead(self, queue: str, job_id: int, now_us: int) -> tuple[Statement, ...]:
+        return (Statement(self._requeue_dead, (job_id, queue, now_us), Fetch.ROWCOUNT),)
+
+    def purge_dead(self, queue: str, before_us: int | None) -> Statement:
+        if before_us is None:
+            return Statement(self._purge_all, (queue,), Fetch.ROWCOUNT)
+        return Statement(self._purge_before, (queue, before_us), Fetch.ROWCOUNT)
+
+    # -- streams ------------------------------------------------------------
+    def next_offset(self, stream: str) -> Statement:
+        return Statement(self._next_offset, (stream,), Fetch.ONE)
+
+    def insert_event(
+        self, stream: str, offset: int, key: str | None, payload_json: str, now_us: int
+    ) -> Statement:
+        return Statement(self._insert_event, (stream, offset, key, payload_json, now_us))
+
+    def read_since(self, stream: str, offset: int, limit: int) -> Statement:
+        return Statement(self._read_since, (stream, offset, limit), Fetch.ALL)
+
+    def save_offset(self, stream: str, consumer: str, offset: int) -> Statement:
+        return Statement(self._save_offset, (stream, consumer, offset))
+
+    def get_offset(self, stream: str, consumer: str) -> Statement:
+        return Statement(self._get_offset, (stream, consumer), Fetch.ONE)
+
+    def trim(self, stream: str, offset: int) -> Statement:
+        return Statement(self._trim, (stream, offset), Fetch.ROWCOUNT)
+
+    # -- schedules ----------------------------------------------------------
+    def upsert_schedule(
+        self,
+        name: str,
+        queue: str,
+        expression: str,
+        payload_json: str,
+        options_json: str,
+        next_fire_us: int,
+        now_us: int,
+    ) -> Statement:
+        return Statement(
+            self._upsert_schedule,
+            (name, queue, expression, payload_json, options_json, next_fire_us, now_us),
+        )
+
+    def delete_schedule(self, name: str) -> Statement:
+        return Statement(self._delete_schedule, (name,), Fetch.ROWCOUNT)
+
+    def due_schedules(self, now_us: int, limit: int) -> Statement:
+        return Statement(self._due_schedules, (now_us, limit), Fetch.ALL)
+
+    def advance_schedule(self, name: str, fire_at_us: int, next_fire_us: int) -> Statement:
+        return Statement(self._advance_schedule, (next_fire_us, name, fire_at_us), Fetch.ROWCOUNT)
+
+    def next_schedule_time(self) -> Statement:
+        return Statement(self._next_schedule_time, fetch=Fetch.ONE)
+
+    # -- locks --------------------------------------------------------------
+    def acquire_lock(self, name: str, owner: str, now_us: int, until_us: int) -> Statement:
+        return Statement(self._acquire_lock, (name, owner, until_us, now_us), Fetch.ONE)
+
+    def renew_lock(
+        self, name: str, owner: str, token: int, now_us: int, until_us: int
+    ) -> Statement:
+        return Statement(self._renew_lock, (until_us, name, owner, token, now_us), Fetch.ROWCOUNT)
+
+    def release_lock(self, name: str, owner: str, token: int, now_us: int) -> Statement:
+        return Statement(self._release_lock, (name, owner, token, now_us), Fetch.ROWCOUNT)
+
+
+if TYPE_CHECKING:
+    # mypy proves the class satisfies the protocol, signatures included.
+    _conforms: Dialect = PostgresDialect()

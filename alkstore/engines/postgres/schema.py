@@ -1,0 +1,202 @@
+"""PostgreSQL schema and versioned migrations.
+
+Everything lives in one Postgres schema of its own (``alkstore`` unless the
+engine options say otherwise), so the tables sit beside the application's
+without a name prefix and a second store can share the database under
+another schema. Times are ``bigint`` microseconds since the epoch supplied by
+the core (``now`` is an input; the server clock is never read). Names are
+``text COLLATE "C"``: compared byte for byte whatever the database's default
+collation, which is both the fastest comparison and the one that can never
+make two distinct names equal.
+
+The plan from :func:`migrate` must run inside one transaction at the default
+``READ COMMITTED`` isolation (every statement then sees what a migration that
+held the lock before it committed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from ...protocol.errors import DatabaseError
+from ...protocol.plan import Fetch, Plan, Statement
+from .names import check_schema, quote_ident
+
+DEFAULT_SCHEMA = "alkstore"
+
+
+def qualified(schema: str, table: str) -> str:
+    """``"schema"."table"``, both quoted."""
+    return f"{quote_ident(check_schema(schema))}.{quote_ident(table)}"
+
+
+def migration_lock_key(schema: str) -> int:
+    """The advisory-lock key that serialises migrations of ``schema``.
+
+    A signed 64-bit value derived from the schema name, so stores in other
+    schemas of the same database migrate independently, and stable across
+    processes and versions (it must never change once released).
+    """
+    digest = hashlib.sha256(f"alkstore.migrate:{check_schema(schema)}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def _v1(schema: str) -> tuple[str, ...]:
+    s = quote_ident(schema)
+    return (
+        # The hot table: every job is inserted, updated by each claim,
+        # heartbeat, retry or release, and deleted on ack. Those updates all
+        # change ``visible_at``, which is indexed, so they can never be HOT
+        # updates; the free space left by fillfactor 70 still lets the new row
+        # version land on the same heap page (no relation extension, no free
+        # space map search, the job's versions stay together), and page
+        # pruning reclaims the dead versions in place. Queue tables are the
+        # textbook case of bloat under churn, so autovacuum is told to visit
+        # after 2% of the table changed instead of the default 20%: dead index
+        # entries are what a claim walks over before finding live work.
+        f"""CREATE TABLE IF NOT EXISTS {s}.jobs (
+            id            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            queue         text COLLATE "C" NOT NULL,
+            payload       text     NOT NULL,
+            priority      integer  NOT NULL,
+            attempts      bigint   NOT NULL DEFAULT 0,
+            max_attempts  bigint   NOT NULL,
+            run_at        bigint   NOT NULL,
+            created_at    bigint   NOT NULL,
+            expires_at    bigint,
+            claimed_by    text COLLATE "C",
+            visible_at    bigint   NOT NULL,
+            state         smallint NOT NULL DEFAULT 0,
+            last_error    text
+        ) WITH (
+            fillfactor = 70,
+            autovacuum_vacuum_scale_factor = 0.02,
+            autovacuum_analyze_scale_factor = 0.05
+        )""",
+        # The claim path. Partial: a job whose claim lapsed with no attempts
+        # left can never be claimed again, so it drops out of the index and
+        # claims never walk over it while it waits for the sweep.
+        f"""CREATE INDEX IF NOT EXISTS jobs_claim
+            ON {s}.jobs (queue, priority DESC, visible_at, id)
+            WHERE attempts < max_attempts""",
+        # When the next job of a queue becomes due, so an idle worker sleeps
+        # exactly until then instead of polling.
+        f"""CREATE INDEX IF NOT EXISTS jobs_due
+            ON {s}.jobs (queue, visible_at) WHERE attempts < max_attempts""",
+        # The sweep's two probes: deadlines, and lapsed claims with nothing left.
+        f"""CREATE INDEX IF NOT EXISTS jobs_expiry
+            ON {s}.jobs (expires_at) WHERE expires_at IS NOT NULL""",
+        f"""CREATE INDEX IF NOT EXISTS jobs_exhausted
+            ON {s}.jobs (visible_at) WHERE attempts >= max_attempts""",
+        # Dead letters keep the id they had while alive (a requeue puts the
+        # row back under the same id), so no identity here.
+        f"""CREATE TABLE IF NOT EXISTS {s}.dead (
+            id            bigint   PRIMARY KEY,
+            queue         text COLLATE "C" NOT NULL,
+            payload       text     NOT NULL,
+            priority      integer  NOT NULL,
+            attempts      bigint   NOT NULL,
+            max_attempts  bigint   NOT NULL,
+            run_at        bigint   NOT NULL,
+            created_at    bigint   NOT NULL,
+            expires_at    bigint,
+            claimed_by    text COLLATE "C",
+            last_error    text,
+            reason        text     NOT NULL,
+            died_at       bigint   NOT NULL
+        )""",
+        f"""CREATE INDEX IF NOT EXISTS dead_queue ON {s}.dead (queue, died_at, id)""",
+        # One counter row per stream: its row lock serialises the publishers
+        # of that stream until they commit (see the dialect's next_offset).
+        f"""CREATE TABLE IF NOT EXISTS {s}.streams (
+            name        text COLLATE "C" PRIMARY KEY,
+            last_offset bigint NOT NULL
+        )""",
+        f"""CREATE TABLE IF NOT EXISTS {s}.events (
+            stream     text COLLATE "C" NOT NULL,
+            "offset"   bigint NOT NULL,
+            key        text,
+            payload    text   NOT NULL,
+            created_at bigint NOT NULL,
+            PRIMARY KEY (stream, "offset")
+        )""",
+        f"""CREATE TABLE IF NOT EXISTS {s}.offsets (
+            stream   text COLLATE "C" NOT NULL,
+            consumer text COLLATE "C" NOT NULL,
+            "offset" bigint NOT NULL,
+            PRIMARY KEY (stream, consumer)
+        )""",
+        f"""CREATE TABLE IF NOT EXISTS {s}.locks (
+            name       text COLLATE "C" PRIMARY KEY,
+            owner      text COLLATE "C",
+            token      bigint NOT NULL,
+            expires_at bigint NOT NULL
+        )""",
+        f"""CREATE TABLE IF NOT EXISTS {s}.schedules (
+            name         text COLLATE "C" PRIMARY KEY,
+            queue        text COLLATE "C" NOT NULL,
+            expression   text   NOT NULL,
+            payload      text   NOT NULL,
+            options      text   NOT NULL,
+            next_fire_at bigint NOT NULL,
+            created_at   bigint NOT NULL
+        )""",
+        f"""CREATE INDEX IF NOT EXISTS schedules_due ON {s}.schedules (next_fire_at)""",
+    )
+
+
+def migrations(schema: str = DEFAULT_SCHEMA) -> tuple[tuple[int, tuple[str, ...]], ...]:
+    """(version, statements) for ``schema``. Append only: a released
+    migration never changes."""
+    schema = check_schema(schema)
+    return ((1, _v1(schema)),)
+
+
+SCHEMA_VERSION = migrations()[-1][0]
+
+
+def migrate(schema: str = DEFAULT_SCHEMA) -> Plan[int]:
+    """Bring ``schema`` to ``SCHEMA_VERSION``; returns the version.
+
+    Run inside one transaction (``BEGIN`` ... ``COMMIT``, READ COMMITTED).
+    The first statement takes a transaction-scoped advisory lock derived from
+    the schema name, so processes opening the same database at once migrate
+    one after the other (concurrent ``CREATE ... IF NOT EXISTS`` can
+    otherwise fail on the catalog's unique indexes) and the later ones find
+    the work done. An up-to-date schema costs two reads and no DDL, so a role
+    without CREATE rights can open a store that an administrator migrated.
+    A schema newer than this code is refused with ``DatabaseError``.
+    """
+    schema = check_schema(schema)
+    s = quote_ident(schema)
+    meta = f"{s}.meta"
+    yield Statement(f"SELECT pg_advisory_xact_lock({migration_lock_key(schema)})")
+    row = yield Statement("SELECT to_regclass($1::text) IS NOT NULL", (meta,), Fetch.ONE)
+    current = 0
+    if row is not None and row[0]:
+        row = yield Statement(
+            f"SELECT value FROM {meta} WHERE key = 'schema_version'", fetch=Fetch.ONE
+        )
+        current = int(row[0]) if row else 0
+    if current > SCHEMA_VERSION:
+        raise DatabaseError(
+            f"database schema {schema!r} is at version {current}, newer than this "
+            f"alkstore ({SCHEMA_VERSION})"
+        )
+    if current == SCHEMA_VERSION:
+        return SCHEMA_VERSION
+    yield Statement(f"CREATE SCHEMA IF NOT EXISTS {s}")
+    yield Statement(
+        f'CREATE TABLE IF NOT EXISTS {meta} (key text COLLATE "C" PRIMARY KEY, value text NOT NULL)'
+    )
+    for version, statements in migrations(schema):
+        if version <= current:
+            continue
+        for sql in statements:
+            yield Statement(sql)
+        yield Statement(
+            f"INSERT INTO {meta} (key, value) VALUES ('schema_version', $1::text) "
+            "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+            (str(version),),
+        )
+    return SCHEMA_VERSION

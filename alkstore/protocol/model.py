@@ -1,0 +1,609 @@
+"""The reference model: queue and lock semantics as plain in-memory data.
+
+Tests drive an engine and this model with the same operations and require
+identical answers, so every rule here is written out directly over dicts
+instead of being derived from the plans in ``claim.py`` / ``queues.py``: a
+shared mistake would otherwise be invisible. The model is deterministic and
+self-contained: no IO, no clock (every operation takes ``now_us``), no
+randomness (a retry without an explicit delay takes the backoff draw as an
+argument). The deterministic-simulation layer reuses it as its oracle.
+
+Time is integer microseconds since the epoch, as everywhere in the core.
+
+Vocabulary used below (it mirrors the columns of a live job row):
+
+- ``visible_at``: the instant from which a job may be claimed. For a pending
+  job it is when the job becomes due; for a processing job it is when the
+  claim lapses (and the job becomes claimable again, if attempts remain).
+- A claim is *live* while ``now < visible_at``; at ``now == visible_at`` it
+  has lapsed. The same half-open rule holds for lock TTLs.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from . import codec
+from .backoff import Backoff
+from .timeconv import maybe_datetime, to_datetime
+from .types import DeadReason, JobInfo, JobRecord, NewJob, QueueStats
+
+LiveState = Literal["pending", "processing"]
+ModelState = Literal["pending", "processing", "dead"]
+
+
+class ModelError(ValueError):
+    """The caller broke one of the model's own preconditions (not a contract error)."""
+
+
+@dataclass(slots=True)
+class LiveJob:
+    """A job in the live table: pending (waiting to be claimed) or processing."""
+
+    id: int
+    queue: str
+    payload: Any
+    priority: int
+    attempts: int
+    max_attempts: int
+    run_at_us: int
+    created_at_us: int
+    expires_at_us: int | None
+    claimed_by: str | None
+    visible_at_us: int
+    state: LiveState
+    last_error: str | None
+
+    def claim_live(self, now_us: int) -> bool:
+        return self.state == "processing" and self.visible_at_us > now_us
+
+    def deadline_passed(self, now_us: int) -> bool:
+        return self.expires_at_us is not None and self.expires_at_us <= now_us
+
+    def claimable(self, now_us: int) -> bool:
+        """Whether a claim at ``now_us`` may take this job.
+
+        A processing job whose claim lapsed is claimable again (reclaim); a
+        job with no attempts left or past its deadline never is.
+        """
+        return (
+            self.attempts < self.max_attempts
+            and self.visible_at_us <= now_us
+            and not self.deadline_passed(now_us)
+        )
+
+    def owned_by(self, worker: str, attempts: int, now_us: int) -> bool:
+        """Ownership is the pair (worker, attempt) while the claim is live.
+
+        Matching the attempt count, not just the worker, means a handle from
+        an earlier claim of the same worker is stale once the job was
+        reclaimed, even by that worker.
+        """
+        return self.claim_live(now_us) and self.claimed_by == worker and self.attempts == attempts
+
+
+@dataclass(slots=True)
+class DeadJob:
+    """A dead letter: the live row as it was when it died, plus why and when."""
+
+    id: int
+    queue: str
+    payload: Any
+    priority: int
+    attempts: int
+    max_attempts: int
+    run_at_us: int
+    created_at_us: int
+    expires_at_us: int | None
+    claimed_by: str | None
+    last_error: str | None
+    reason: DeadReason
+    died_at_us: int
+
+
+class QueueModel:
+    """Every queue's jobs: a dict of live jobs and a dict of dead letters by id.
+
+    A job id lives in at most one of the two dicts. Ids are issued in
+    increasing order and never reused, also after a job is acked, cancelled
+    or purged; a requeued dead letter keeps its id.
+    """
+
+    def __init__(self) -> None:
+        self.jobs: dict[int, LiveJob] = {}
+        self.dead: dict[int, DeadJob] = {}
+        self.last_id = 0
+
+    # -- enqueue -------------------------------------------------------------
+    def enqueue(
+        self,
+        queue: str,
+        payload: Any,
+        *,
+        now_us: int,
+        priority: int = 0,
+        run_at_us: int | None = None,
+        max_attempts: int = 3,
+        expires_at_us: int | None = None,
+        job_id: int | None = None,
+    ) -> int:
+        """Add a pending job due at ``run_at_us`` (default: now); returns its id.
+
+        ``job_id`` lets a test adopt the id an engine issued (engines promise
+        increasing ids, not a particular sequence); it must exceed every id
+        seen so far, which is exactly the "never reused" rule.
+        """
+        if max_attempts < 1:
+            raise ModelError("max_attempts must be >= 1")
+        if job_id is None:
+            job_id = self.last_id + 1
+        elif job_id <= self.last_id:
+            raise ModelError(f"job id {job_id} does not exceed the last id {self.last_id}")
+        self.last_id = job_id
+        due = now_us if run_at_us is None else run_at_us
+        self.jobs[job_id] = LiveJob(
+            id=job_id,
+            queue=queue,
+            payload=copy.deepcopy(payload),
+            priority=priority,
+            attempts=0,
+            max_attempts=max_attempts,
+            run_at_us=due,
+            created_at_us=now_us,
+            expires_at_us=expires_at_us,
+            claimed_by=None,
+            visible_at_us=due,
+            state="pending",
+            last_error=None,
+        )
+        return job_id
+
+    def enqueue_new(self, job: NewJob, now_us: int, *, job_id: int | None = None) -> int:
+        """``enqueue`` from the resolved form the API builds (``resolve_enqueue``)."""
+        return self.enqueue(
+            job.queue,
+            codec.decode(job.payload_json),
+            now_us=now_us,
+            priority=job.priority,
+            run_at_us=job.run_at_us,
+            max_attempts=job.max_attempts,
+            expires_at_us=job.expires_at_us,
+            job_id=job_id,
+        )
+
+    # -- claiming ------------------------------------------------------------
+    def claim(
+        self, queue: str, worker: str, n: int, now_us: int, visibility_us: int
+    ) -> list[JobRecord]:
+        """Take up to ``n`` claimable jobs of ``queue`` for ``worker``.
+
+        Which jobs: priority descending, then ``visible_at`` (when each became
+        claimable), then id. For a never-claimed job ``visible_at`` is its
+        ``run_at``; for a reclaimed or released job it is when its claim
+        lapsed or was handed back.
+
+        The batch is handed over sorted by priority descending, then
+        ``run_at``, then id (the order the contract names), which differs
+        from the selection order only for reclaimed or released jobs.
+        """
+        if n < 1:
+            raise ModelError("n must be >= 1")
+        candidates = [j for j in self.jobs.values() if j.queue == queue and j.claimable(now_us)]
+        candidates.sort(key=lambda j: (-j.priority, j.visible_at_us, j.id))
+        taken = candidates[:n]
+        for job in taken:
+            job.state = "processing"
+            job.attempts += 1
+            job.claimed_by = worker
+            job.visible_at_us = now_us + visibility_us
+        taken.sort(key=lambda j: (-j.priority, j.run_at_us, j.id))
+        return [self._record(j) for j in taken]
+
+    @staticmethod
+    def _record(job: LiveJob) -> JobRecord:
+        assert job.claimed_by is not None
+        return JobRecord(
+            id=job.id,
+            queue=job.queue,
+            payload=copy.deepcopy(job.payload),
+            priority=job.priority,
+            attempts=job.attempts,
+            max_attempts=job.max_attempts,
+            run_at_us=job.run_at_us,
+            created_at_us=job.created_at_us,
+            expires_at_us=job.expires_at_us,
+            claimed_by=job.claimed_by,
+            claim_expires_at_us=job.visible_at_us,
+        )
+
+    def _owned(self, job_id: int, worker: str, attempts: int, now_us: int) -> LiveJob | None:
+        job = self.jobs.get(job_id)
+        if job is None or not job.owned_by(worker, attempts, now_us):
+            return None
+        return job
+
+    # -- settling (each returns False and changes nothing unless owned) --------
+    def ack(self, job_id: int, worker: str, attempts: int, now_us: int) -> bool:
+        """Done: the live row goes away (no dead letter, no trace)."""
+        if self._owned(job_id, worker, attempts, now_us) is None:
+            return False
+        del self.jobs[job_id]
+        return True
+
+    def ack_batch(self, queue: str, job_ids: Iterable[int], worker: str, now_us: int) -> int:
+        """Ack every listed job of ``queue`` that ``worker`` holds a live claim on.
+
+        The batch form has ids but no attempt counts, so it checks the worker
+        and the claim, not the attempt. Duplicate ids count once.
+        """
+        count = 0
+        for job_id in dict.fromkeys(job_ids):
+            job = self.jobs.get(job_id)
+            if (
+                job is not None
+                and job.queue == queue
+                and job.claim_live(now_us)
+                and job.claimed_by == worker
+            ):
+                del self.jobs[job_id]
+                count += 1
+        return count
+
+    def retry(
+        self,
+        job_id: int,
+        worker: str,
+        attempts: int,
+        now_us: int,
+        delay_us: int | None = None,
+        *,
+        error: str | None = None,
+        backoff: Backoff | None = None,
+        draw: float = 0.0,
+    ) -> bool:
+        """Back to pending after a delay, or to dead when no attempts are left.
+
+        Without ``delay_us`` the delay is ``backoff``'s for this attempt count
+        and ``draw`` (the caller's random number, so the model stays
+        deterministic).
+        """
+        job = self._owned(job_id, worker, attempts, now_us)
+        if job is None:
+            return False
+        if job.attempts >= job.max_attempts:
+            self._bury(job, "max_attempts", error, now_us)
+            return True
+        if delay_us is None:
+            delay_us = (backoff or Backoff()).delay_us(job.attempts, draw)
+        job.state = "pending"
+        job.claimed_by = None
+        job.run_at_us = job.visible_at_us = now_us + delay_us
+        if error is not None:
+            job.last_error = error
+        return True
+
+    def fail(
+        self, job_id: int, worker: str, attempts: int, now_us: int, error: str | None = None
+    ) -> bool:
+        """Straight to dead (reason ``failed``), whatever attempts remain."""
+        job = self._owned(job_id, worker, attempts, now_us)
+        if job is None:
+            return False
+        self._bury(job, "failed", error, now_us)
+        return True
+
+    def heartbeat(
+        self, job_id: int, worker: str, attempts: int, now_us: int, extend_us: int
+    ) -> bool:
+        """Move the claim's lapse to ``now + extend`` (which may shorten it)."""
+        job = self._owned(job_id, worker, attempts, now_us)
+        if job is None:
+            return False
+        job.visible_at_us = now_us + extend_us
+        return True
+
+    def release(
+        self, job_id: int, worker: str, attempts: int, now_us: int, *, refund: bool = True
+    ) -> bool:
+        """Hand a claim back, due now; ``refund`` gives the attempt back.
+
+        ``run_at`` keeps its value: only ``visible_at`` moves to now.
+        """
+        job = self._owned(job_id, worker, attempts, now_us)
+        if job is None:
+            return False
+        job.state = "pending"
+        job.claimed_by = None
+        job.visible_at_us = now_us
+        if refund:
+            job.attempts -= 1
+        return True
+
+    def _bury(self, job: LiveJob, reason: DeadReason, error: str | None, now_us: int) -> None:
+        """Move a live job to the dead letters; a new error replaces the last one."""
+        del self.jobs[job.id]
+        self.dead[job.id] = DeadJob(
+            id=job.id,
+            queue=job.queue,
+            payload=job.payload,
+            priority=job.priority,
+            attempts=job.attempts,
+            max_attempts=job.max_attempts,
+            run_at_us=job.run_at_us,
+            created_at_us=job.created_at_us,
+            expires_at_us=job.expires_at_us,
+            claimed_by=job.claimed_by,
+            last_error=job.last_error if error is None else error,
+            reason=reason,
+            died_at_us=now_us,
+        )
+
+    # -- administration ------------------------------------------------------
+    def cancel(self, queue: str, job_id: int) -> bool:
+        """Remove a live job of ``queue`` in any live state; dead letters stay."""
+        job = self.jobs.get(job_id)
+        if job is None or job.queue != queue:
+            return False
+        del self.jobs[job_id]
+        return True
+
+    def sweep_reason(self, job: LiveJob, now_us: int) -> DeadReason | None:
+        """Why the sweep would bury ``job`` at ``now_us`` (None: it stays).
+
+        - ``expired``: its deadline passed and no live claim protects it (a
+          running claim keeps its chance to ack).
+        - ``claim_expired``: a claim lapsed with no attempts left; nobody can
+          claim it again, so it would otherwise sit there forever.
+        - ``max_attempts``: a pending job with no attempts left (a claim
+          handed back without a refund on its last attempt); likewise.
+        """
+        if job.claim_live(now_us):
+            return None
+        if job.deadline_passed(now_us):
+            return "expired"
+        if job.attempts >= job.max_attempts:
+            return "claim_expired" if job.state == "processing" else "max_attempts"
+        return None
+
+    def sweep(self, now_us: int, queue: str | None = None) -> int:
+        """Bury every live job (of ``queue``, or of all queues) the sweep takes."""
+        moved = 0
+        for job in sorted(self.jobs.values(), key=lambda j: j.id):
+            if queue is not None and job.queue != queue:
+                continue
+            reason = self.sweep_reason(job, now_us)
+            if reason is not None:
+                self._bury(job, reason, None, now_us)
+                moved += 1
+        return moved
+
+    def requeue_dead(self, queue: str, job_id: int, now_us: int) -> bool:
+        """A dead letter of ``queue`` back to pending: same id, payload,
+        priority, max_attempts and last error; zero attempts, due now, and no
+        deadline (the old one has usually passed, which is often why it died).
+        """
+        dead = self.dead.get(job_id)
+        if dead is None or dead.queue != queue:
+            return False
+        del self.dead[job_id]
+        self.jobs[job_id] = LiveJob(
+            id=dead.id,
+            queue=dead.queue,
+            payload=dead.payload,
+            priority=dead.priority,
+            attempts=0,
+            max_attempts=dead.max_attempts,
+            run_at_us=now_us,
+            created_at_us=dead.created_at_us,
+            expires_at_us=None,
+            claimed_by=None,
+            visible_at_us=now_us,
+            state="pending",
+            last_error=dead.last_error,
+        )
+        return True
+
+    def purge_dead(self, queue: str, before_us: int | None = None) -> int:
+        """Delete dead letters of ``queue`` (only those that died before ``before_us``)."""
+        doomed = [
+            d.id
+            for d in self.dead.values()
+            if d.queue == queue and (before_us is None or d.died_at_us < before_us)
+        ]
+        for job_id in doomed:
+            del self.dead[job_id]
+        return len(doomed)
+
+    # -- inspection ----------------------------------------------------------
+    def get_state(self, job_id: int) -> ModelState | None:
+        """``pending``, ``processing``, ``dead``, or None once acked/cancelled/purged."""
+        if job_id in self.jobs:
+            return self.jobs[job_id].state
+        if job_id in self.dead:
+            return "dead"
+        return None
+
+    def get_job(self, queue: str, job_id: int) -> JobInfo | None:
+        """The job as ``Queue.get_job`` reports it (None outside ``queue``)."""
+        job = self.jobs.get(job_id)
+        if job is not None:
+            return self._live_info(job) if job.queue == queue else None
+        dead = self.dead.get(job_id)
+        if dead is not None and dead.queue == queue:
+            return self._dead_info(dead)
+        return None
+
+    @staticmethod
+    def _live_info(job: LiveJob) -> JobInfo:
+        # A pending job has no claim to report, even if the row still
+        # remembers who held it last.
+        processing = job.state == "processing"
+        return JobInfo(
+            id=job.id,
+            queue=job.queue,
+            state=job.state,
+            payload=copy.deepcopy(job.payload),
+            priority=job.priority,
+            attempts=job.attempts,
+            max_attempts=job.max_attempts,
+            run_at=to_datetime(job.run_at_us),
+            created_at=to_datetime(job.created_at_us),
+            expires_at=maybe_datetime(job.expires_at_us),
+            claimed_by=job.claimed_by if processing else None,
+            claim_expires_at=to_datetime(job.visible_at_us) if processing else None,
+            last_error=job.last_error,
+        )
+
+    @staticmethod
+    def _dead_info(dead: DeadJob) -> JobInfo:
+        return JobInfo(
+            id=dead.id,
+            queue=dead.queue,
+            state="dead",
+            payload=copy.deepcopy(dead.payload),
+            priority=dead.priority,
+            attempts=dead.attempts,
+            max_attempts=dead.max_attempts,
+            run_at=to_datetime(dead.run_at_us),
+            created_at=to_datetime(dead.created_at_us),
+            expires_at=maybe_datetime(dead.expires_at_us),
+            claimed_by=dead.claimed_by,
+            claim_expires_at=None,
+            last_error=dead.last_error,
+            dead_reason=dead.reason,
+            died_at=to_datetime(dead.died_at_us),
+        )
+
+    def dead_letters(self, queue: str, limit: int = 100) -> list[JobInfo]:
+        """Dead letters of ``queue``, oldest death first (ties by id)."""
+        rows = sorted(
+            (d for d in self.dead.values() if d.queue == queue),
+            key=lambda d: (d.died_at_us, d.id),
+        )
+        return [self._dead_info(d) for d in rows[:limit]]
+
+    def stats(self, queue: str, now_us: int) -> QueueStats:
+        """Counts by state. ``processing`` includes lapsed claims not yet
+        reclaimed; ``ready`` is every pending job with ``visible_at <= now``,
+        including one the next sweep will bury."""
+        ready = scheduled = processing = 0
+        for job in self.jobs.values():
+            if job.queue != queue:
+                continue
+            if job.state == "processing":
+                processing += 1
+            elif job.visible_at_us <= now_us:
+                ready += 1
+            else:
+                scheduled += 1
+        dead = sum(1 for d in self.dead.values() if d.queue == queue)
+        return QueueStats(ready, scheduled, processing, dead)
+
+    def next_due(self, queue: str) -> int | None:
+        """Earliest ``visible_at`` among jobs of ``queue`` with attempts left.
+
+        Live claims count (their lapse is when the job may come back), and so
+        do passed deadlines: this is a wake-up hint, not a promise of work.
+        """
+        due = [
+            j.visible_at_us
+            for j in self.jobs.values()
+            if j.queue == queue and j.attempts < j.max_attempts
+        ]
+        return min(due, default=None)
+
+    def stranded(self, now_us: int) -> list[int]:
+        """Live jobs that break "no row is ever stranded" (should be empty).
+
+        Every live job must be claimable now, claimable later (attempts left
+        and no passed deadline), owned by a live claim, or buried by the next
+        sweep.
+        """
+        bad = []
+        for job in self.jobs.values():
+            if job.claim_live(now_us) or self.sweep_reason(job, now_us) is not None:
+                continue
+            if job.attempts < job.max_attempts and not job.deadline_passed(now_us):
+                continue
+            bad.append(job.id)
+        return sorted(bad)
+
+
+@dataclass(slots=True)
+class LockState:
+    """One lock name. The row outlives releases so its token keeps counting."""
+
+    owner: str | None
+    token: int
+    expires_at_us: int
+
+    def held(self, now_us: int) -> bool:
+        return self.owner is not None and self.expires_at_us > now_us
+
+
+class LockModel:
+    """TTL locks with fencing tokens, one ``LockState`` per name ever locked."""
+
+    def __init__(self) -> None:
+        self.locks: dict[str, LockState] = {}
+
+    def try_lock(self, name: str, owner: str, now_us: int, ttl_us: int) -> int | None:
+        """Acquire ``name`` for ``owner``; returns the fencing token or None.
+
+        - free, released or lapsed: taken with the next token (also when the
+          lapsed holder was this same owner: its old token must go stale);
+        - held by ``owner``: the TTL is reset to ``now + ttl``, token kept;
+        - held by another owner: None, nothing changes.
+        """
+        until = now_us + ttl_us
+        lock = self.locks.get(name)
+        if lock is None:
+            self.locks[name] = LockState(owner, 1, until)
+            return 1
+        if lock.held(now_us):
+            if lock.owner != owner:
+                return None
+            lock.expires_at_us = until
+            return lock.token
+        lock.owner = owner
+        lock.token += 1
+        lock.expires_at_us = until
+        return lock.token
+
+    def _holds(self, name: str, owner: str, token: int, now_us: int) -> LockState | None:
+        lock = self.locks.get(name)
+        if lock is None or not lock.held(now_us) or lock.owner != owner or lock.token != token:
+            return None
+        return lock
+
+    def renew(self, name: str, owner: str, token: int, now_us: int, ttl_us: int) -> bool:
+        """Extend to ``now + ttl`` while (owner, token) holds it; after the
+        TTL lapsed this is False even if nobody took the lock meanwhile."""
+        lock = self._holds(name, owner, token, now_us)
+        if lock is None:
+            return False
+        lock.expires_at_us = now_us + ttl_us
+        return True
+
+    def release(self, name: str, owner: str, token: int, now_us: int) -> bool:
+        """Free the lock while (owner, token) holds it; the token count stays."""
+        lock = self._holds(name, owner, token, now_us)
+        if lock is None:
+            return False
+        lock.owner = None
+        lock.expires_at_us = 0
+        return True
+
+    def holder(self, name: str, now_us: int) -> tuple[str, int] | None:
+        """(owner, token) of the live holder of ``name``, if any."""
+        lock = self.locks.get(name)
+        if lock is None or not lock.held(now_us):
+            return None
+        assert lock.owner is not None
+        return lock.owner, lock.token
+
+
+__all__ = ["DeadJob", "LiveJob", "LockModel", "LockState", "ModelError", "QueueModel"]

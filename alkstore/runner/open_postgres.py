@@ -1,0 +1,78 @@
+"""Opening a Postgres store: pool, schema migration, listener, background tasks."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+from ..api.store import Store
+from ..engines.postgres import PostgresDialect, migrate
+from ..engines.postgres.names import channel_identifier
+from .hub import WakeHub
+from .pg_executor import PgExecutor, run_in_transaction
+from .pg_listener import ListenerOptions, PgListener
+from .pg_pool import PgPool
+from .runtime import Clock, Runtime, SystemClock
+
+DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/test"
+
+
+@dataclass
+class PostgresOptions:
+    """Engine options for Postgres (not contract: see docs/engines.md)."""
+
+    # Postgres schema holding alkstore's tables, so they never collide with
+    # the application's.
+    schema: str = "alkstore"
+    pool_size: int = 10
+    connect_timeout: float = 10.0
+    listener: ListenerOptions = field(default_factory=ListenerOptions)
+
+
+@asynccontextmanager
+async def open_postgres_store(
+    runtime: Runtime,
+    dsn: str | None = None,
+    *,
+    options: PostgresOptions | None = None,
+    clock: Clock | None = None,
+    seed: int | None = None,
+) -> AsyncIterator[Store]:
+    opts = options or PostgresOptions()
+    target = dsn or os.environ.get("ALKSTORE_PG_DSN") or DEFAULT_DSN
+    dialect = PostgresDialect(opts.schema)
+    pool = PgPool(runtime, target, size=opts.pool_size, connect_timeout=opts.connect_timeout)
+    try:
+        async with pool.connection() as conn:
+            await run_in_transaction(runtime, conn, migrate(opts.schema), [])
+    except BaseException:
+        pool.close()
+        raise
+    hub = WakeHub(runtime)
+    listener = PgListener(
+        runtime,
+        target,
+        channel_identifier,
+        dialect.listen,
+        dialect.unlisten,
+        hub,
+        opts.listener,
+        own_pids=pool.backend_pids,
+    )
+    executor = PgExecutor(runtime, pool, dialect, listener)
+    store = Store(
+        executor=executor, runtime=runtime, clock=clock or SystemClock(), hub=hub, seed=seed
+    )
+    try:
+        async with runtime.task_group() as group:
+            group.start_soon(listener.run)
+            await listener.wait_connected(opts.connect_timeout)
+            try:
+                yield store
+            finally:
+                group.cancel()
+    finally:
+        with runtime.shield():
+            await store.aclose()

@@ -1,0 +1,111 @@
+"""Joining a transaction the application already holds on its own psycopg
+connection: alkstore's writes ride along and commit or roll back with it.
+
+Statements go through the application's connection with psycopg's own
+cursor API (so its locks and state stay consistent). Each step runs in a
+savepoint, as in ``store.transaction()``. Local wakes are not fired (this
+side never learns when the application commits); the NOTIFY sent inside the
+transaction reaches every listener, this store's included, once it commits.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+import psycopg
+
+from ..protocol.errors import Closed, DatabaseError, InvalidArgument
+from ..protocol.plan import Fetch, Plan, Statement
+from .runtime import Runtime
+
+T = TypeVar("T")
+_PLACEHOLDER = re.compile(r"\$(\d+)")
+
+
+def to_psycopg(sql: str, params: Sequence[Any]) -> tuple[str, dict[str, Any]]:
+    """``$1``-style SQL to psycopg's ``%(p1)s`` style (literal % doubled)."""
+    text = _PLACEHOLDER.sub(lambda m: f"%(p{m.group(1)})s", sql.replace("%", "%%"))
+    return text, {f"p{i}": value for i, value in enumerate(params, start=1)}
+
+
+def _shape(cur: Any, fetch: Fetch) -> Any:
+    if fetch is Fetch.NONE:
+        return None
+    if fetch is Fetch.ROWCOUNT:
+        return cur.rowcount
+    rows = [tuple(r) for r in cur.fetchall()] if cur.description is not None else []
+    if fetch is Fetch.ONE:
+        return rows[0] if rows else None
+    return rows
+
+
+def _drive_sync(conn: psycopg.Connection[Any], plan: Plan[T]) -> T:
+    with conn.transaction(), conn.cursor() as cur:
+        try:
+            statement = next(plan)
+            while True:
+                sql, params = to_psycopg(statement.sql, statement.params)
+                cur.execute(sql, params)
+                statement = plan.send(_shape(cur, statement.fetch))
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+
+
+async def _drive_async(conn: psycopg.AsyncConnection[Any], plan: Plan[T]) -> T:
+    async with conn.transaction(), conn.cursor() as cur:
+        try:
+            statement = next(plan)
+            while True:
+                sql, params = to_psycopg(statement.sql, statement.params)
+                await cur.execute(sql, params)
+                statement = plan.send(_shape(cur, statement.fetch))
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+
+
+class JoinedTx:
+    """A ``TxSession`` over the application's psycopg connection."""
+
+    def __init__(self, runtime: Runtime, conn: Any) -> None:
+        if isinstance(conn, psycopg.AsyncConnection):
+            self._async = True
+        elif isinstance(conn, psycopg.Connection):
+            self._async = False
+        else:
+            raise InvalidArgument(
+                f"join() takes a psycopg Connection or AsyncConnection, not {type(conn).__name__}"
+            )
+        if conn.autocommit:
+            raise InvalidArgument("join() needs a connection in a transaction (autocommit is on)")
+        self._runtime = runtime
+        self._conn = conn
+        self.open = True
+
+    @property
+    def wakes(self) -> list[str]:
+        return []
+
+    async def run(self, plan: Plan[T]) -> T:
+        if not self.open:
+            plan.close()
+            raise Closed("transaction is closed")
+        try:
+            if self._async:
+                return await _drive_async(self._conn, plan)
+            return await self._runtime.run_in_thread(lambda: _drive_sync(self._conn, plan))
+        except psycopg.Error as exc:
+            raise DatabaseError(f"PostgreSQL: {exc}") from exc
+
+    async def execute(
+        self, sql: str, params: Sequence[Any] | dict[str, Any]
+    ) -> list[tuple[Any, ...]]:
+        if isinstance(params, dict):
+            raise InvalidArgument("tx.execute takes positional $1, $2 ... params on Postgres")
+        return await self.run(_one(Statement(sql, tuple(params), Fetch.ALL)))
+
+
+def _one(statement: Statement) -> Plan[Any]:
+    rows = yield statement
+    return rows

@@ -1,0 +1,194 @@
+"""One LISTEN connection per store, shared by every channel.
+
+A single reader task owns the socket: it turns notifications into local
+wakes and hands command results (LISTEN/UNLISTEN) back to whoever sent them,
+so no two tasks ever wait on the same descriptor. If the connection drops,
+the reader reconnects with capped exponential backoff, LISTENs again on every
+channel, and wakes every receiver with ``__alkstore_listener_reconnected__``:
+notifications may have been missed meanwhile, so everyone re-checks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg import pq
+
+from ..protocol.errors import AlkstoreError, DatabaseError
+from .hub import WakeHub
+from .pg_conn import PgConnection
+from .pg_wire import check
+from .runtime import Runtime, Signal
+
+
+@dataclass
+class ListenerOptions:
+    connect_timeout: float = 10.0
+    reconnect_base: float = 0.05
+    reconnect_cap: float = 5.0
+
+
+class _Pending:
+    def __init__(self, runtime: Runtime) -> None:
+        self.done: Signal = runtime.signal()
+        self.results: list[pq.abc.PGresult] = []
+        self.error: BaseException | None = None
+
+
+class PgListener:
+    def __init__(
+        self,
+        runtime: Runtime,
+        dsn: str,
+        identifier: Callable[[str], str],
+        listen_sql: Callable[[str], str],
+        unlisten_sql: Callable[[str], str],
+        hub: WakeHub,
+        options: ListenerOptions,
+        own_pids: set[int] | None = None,
+    ) -> None:
+        self._runtime = runtime
+        self._dsn = dsn
+        self._identifier = identifier
+        self._listen_sql = listen_sql
+        self._unlisten_sql = unlisten_sql
+        self._hub = hub
+        self._options = options
+        self._own_pids = own_pids if own_pids is not None else set()
+        self._refs: dict[str, int] = {}
+        self._channels: dict[str, str] = {}  # identifier -> channel name
+        self._conn: PgConnection | None = None
+        self._command_lock = runtime.lock()
+        self._pending: _Pending | None = None
+        self._connected: Signal = runtime.signal()
+        self._closed = False
+        self.reconnects = 0
+
+    # -- receivers' side -------------------------------------------------------
+    async def listen(self, channel: str) -> None:
+        self._refs[channel] = self._refs.get(channel, 0) + 1
+        if self._refs[channel] > 1:
+            return
+        self._channels[self._identifier(channel)] = channel
+        await self._command(self._listen_sql(channel))
+
+    async def unlisten(self, channel: str) -> None:
+        count = self._refs.get(channel, 0) - 1
+        if count > 0:
+            self._refs[channel] = count
+            return
+        self._refs.pop(channel, None)
+        self._channels.pop(self._identifier(channel), None)
+        # A dropped connection forgets its LISTENs anyway.
+        with contextlib.suppress(AlkstoreError):
+            await self._command(self._unlisten_sql(channel))
+
+    async def wait_connected(self, timeout: float) -> bool:
+        return await self._runtime.wait_signal(self._connected, timeout)
+
+    async def _command(self, sql: str) -> None:
+        """Send a command on the listening connection and wait for its result.
+
+        While disconnected this returns at once: the reconnect LISTENs on
+        every channel and then wakes everyone.
+        """
+        async with self._command_lock:
+            conn = self._conn
+            if conn is None:
+                return
+            pending = _Pending(self._runtime)
+            self._pending = pending
+            try:
+                conn.pgconn.send_query(conn.wire.encode_sql(sql))
+                while conn.pgconn.flush() == 1:
+                    await self._runtime.wait_writable(conn.pgconn.socket, None)
+            except (psycopg.OperationalError, OSError) as exc:
+                self._pending = None
+                raise DatabaseError(f"PostgreSQL: listener connection failed: {exc}") from exc
+            await pending.done.wait()
+            if pending.error is not None:
+                raise pending.error
+            for res in pending.results:
+                check(res)
+
+    # -- the reader task ----------------------------------------------------
+    async def run(self, task_status: Any = None) -> None:
+        delay = self._options.reconnect_base
+        first = True
+        try:
+            while not self._closed:
+                try:
+                    conn = await PgConnection.connect(
+                        self._runtime, self._dsn, timeout=self._options.connect_timeout
+                    )
+                    for ident in list(self._channels):
+                        await conn.command(self._listen_sql(self._channels[ident]))
+                except AlkstoreError:
+                    await self._runtime.sleep(delay)
+                    delay = min(self._options.reconnect_cap, delay * 2)
+                    continue
+                delay = self._options.reconnect_base
+                self._conn = conn
+                self._connected.set()
+                if not first:
+                    self.reconnects += 1
+                    self._hub.wake_reconnected()
+                first = False
+                try:
+                    await self._read(conn)
+                except (psycopg.OperationalError, OSError, AlkstoreError):
+                    pass
+                finally:
+                    self._conn = None
+                    self._connected = self._runtime.signal()
+                    self._fail_pending(DatabaseError("PostgreSQL: listener connection lost"))
+                    conn.close()
+        finally:
+            self._fail_pending(DatabaseError("PostgreSQL: listener closed"))
+
+    async def _read(self, conn: PgConnection) -> None:
+        pgconn = conn.pgconn
+        while True:
+            await self._runtime.wait_readable(pgconn.socket, None)
+            pgconn.consume_input()
+            if pgconn.status != pq.ConnStatus.OK:
+                raise DatabaseError("PostgreSQL: listener connection lost")
+            channels: list[str] = []
+            while (note := pgconn.notifies()) is not None:
+                if note.be_pid in self._own_pids:
+                    continue  # ours: woken locally at commit already
+                channel = self._channels.get(note.relname.decode("utf-8", "replace"))
+                if channel is not None:
+                    channels.append(channel)
+            if channels:
+                self._hub.wake(channels)
+            pending = self._pending
+            while pending is not None and not pgconn.is_busy():
+                res = pgconn.get_result()
+                if res is None:
+                    self._pending = None
+                    pending.done.set()
+                    break
+                pending.results.append(res)
+
+    def _fail_pending(self, error: BaseException) -> None:
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.error = error
+            pending.done.set()
+
+    @property
+    def backend_pid(self) -> int | None:
+        """The listening connection's server process (None while reconnecting)."""
+        conn = self._conn
+        return None if conn is None else conn.pgconn.backend_pid
+
+    def close(self) -> None:
+        self._closed = True
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()

@@ -1,0 +1,95 @@
+"""The other process in the cross-process tests.
+
+Run as ``python -m tests.process.helper COMMAND BACKEND LOCATION ...`` from the
+repository root:
+
+- ``enqueue QUEUE PAYLOAD_JSON``: enqueue one job, print ``<id> <monotonic>``
+  (``time.monotonic()`` right after the commit; CLOCK_MONOTONIC is shared by
+  every process on the machine).
+- ``notify CHANNEL``: notify once, print ``<monotonic>`` after the commit.
+- ``worker QUEUE LOG VT``: run ``Queue.work`` on QUEUE (visibility timeout VT
+  seconds) with ``handle`` below, logging to LOG, until killed.
+
+The handler and the ack log are shared with the test process, so both sides
+write the same record of what happened.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any
+
+import orjson
+import trio
+
+from alkstore.api.queue import Job
+
+
+def log_line(path: str, *fields: object) -> None:
+    """One line, one O_APPEND write: lines from several processes never interleave."""
+    line = " ".join(str(f) for f in fields) + "\n"
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)
+
+
+def read_log(path: str) -> list[list[str]]:
+    try:
+        with open(path) as f:
+            return [line.split() for line in f if line.endswith("\n")]
+    except FileNotFoundError:
+        return []
+
+
+def logging_ack(path: str, real_ack: Any) -> Any:
+    """``Job.ack`` that also logs every successful ack (one line per job id)."""
+
+    async def logged_ack(self: Job) -> bool:
+        ok: bool = await real_ack(self)
+        if ok:
+            log_line(path, "ack", self.id, os.getpid(), self.worker_id)
+        return ok
+
+    return logged_ack
+
+
+def make_handler(path: str) -> Any:
+    async def handle(job: Job) -> None:
+        log_line(path, "start", job.id, os.getpid(), job.attempts, f"{time.time():.6f}")
+        payload = job.payload
+        if isinstance(payload, dict) and payload.get("block") and job.attempts == 1:
+            await trio.sleep_forever()  # until this process is killed
+        log_line(path, "done", job.id, os.getpid(), job.attempts, f"{time.time():.6f}")
+
+    return handle
+
+
+async def _main(argv: list[str]) -> None:
+    from tests.backends import BACKENDS
+
+    command, backend_id, location, *rest = argv
+    backend = BACKENDS[backend_id]
+    async with backend.open(location, clock=None) as store:
+        if command == "enqueue":
+            queue, payload = rest
+            job_id = await store.queue(queue).enqueue(orjson.loads(payload))
+            print(job_id, f"{time.monotonic():.6f}", flush=True)
+        elif command == "notify":
+            (channel,) = rest
+            await store.notify(channel)
+            print(f"{time.monotonic():.6f}", flush=True)
+        elif command == "worker":
+            queue, log, vt = rest
+            Job.ack = logging_ack(log, Job.ack)  # type: ignore[method-assign]
+            q = store.queue(queue, visibility_timeout=float(vt))
+            await q.work(make_handler(log), worker_id=f"proc-{os.getpid()}", poll_interval=60)
+        else:
+            raise SystemExit(f"unknown command {command!r}")
+
+
+if __name__ == "__main__":
+    trio.run(_main, sys.argv[1:])

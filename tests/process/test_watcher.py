@@ -1,0 +1,107 @@
+"""The SQLite watcher: commits by other stores on the same file become wakes.
+
+Two stores opened on one file in one process stand in for two processes here
+(each has its own watcher and origin); ``test_cross_process.py`` does it
+with a real second process.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from alkstore import Wake
+from alkstore.io_trio import open_sqlite
+from alkstore.protocol.errors import DatabaseError
+from alkstore.runner import sqlite_conn, sqlite_watcher
+from alkstore.runner.open_sqlite import SqliteOptions
+from alkstore.runner.sqlite_watcher import WatcherOptions
+
+SOON = 5.0
+
+
+@pytest.fixture(params=["inotify", "polling"])
+def options(request: pytest.FixtureRequest) -> SqliteOptions:
+    return SqliteOptions(watcher=WatcherOptions(use_inotify=request.param == "inotify"))
+
+
+@pytest.fixture
+def path(tmp_path: Path) -> str:
+    return str(tmp_path / "watched.db")
+
+
+async def test_a_commit_by_another_store_wakes_a_listener(path: str, options: Any) -> None:
+    async with (
+        open_sqlite(path) as other,
+        open_sqlite(path, options=options) as store,
+        store.listen("ch") as wakes,
+    ):
+        await other.notify("ch")
+        with trio.fail_after(SOON):
+            assert await wakes.recv() == Wake("ch")
+        assert store._watcher.inotify is options.watcher.use_inotify  # type: ignore[attr-defined]
+
+
+async def test_more_notifications_than_a_page_are_all_read(
+    path: str, options: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_watcher, "_PAGE", 2)
+    channels = [f"ch{i}" for i in range(7)]
+    async with open_sqlite(path) as other, open_sqlite(path, options=options) as store:
+        receivers = [store.listen(ch) for ch in channels]
+        for r in receivers:
+            await r.__aenter__()
+        try:
+            async with other.transaction() as tx:
+                for ch in channels:
+                    await tx.notify(ch)
+            with trio.fail_after(SOON):
+                for r in receivers:
+                    assert await r.recv() is not None
+        finally:
+            for r in receivers:
+                await r.__aexit__(None, None, None)
+
+
+async def test_transient_read_failures_are_retried(
+    path: str, options: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = sqlite_conn.data_version
+    failures = {"left": 0}
+
+    def flaky(conn: Any) -> int:
+        if failures["left"] > 0:
+            failures["left"] -= 1
+            raise DatabaseError("SQLite: disk I/O error (injected)")
+        return real(conn)
+
+    async with (
+        open_sqlite(path) as other,
+        open_sqlite(path, options=options) as store,
+        store.listen("ch") as wakes,
+    ):
+        monkeypatch.setattr(sqlite_conn, "data_version", flaky)
+        failures["left"] = 3
+        await other.notify("ch")
+        with trio.fail_after(SOON):
+            assert await wakes.recv() == Wake("ch")
+        assert failures["left"] == 0
+        assert not wakes.closed
+
+
+async def test_a_watcher_that_keeps_failing_gives_up_and_closes_receivers(
+    path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(conn: Any) -> int:
+        raise DatabaseError("SQLite: disk I/O error (injected)")
+
+    options = SqliteOptions(watcher=WatcherOptions(give_up_after=0.3))
+    async with open_sqlite(path, options=options) as store, store.listen("ch") as wakes:
+        monkeypatch.setattr(sqlite_conn, "data_version", broken)
+        with trio.fail_after(SOON):
+            assert await wakes.recv() is None  # closed: the contract on SQLite
+        # The store itself still works.
+        await store.queue("q").enqueue(1)

@@ -1,0 +1,226 @@
+"""The worker's and the watcher's pure decisions, without IO or a clock."""
+
+from __future__ import annotations
+
+import pytest
+
+from alkstore.protocol.errors import InvalidArgument
+from alkstore.protocol.worker import (
+    Beat,
+    Claim,
+    Keepalive,
+    Outcome,
+    Sweep,
+    Wait,
+    WorkerPolicy,
+)
+from alkstore.runner.sqlite_watcher import WatchCadence, WatcherOptions
+
+S = 1_000_000
+T0 = 1_700_000_000 * S
+
+
+def policy(concurrency: int = 2, poll: int = 60 * S) -> WorkerPolicy:
+    p = WorkerPolicy.of(
+        concurrency=concurrency, visibility_timeout_us=300 * S, poll_interval_us=poll
+    )
+    assert p.next_action(T0) == Sweep()
+    p.swept(T0)
+    return p
+
+
+def test_defaults_follow_the_visibility_timeout() -> None:
+    p = WorkerPolicy.of(concurrency=1, visibility_timeout_us=300 * S, poll_interval_us=S)
+    assert p.heartbeat_interval_us == 75 * S  # four beats per timeout
+    assert p.sweep_interval_us == 30 * S
+    short = WorkerPolicy.of(concurrency=1, visibility_timeout_us=S // 2, poll_interval_us=S)
+    assert short.sweep_interval_us == S  # never more often than once a second
+
+
+@pytest.mark.parametrize("bad", [0, -1, True, 1.5])
+def test_concurrency_is_validated(bad: object) -> None:
+    with pytest.raises(InvalidArgument):
+        WorkerPolicy.of(concurrency=bad, visibility_timeout_us=S, poll_interval_us=S)  # type: ignore[arg-type]
+
+
+def test_first_sweeps_then_claims_what_it_can_run() -> None:
+    p = policy(concurrency=3)
+    assert p.next_action(T0) == Claim(3)
+
+
+def test_a_short_claim_sleeps_until_the_next_job_is_due() -> None:
+    p = policy()
+    assert p.next_action(T0) == Claim(2)
+    p.claimed(T0, got=0, asked=2, next_due_us=T0 + 3 * S)
+    assert p.next_action(T0 + 1) == Wait(T0 + 3 * S)
+    assert p.next_action(T0 + 3 * S) == Claim(2)
+
+
+def test_an_empty_queue_sleeps_until_the_poll_backstop() -> None:
+    p = policy(poll=60 * S)
+    p.next_action(T0)
+    p.claimed(T0, got=0, asked=2, next_due_us=None)
+    assert p.next_action(T0 + S) == Wait(T0 + 30 * S)  # the sweep comes first
+    p.swept(T0 + 30 * S)
+    assert p.next_action(T0 + 30 * S) == Wait(T0 + 60 * S)
+    assert p.next_action(T0 + 60 * S) == Sweep()
+    p.swept(T0 + 60 * S)
+    assert p.next_action(T0 + 60 * S) == Claim(2)
+
+
+def test_a_wake_makes_it_look_at_once() -> None:
+    p = policy()
+    p.next_action(T0)
+    p.claimed(T0, got=0, asked=2, next_due_us=None)
+    assert isinstance(p.next_action(T0 + 1), Wait)
+    p.woke()
+    assert p.next_action(T0 + 2) == Claim(2)
+
+
+def test_a_wake_during_a_claim_is_not_lost() -> None:
+    p = policy()
+    assert p.next_action(T0) == Claim(2)
+    p.woke()  # arrives while the claim is in flight: its job may be missed
+    p.claimed(T0, got=0, asked=2, next_due_us=None)
+    assert p.next_action(T0 + 1) == Claim(2)
+
+
+def test_a_full_batch_waits_for_a_free_slot_then_claims_again() -> None:
+    p = policy(concurrency=2)
+    p.next_action(T0)
+    p.claimed(T0, got=2, asked=2, next_due_us=None)
+    action = p.next_action(T0 + 1)
+    assert action == Wait(p.next_sweep_us)  # nothing can start: only a finish helps
+    p.woke()
+    assert isinstance(p.next_action(T0 + 2), Wait)  # still full
+    p.finished(Outcome.ACKED)
+    assert p.next_action(T0 + 3) == Claim(1)
+
+
+def test_an_acked_job_does_not_cause_a_look_but_a_retried_one_does() -> None:
+    p = policy(concurrency=2)
+    p.next_action(T0)
+    p.claimed(T0, got=1, asked=2, next_due_us=None)
+    p.finished(Outcome.ACKED)
+    assert isinstance(p.next_action(T0 + 1), Wait)
+    p.next_action(T0 + 2)
+    p.woke()
+    assert p.next_action(T0 + 3) == Claim(2)
+    p.claimed(T0 + 3, got=1, asked=2, next_due_us=None)
+    p.finished(Outcome.RETRIED)  # pending again after its backoff: learn when
+    assert p.next_action(T0 + 4) == Claim(2)
+
+
+def test_a_due_but_unclaimable_job_asks_for_one_sweep_and_never_spins() -> None:
+    p = policy()
+    p.next_action(T0)
+    # next_due in the past, yet the claim took nothing: a passed deadline.
+    p.claimed(T0, got=0, asked=2, next_due_us=T0 - S)
+    assert p.next_action(T0 + 1) == Sweep()
+    p.swept(T0 + 2)
+    assert p.next_action(T0 + 3) == Claim(2)
+    p.claimed(T0 + 3, got=0, asked=2, next_due_us=T0 - S)  # still there
+    action = p.next_action(T0 + 4)
+    assert isinstance(action, Wait) and action.until_us > T0 + S
+
+
+def test_a_failed_claim_backs_off_exponentially() -> None:
+    p = policy(poll=60 * S)
+    p.next_action(T0)
+    p.claim_failed(T0)
+    first = p.next_action(T0)
+    assert isinstance(first, Wait) and first.until_us == T0 + 50_000
+    assert p.next_action(T0 + 50_000) == Claim(2)
+    p.claim_failed(T0 + 50_000)
+    second = p.next_action(T0 + 50_000)
+    assert isinstance(second, Wait) and second.until_us == T0 + 150_000
+    for _ in range(30):
+        p.claim_failed(T0)
+    capped = p.next_action(T0)
+    assert isinstance(capped, Wait) and capped.until_us == T0 + 5 * S
+
+
+def test_keepalive_beats_from_the_claim_and_loses_at_expiry() -> None:
+    vt = 4 * S
+    k = Keepalive.for_claim(S, vt, claim_expires_us=T0 + vt)  # claimed at T0
+    assert k.next_action(T0) == Wait(T0 + S)
+    assert k.next_action(T0 + S) is Beat.BEAT
+    k.beat_ok(claim_expires_us=T0 + S + vt)
+    assert k.next_action(T0 + S + 1) == Wait(T0 + 2 * S)
+    # Round trips failing: retried sooner, and the job is lost at expiry.
+    k.beat_failed(T0 + 2 * S)  # 3 s of claim left: retry in 0.75 s, not 1 s
+    assert k.next_action(T0 + 2 * S) == Wait(T0 + 2 * S + 3 * S // 4)
+    assert k.next_action(T0 + S + vt) is Beat.LOST
+
+
+# -- the SQLite watcher's cadence ----------------------------------------------------------
+def looks_after(c: WatchCadence, now: float, until: float) -> list[tuple[float, str]]:
+    """Drive the cadence as the watcher does, with no commit and no event."""
+    waits: list[tuple[float, str]] = []
+    while now < until:
+        wait, kind = c.next_wait(now)
+        waits.append((wait, kind))
+        now += wait
+        if kind != "rest":
+            c.unchanged(now)
+    return waits
+
+
+def test_inotify_cadence_looks_on_events_then_backs_off_then_sleeps() -> None:
+    c = WatchCadence.from_options(WatcherOptions(), inotify=True)
+    assert c.next_wait(0.0) == (1.0, "fd")  # idle: the backstop, on the descriptor
+    c.event(10.0)  # a file event: the loop looks at once ...
+    c.unchanged(10.0)  # ... too early: the commit is not visible yet
+    assert c.next_wait(10.0001) == (0.0, "sleep")  # yield, look again
+    c.changed(10.0002)
+    waits = looks_after(c, 10.0002, 11.5)
+    looks = [w for w in waits if w[1] != "rest"]
+    # Found: rest a moment whatever the file events say, then look at a
+    # growing cadence on the descriptor (a new event cuts the wait short)
+    # until the window closes ...
+    assert waits[0][0] == pytest.approx(0.001) and waits[0][1] == "rest"
+    gaps = [w for w, kind in looks[:-1]]
+    assert gaps == sorted(gaps) and all(kind == "fd" for _, kind in looks)
+    assert len(looks) <= 7  # about 10 ms of data_version reads in all
+    # ... then the backstop.
+    assert looks[-1] == (1.0, "fd")
+
+
+def test_spinning_ends_when_the_commit_is_in_or_soon_after_the_event() -> None:
+    c = WatchCadence.from_options(WatcherOptions(spin=0.0005), inotify=True)
+    c.event(0.0)
+    now, spins = 0.0, 0
+    while c.next_wait(now) == (0.0, "sleep"):
+        c.unchanged(now)
+        spins += 1
+        now += 0.00002
+    assert 0.0005 - 1e-9 <= now < 0.0006 and spins >= 20
+    assert c.next_wait(now)[1] == "fd"
+
+
+def test_looks_are_rate_limited_under_a_stream_of_commits() -> None:
+    c = WatchCadence.from_options(WatcherOptions(), inotify=True)
+    now, looks = 0.0, 0
+    while now < 0.1:  # a file event before every look, and a commit found each time
+        c.event(now)
+        c.changed(now)
+        looks += 1
+        wait, kind = c.next_wait(now)
+        assert kind == "rest" and wait == pytest.approx(0.001)
+        now += wait
+    assert looks <= 101
+
+
+def test_polling_cadence_lingers_then_backs_off_to_the_slowest() -> None:
+    c = WatchCadence.from_options(WatcherOptions(use_inotify=False), inotify=False)
+    c.changed(0.0)
+    now = 0.001
+    for _ in range(50):  # the first 100 ms after a change: 1 ms looks
+        c.unchanged(now)
+        assert c.next_wait(now) == (0.001, "sleep")
+        now += 0.001
+    now = 0.2
+    for _ in range(20):
+        c.unchanged(now)
+        now += c.next_wait(now)[0]
+    assert c.next_wait(now) == (0.05, "sleep")
