@@ -136,7 +136,7 @@ class Job:
             r = self._record
             self._record = JobRecord(
                 r.id, r.queue, r.payload, r.priority, r.attempts, r.max_attempts, r.run_at_us,
-                r.created_at_us, r.expires_at_us, r.claimed_by, now + extend_us,
+                r.created_at_us, r.expires_at_us, r.claimed_by, now + extend_us, r.claims,
             )  # fmt: skip
         return ok
 

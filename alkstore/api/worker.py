@@ -102,7 +102,7 @@ async def run_worker(
     async def run_one(job: _WorkerJob) -> None:
         outcome = Outcome.RELEASED
 
-        def settled(how: Outcome) -> None:
+        def report(how: Outcome) -> None:
             nonlocal outcome
             outcome = how
             held.pop(job.id, None)  # not ours to hand back any more
@@ -111,7 +111,7 @@ async def run_worker(
             # A job whose task starts after shutdown began is handed back
             # without ever reaching the handler.
             await runtime.checkpoint()
-            await _run_job(queue, job, handler, policy.heartbeat_interval_us, settled)
+            await _run_job(queue, job, handler, policy.heartbeat_interval_us, report)
         finally:
             policy.finished(outcome)
             kick.set()
@@ -172,11 +172,10 @@ async def _run_job(
     job: _WorkerJob,
     handler: Handler,
     heartbeat_us: int,
-    settled: Callable[[Outcome], None],
+    report: Callable[[Outcome], None],
 ) -> None:
     """Run the handler under a heartbeat; settle the job by what happened and
-    report it through ``settled``. A job not reported is the caller's to hand
-    back."""
+    ``report`` it. A job not reported is the caller's to hand back."""
     store = queue.store
     runtime = store.runtime
     keep = Keepalive.for_claim(
@@ -230,13 +229,13 @@ async def _run_job(
         # group is a checkpoint): settle anyway, or the finished work would
         # be handed back and done twice.
         if done and not lost:
-            settled(await _settle(queue, job, error))
+            report(await _settle(queue, job, error))
         raise
     if lost:
         log.warning("job %s on %s lost its claim while running; not settled", job.id, queue.name)
-        settled(Outcome.LOST)
+        report(Outcome.LOST)
         return
-    settled(await _settle(queue, job, error))
+    report(await _settle(queue, job, error))
 
 
 async def _settle(queue: Queue, job: _WorkerJob, error: Exception | None) -> Outcome:

@@ -1,6 +1,6 @@
 """Claiming and settling jobs: claim, ack, retry, fail, heartbeat, sweep.
 
-Ownership is the pair (worker, attempt) while the claim has not lapsed. Every
+Ownership is the pair (worker, claim number) while the claim has not lapsed. Every
 settling plan checks it in the same transaction as the change, so a worker
 whose claim expired (or whose job was reclaimed, acked or cancelled) changes
 nothing and gets ``False``.
@@ -42,12 +42,12 @@ def release(d: Dialect, job: JobRecord, now_us: int, *, refund: bool) -> Plan[bo
     A worker shutting down releases what it has not finished, so nothing waits
     out a visibility timeout because its worker was stopped on purpose.
     """
-    count = yield d.release_claim(job.id, job.claimed_by, job.attempts, now_us, int(refund))
+    count = yield d.release_claim(job.id, job.claimed_by, job.claims, now_us, int(refund))
     return bool(count)
 
 
 def ack(d: Dialect, job: JobRecord, now_us: int) -> Plan[bool]:
-    count = yield d.ack(job.id, job.claimed_by, job.attempts, now_us)
+    count = yield d.ack(job.id, job.claimed_by, job.claims, now_us)
     return bool(count)
 
 
@@ -61,7 +61,7 @@ def ack_batch(
 
 
 def heartbeat(d: Dialect, job: JobRecord, now_us: int, extend_us: int) -> Plan[bool]:
-    count = yield d.extend_claim(job.id, job.claimed_by, job.attempts, now_us, now_us + extend_us)
+    count = yield d.extend_claim(job.id, job.claimed_by, job.claims, now_us, now_us + extend_us)
     return bool(count)
 
 
@@ -80,7 +80,7 @@ def retry(
     draw: float,
     error: str | None,
 ) -> Plan[bool]:
-    row = yield d.owned(job.id, job.claimed_by, job.attempts, now_us)
+    row = yield d.owned(job.id, job.claimed_by, job.claims, now_us)
     if row is None:
         return False
     attempts, max_attempts = int(row[0]), int(row[1])
@@ -95,7 +95,7 @@ def retry(
 
 
 def fail(d: Dialect, job: JobRecord, now_us: int, error: str | None) -> Plan[bool]:
-    row = yield d.owned(job.id, job.claimed_by, job.attempts, now_us)
+    row = yield d.owned(job.id, job.claimed_by, job.claims, now_us)
     if row is None:
         return False
     for statement in d.bury(job.id, "failed", error, now_us):

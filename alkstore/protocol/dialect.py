@@ -16,7 +16,7 @@ from .types import NewJob
 # Column order of a live job row, as every engine returns it.
 JOB_COLUMNS = (
     "id", "queue", "payload", "priority", "attempts", "max_attempts", "run_at",
-    "created_at", "expires_at", "claimed_by", "visible_at", "state", "last_error",
+    "created_at", "expires_at", "claimed_by", "visible_at", "state", "last_error", "claims",
 )  # fmt: skip
 # Column order of a dead-letter row.
 DEAD_COLUMNS = (
@@ -25,6 +25,10 @@ DEAD_COLUMNS = (
 )  # fmt: skip
 # Column order of a stream event row.
 EVENT_COLUMNS = ("offset", "stream", "key", "payload", "created_at")
+
+# Ownership of a claimed job is (claimed_by, claims): ``claims`` counts every
+# claim of the job and never goes back (unlike ``attempts``, which a release
+# refunds), so a handle from an earlier claim never matches a later one.
 
 STATE_PENDING = 0
 STATE_PROCESSING = 1
@@ -44,18 +48,18 @@ class Dialect(Protocol):
     # queues
     def enqueue(self, job: NewJob, now_us: int) -> Statement: ...
     def claim(self, queue: str, worker: str, n: int, now_us: int, until_us: int) -> Statement: ...
-    def ack(self, job_id: int, worker: str, attempts: int, now_us: int) -> Statement: ...
+    def ack(self, job_id: int, worker: str, claim: int, now_us: int) -> Statement: ...
     def ack_batch(
         self, queue: str, job_ids: Sequence[int], worker: str, now_us: int
     ) -> Statement: ...
-    def owned(self, job_id: int, worker: str, attempts: int, now_us: int) -> Statement: ...
+    def owned(self, job_id: int, worker: str, claim: int, now_us: int) -> Statement: ...
     def next_due(self, queue: str) -> Statement: ...
     def release_claim(
-        self, job_id: int, worker: str, attempts: int, now_us: int, refund: int
+        self, job_id: int, worker: str, claim: int, now_us: int, refund: int
     ) -> Statement: ...
     def reschedule(self, job_id: int, run_at_us: int, error: str | None) -> Statement: ...
     def extend_claim(
-        self, job_id: int, worker: str, attempts: int, now_us: int, until_us: int
+        self, job_id: int, worker: str, claim: int, now_us: int, until_us: int
     ) -> Statement: ...
     def bury(
         self, job_id: int, reason: str, error: str | None, now_us: int

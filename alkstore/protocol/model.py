@@ -56,6 +56,9 @@ class LiveJob:
     visible_at_us: int
     state: LiveState
     last_error: str | None
+    # Every claim of the job so far; never goes back (a release refunds an
+    # attempt, not a claim). With the worker, it is the ownership token.
+    claims: int = 0
 
     def claim_live(self, now_us: int) -> bool:
         return self.state == "processing" and self.visible_at_us > now_us
@@ -75,14 +78,14 @@ class LiveJob:
             and not self.deadline_passed(now_us)
         )
 
-    def owned_by(self, worker: str, attempts: int, now_us: int) -> bool:
-        """Ownership is the pair (worker, attempt) while the claim is live.
+    def owned_by(self, worker: str, claim: int, now_us: int) -> bool:
+        """Ownership is the pair (worker, claim number) while the claim is live.
 
-        Matching the attempt count, not just the worker, means a handle from
+        Matching the claim number, not just the worker, means a handle from
         an earlier claim of the same worker is stale once the job was
-        reclaimed, even by that worker.
+        reclaimed (or released and claimed again), even by that worker.
         """
-        return self.claim_live(now_us) and self.claimed_by == worker and self.attempts == attempts
+        return self.claim_live(now_us) and self.claimed_by == worker and self.claims == claim
 
 
 @dataclass(slots=True)
@@ -102,6 +105,7 @@ class DeadJob:
     last_error: str | None
     reason: DeadReason
     died_at_us: int
+    claims: int = 0
 
 
 class QueueModel:
@@ -197,7 +201,12 @@ class QueueModel:
         for job in taken:
             job.state = "processing"
             job.attempts += 1
+            job.claims += 1
             job.claimed_by = worker
+            # run_at records when the job last became due (for a reclaimed
+            # job, when its previous claim lapsed): claim order is then
+            # exactly priority, run_at, id.
+            job.run_at_us = job.visible_at_us
             job.visible_at_us = now_us + visibility_us
         taken.sort(key=lambda j: (-j.priority, j.run_at_us, j.id))
         return [self._record(j) for j in taken]
@@ -217,18 +226,19 @@ class QueueModel:
             expires_at_us=job.expires_at_us,
             claimed_by=job.claimed_by,
             claim_expires_at_us=job.visible_at_us,
+            claims=job.claims,
         )
 
-    def _owned(self, job_id: int, worker: str, attempts: int, now_us: int) -> LiveJob | None:
+    def _owned(self, job_id: int, worker: str, claim: int, now_us: int) -> LiveJob | None:
         job = self.jobs.get(job_id)
-        if job is None or not job.owned_by(worker, attempts, now_us):
+        if job is None or not job.owned_by(worker, claim, now_us):
             return None
         return job
 
     # -- settling (each returns False and changes nothing unless owned) --------
-    def ack(self, job_id: int, worker: str, attempts: int, now_us: int) -> bool:
+    def ack(self, job_id: int, worker: str, claim: int, now_us: int) -> bool:
         """Done: the live row goes away (no dead letter, no trace)."""
-        if self._owned(job_id, worker, attempts, now_us) is None:
+        if self._owned(job_id, worker, claim, now_us) is None:
             return False
         del self.jobs[job_id]
         return True
@@ -256,7 +266,7 @@ class QueueModel:
         self,
         job_id: int,
         worker: str,
-        attempts: int,
+        claim: int,
         now_us: int,
         delay_us: int | None = None,
         *,
@@ -270,7 +280,7 @@ class QueueModel:
         and ``draw`` (the caller's random number, so the model stays
         deterministic).
         """
-        job = self._owned(job_id, worker, attempts, now_us)
+        job = self._owned(job_id, worker, claim, now_us)
         if job is None:
             return False
         if job.attempts >= job.max_attempts:
@@ -286,37 +296,38 @@ class QueueModel:
         return True
 
     def fail(
-        self, job_id: int, worker: str, attempts: int, now_us: int, error: str | None = None
+        self, job_id: int, worker: str, claim: int, now_us: int, error: str | None = None
     ) -> bool:
         """Straight to dead (reason ``failed``), whatever attempts remain."""
-        job = self._owned(job_id, worker, attempts, now_us)
+        job = self._owned(job_id, worker, claim, now_us)
         if job is None:
             return False
         self._bury(job, "failed", error, now_us)
         return True
 
     def heartbeat(
-        self, job_id: int, worker: str, attempts: int, now_us: int, extend_us: int
+        self, job_id: int, worker: str, claim: int, now_us: int, extend_us: int
     ) -> bool:
         """Move the claim's lapse to ``now + extend`` (which may shorten it)."""
-        job = self._owned(job_id, worker, attempts, now_us)
+        job = self._owned(job_id, worker, claim, now_us)
         if job is None:
             return False
         job.visible_at_us = now_us + extend_us
         return True
 
     def release(
-        self, job_id: int, worker: str, attempts: int, now_us: int, *, refund: bool = True
+        self, job_id: int, worker: str, claim: int, now_us: int, *, refund: bool = True
     ) -> bool:
         """Hand a claim back, due now; ``refund`` gives the attempt back.
 
-        ``run_at`` keeps its value: only ``visible_at`` moves to now.
+        ``run_at`` and ``visible_at`` both move to now: it became due again.
         """
-        job = self._owned(job_id, worker, attempts, now_us)
+        job = self._owned(job_id, worker, claim, now_us)
         if job is None:
             return False
         job.state = "pending"
         job.claimed_by = None
+        job.run_at_us = now_us
         job.visible_at_us = now_us
         if refund:
             job.attempts -= 1
@@ -339,6 +350,7 @@ class QueueModel:
             last_error=job.last_error if error is None else error,
             reason=reason,
             died_at_us=now_us,
+            claims=job.claims,
         )
 
     # -- administration ------------------------------------------------------
@@ -403,6 +415,7 @@ class QueueModel:
             visible_at_us=now_us,
             state="pending",
             last_error=dead.last_error,
+            claims=dead.claims,
         )
         return True
 
@@ -487,18 +500,19 @@ class QueueModel:
 
     def stats(self, queue: str, now_us: int) -> QueueStats:
         """Counts by state. ``processing`` includes lapsed claims not yet
-        reclaimed; ``ready`` is every pending job with ``visible_at <= now``,
-        including one the next sweep will bury."""
+        reclaimed; ``ready`` counts pending jobs claimable right now, so a job
+        the next sweep will bury (deadline passed, or no attempts left) is
+        counted nowhere until it is dead."""
         ready = scheduled = processing = 0
         for job in self.jobs.values():
             if job.queue != queue:
                 continue
             if job.state == "processing":
                 processing += 1
-            elif job.visible_at_us <= now_us:
-                ready += 1
-            else:
+            elif job.visible_at_us > now_us:
                 scheduled += 1
+            elif job.claimable(now_us):
+                ready += 1
         dead = sum(1 for d in self.dead.values() if d.queue == queue)
         return QueueStats(ready, scheduled, processing, dead)
 

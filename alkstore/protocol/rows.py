@@ -46,7 +46,7 @@ def _shape(row: Row, n: int, what: str) -> None:
 
 def job_record(row: Row) -> JobRecord:
     """A row returned by a claim (``JOB_COLUMNS``)."""
-    _shape(row, 13, "job")
+    _shape(row, 14, "job")
     return JobRecord(
         id=_int(row[0], "id"),
         queue=_str(row[1], "queue"),
@@ -59,12 +59,13 @@ def job_record(row: Row) -> JobRecord:
         expires_at_us=_opt_int(row[8], "expires_at"),
         claimed_by=_str(row[9], "claimed_by"),
         claim_expires_at_us=_int(row[10], "visible_at"),
+        claims=_int(row[13], "claims"),
     )
 
 
 def job_info(row: Row) -> JobInfo:
     """A live job row (``JOB_COLUMNS``) for inspection."""
-    _shape(row, 13, "job")
+    _shape(row, 14, "job")
     state = _int(row[11], "state")
     if state not in (STATE_PENDING, STATE_PROCESSING):
         raise CodecError(f"row field state has an unknown value: {state!r}")

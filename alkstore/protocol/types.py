@@ -51,6 +51,8 @@ class JobRecord:
     expires_at_us: int | None
     claimed_by: str
     claim_expires_at_us: int
+    # Which claim of this job the handle holds: the ownership token.
+    claims: int
 
 
 @dataclass(frozen=True, slots=True)

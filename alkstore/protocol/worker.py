@@ -61,8 +61,8 @@ WorkerAction = Sweep | Claim | Wait
 class Outcome(enum.Enum):
     """How a job left the worker's hands."""
 
-    ACKED = "acked"  # handler returned; ack attempted
-    RETRIED = "retried"  # handler raised; retry (or burial) attempted
+    ACKED = "acked"  # handler returned (or settled the job itself); ack attempted
+    RETRIED = "retried"  # handler raised (or called retry); retry or burial attempted
     LOST = "lost"  # the claim lapsed or was taken away; nothing settled
     RELEASED = "released"  # handed back unfinished (shutdown)
 

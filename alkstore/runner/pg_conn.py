@@ -23,11 +23,17 @@ from ..protocol.plan import Fetch, Statement
 from .pg_wire import Wire, check
 from .runtime import Runtime
 
+# Longest a cancelled task waits for its cancel request to reach the server.
+CANCEL_TIMEOUT = 5.0
+
 
 class PgConnection:
     def __init__(self, runtime: Runtime, pgconn: pq.abc.PGconn) -> None:
         self._runtime = runtime
         self.pgconn = pgconn
+        # Kept: libpq reports 0 once the connection has failed, and the pool
+        # must still forget this pid (a reused pid would mute a stranger).
+        self.backend_pid: int = pgconn.backend_pid
         self.wire = Wire(pgconn)
         self.broken = False
         self.in_transaction = False
@@ -95,8 +101,13 @@ class PgConnection:
             self.broken = True
             raise _conn_error(pgconn, exc) from exc
         except BaseException:
-            # Cancelled mid-statement: the protocol state is unknown.
+            # Cancelled mid-statement: the protocol state is unknown, so the
+            # connection is dropped. Dropping it does not stop the server,
+            # which would run the statement on (holding its transaction's
+            # locks) until it next writes to us: ask it to cancel.
             self.broken = True
+            with self._runtime.shield():
+                await self._cancel_on_server()
             raise
         if not results:
             self.broken = pgconn.status != pq.ConnStatus.OK
@@ -105,10 +116,62 @@ class PgConnection:
             self.broken = True
         return results
 
+    async def _cancel_on_server(self) -> None:
+        """Send a cancel request for the statement in flight: best effort,
+        bounded by ``CANCEL_TIMEOUT``, never raising."""
+        runtime = self._runtime
+        try:
+            cancel = self.pgconn.cancel_conn()  # libpq 17+: nonblocking
+        except psycopg.NotSupportedError:
+            try:
+                old = self.pgconn.get_cancel()
+                await runtime.run_in_thread(old.cancel)
+            except (psycopg.Error, OSError):
+                pass
+            return
+        except (psycopg.Error, OSError):
+            return
+        deadline = runtime.monotonic() + CANCEL_TIMEOUT
+        try:
+            cancel.start()
+            while True:
+                state = cancel.poll()
+                if state in (pq.PollingStatus.OK, pq.PollingStatus.FAILED):
+                    return
+                waiter = (
+                    runtime.wait_readable
+                    if state == pq.PollingStatus.READING
+                    else runtime.wait_writable
+                )
+                left = deadline - runtime.monotonic()
+                if left <= 0 or not await waiter(cancel.socket, left):
+                    return
+        except (psycopg.Error, OSError):
+            return
+        finally:
+            cancel.finish()
+
     async def _flush(self) -> None:
         pgconn = self.pgconn
         while pgconn.flush() == 1:
             await self._runtime.wait_writable(pgconn.socket, None)
+
+    def alive(self) -> bool:
+        """Check an idle connection without a round trip: read what the
+        server sent while it sat in the pool (a FATAL before a termination,
+        then EOF). False, and broken, if the connection is gone."""
+        if self.broken:
+            return False
+        try:
+            # The first read takes the FATAL message, the second sees EOF.
+            self.pgconn.consume_input()
+            self.pgconn.consume_input()
+        except psycopg.OperationalError:
+            self.broken = True
+            return False
+        if self.pgconn.status != pq.ConnStatus.OK:
+            self.broken = True
+        return not self.broken
 
     def close(self) -> None:
         self.broken = True

@@ -45,15 +45,22 @@ class PgPool:
         while True:
             if self._closed:
                 raise Closed("store is closed")
-            if self._idle:
-                return self._idle.pop()
+            while self._idle:
+                conn = self._idle.pop()
+                if conn.alive():
+                    return conn
+                # Died while idle (server restart, terminated backend):
+                # drop it here rather than fail the caller's operation.
+                self.backend_pids.discard(conn.backend_pid)
+                conn.close()
+                self._total -= 1
             if self._total < self._size:
                 self._total += 1
                 try:
                     conn = await PgConnection.connect(
                         self._runtime, self._dsn, timeout=self._connect_timeout
                     )
-                    self.backend_pids.add(conn.pgconn.backend_pid)
+                    self.backend_pids.add(conn.backend_pid)
                     return conn
                 except BaseException:
                     self._total -= 1
@@ -72,7 +79,7 @@ class PgPool:
 
     def _release(self, conn: PgConnection) -> None:
         if conn.broken or conn.in_transaction or self._closed:
-            self.backend_pids.discard(conn.pgconn.backend_pid)
+            self.backend_pids.discard(conn.backend_pid)
             if not conn.broken:
                 conn.close()
             else:

@@ -24,20 +24,33 @@ def at(clock: ManualClock, seconds: float = 0.0) -> datetime:
     return EPOCH + timedelta(microseconds=clock.now_us() + round(seconds * US))
 
 
-def placeholder(store: Store) -> str:
-    """The engine's parameter placeholder for the caller's own SQL."""
-    return "?" if store.engine == "sqlite" else "%s"
+def placeholders(store: Store, n: int) -> list[str]:
+    """The engine's parameter placeholders for the caller's own SQL:
+    ``?`` on SQLite, ``$1, $2 ...`` on Postgres."""
+    if store.engine == "sqlite":
+        return ["?"] * n
+    return [f"${i}" for i in range(1, n + 1)]
+
+
+def orders(store: Store) -> str:
+    """The caller's own table for this test. On Postgres it lives in the
+    test's own schema, so tests never share it."""
+    if store.engine == "sqlite":
+        return "orders"
+    return f'"{store.dialect.schema}".orders'
 
 
 async def create_orders_table(store: Store) -> None:
     """A table of the caller's own, written through ``tx.execute``."""
     async with store.transaction() as tx:
-        await tx.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY, note TEXT NOT NULL)")
+        await tx.execute(
+            f"CREATE TABLE {orders(store)} (id INTEGER PRIMARY KEY, note TEXT NOT NULL)"
+        )
 
 
 async def order_rows(store: Store) -> list[tuple[int, str]]:
     async with store.transaction() as tx:
-        rows = await tx.execute("SELECT id, note FROM orders ORDER BY id")
+        rows = await tx.execute(f"SELECT id, note FROM {orders(store)} ORDER BY id")
     return [(int(r[0]), str(r[1])) for r in rows]
 
 

@@ -12,7 +12,7 @@ from alkstore.api.store import Store
 from alkstore.runner.runtime import ManualClock
 from tests.backends import Backend
 
-from .helpers import QUIET, SOON, at, create_orders_table, order_rows, placeholder
+from .helpers import QUIET, SOON, at, create_orders_table, order_rows, orders, placeholders
 
 
 class Boom(Exception):
@@ -33,8 +33,10 @@ async def test_commit_makes_every_write_visible_together(
         ob = observer.outbox("mail")
         async with store.listen("ch") as wakes:
             async with store.transaction() as tx:
-                p = placeholder(store)
-                await tx.execute(f"INSERT INTO orders (id, note) VALUES ({p}, {p})", (1, "first"))
+                a, b = placeholders(store, 2)
+                await tx.execute(
+                    f"INSERT INTO {orders(store)} (id, note) VALUES ({a}, {b})", (1, "first")
+                )
                 job_id = await tx.enqueue("jobs", {"order": 1}, priority=2)
                 off = await tx.publish("events", {"order": 1})
                 keyed = await tx.publish_with_key("events", "order-1", {"order": 1, "k": True})
@@ -86,7 +88,7 @@ async def test_an_exception_rolls_everything_back(store: Store) -> None:
     async with store.listen("ch") as wakes:
         with pytest.raises(Boom):
             async with store.transaction() as tx:
-                await tx.execute("INSERT INTO orders (id, note) VALUES (7, 'lost')")
+                await tx.execute(f"INSERT INTO {orders(store)} (id, note) VALUES (7, 'lost')")
                 job_id = await tx.enqueue("jobs", "lost")
                 await tx.enqueue(q, "lost too", delay=5)
                 await tx.publish("events", "lost")
@@ -180,13 +182,16 @@ async def test_tx_publish_continues_the_stream_offsets(store: Store) -> None:
 
 async def test_execute_returns_rows_and_binds_parameters(store: Store) -> None:
     await create_orders_table(store)
-    p = placeholder(store)
+    a, b = placeholders(store, 2)
     tricky = "'); DROP TABLE orders; --"
     async with store.transaction() as tx:
         assert (
-            await tx.execute(f"INSERT INTO orders (id, note) VALUES ({p}, {p})", (1, tricky)) == []
+            await tx.execute(
+                f"INSERT INTO {orders(store)} (id, note) VALUES ({a}, {b})", (1, tricky)
+            )
+            == []
         )
-        rows = await tx.execute(f"SELECT id, note FROM orders WHERE id = {p}", (1,))
+        rows = await tx.execute(f"SELECT id, note FROM {orders(store)} WHERE id = {a}", (1,))
     assert [tuple(r) for r in rows] == [(1, tricky)]
     assert await order_rows(store) == [(1, tricky)]
 
@@ -196,7 +201,7 @@ async def test_a_database_error_is_wrapped_and_rolls_back(store: Store) -> None:
     with pytest.raises(DatabaseError) as caught:
         async with store.transaction() as tx:
             await tx.enqueue("jobs", "lost")
-            await tx.execute("INSERT INTO orders (id, note) VALUES (1, 'a')")
+            await tx.execute(f"INSERT INTO {orders(store)} (id, note) VALUES (1, 'a')")
             await tx.execute("SELECT * FROM no_such_table")
     assert caught.value.__cause__ is not None
     assert not isinstance(caught.value, sqlite3.Error)

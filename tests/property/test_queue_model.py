@@ -188,14 +188,16 @@ class QueueMachine(StoreMachine):
     def ack(self, job: Job) -> None:
         """ack succeeds exactly while the handle owns the job."""
         got = self.call(job.ack)
-        assert got == self.model.ack(job.id, job.worker_id, job.attempts, self.now)
+        assert got == self.model.ack(job.id, job.worker_id, job.record.claims, self.now)
 
     @rule(job=claims, delay=durations, error=errors)
     def retry_with_delay(self, job: Job, delay: int, error: str | None) -> None:
         """retry(delay) reschedules, or buries when attempts are spent."""
         got = self.call(lambda: job.retry(td(delay), error))
         self.rng.random()  # the store drew jitter it did not need
-        want = self.model.retry(job.id, job.worker_id, job.attempts, self.now, delay, error=error)
+        want = self.model.retry(
+            job.id, job.worker_id, job.record.claims, self.now, delay, error=error
+        )
         assert got == want
 
     @rule(job=claims, error=errors)
@@ -203,7 +205,7 @@ class QueueMachine(StoreMachine):
         """retry() waits the queue's jittered backoff for this attempt."""
         got = self.call(lambda: job.retry(None, error))
         want = self.model.retry(
-            job.id, job.worker_id, job.attempts, self.now, None,
+            job.id, job.worker_id, job.record.claims, self.now, None,
             error=error, backoff=SPECS[job.queue].backoff, draw=self.rng.random(),
         )  # fmt: skip
         assert got == want
@@ -212,13 +214,13 @@ class QueueMachine(StoreMachine):
     def fail(self, job: Job, error: str | None) -> None:
         """fail buries an owned job with reason 'failed'."""
         got = self.call(lambda: job.fail(error))
-        assert got == self.model.fail(job.id, job.worker_id, job.attempts, self.now, error)
+        assert got == self.model.fail(job.id, job.worker_id, job.record.claims, self.now, error)
 
     @rule(job=claims, extend=st.integers(1, 15 * US))
     def heartbeat(self, job: Job, extend: int) -> None:
         """heartbeat moves a live claim's lapse to now + extend."""
         got = self.call(lambda: job.heartbeat(td(extend)))
-        want = self.model.heartbeat(job.id, job.worker_id, job.attempts, self.now, extend)
+        want = self.model.heartbeat(job.id, job.worker_id, job.record.claims, self.now, extend)
         assert got == want
         if got:
             assert job.claim_expires_at == to_datetime(self.now + extend)
@@ -228,7 +230,7 @@ class QueueMachine(StoreMachine):
         """release hands an owned job back, due now, with or without its attempt."""
         got = self.call(lambda: job.release(refund=refund))
         assert got == self.model.release(
-            job.id, job.worker_id, job.attempts, self.now, refund=refund
+            job.id, job.worker_id, job.record.claims, self.now, refund=refund
         )
 
     @rule(

@@ -162,6 +162,40 @@ async def _has_dead(q: Queue) -> bool:
     return bool(await q.dead_letters())
 
 
+@pytest.mark.parametrize("how", ["fail", "retry", "ack"])
+async def test_a_handler_may_settle_its_job_itself(store: Store, how: str) -> None:
+    q = store.queue("w", visibility_timeout=0.3)
+    job_id = await q.enqueue("x")
+    finished: list[str] = []
+
+    async def handler(job: Job) -> None:
+        if how == "fail":
+            assert await job.fail("bad input") is True
+        elif how == "retry":
+            assert await job.retry(delay=60, error="later") is True
+        else:
+            assert await job.ack() is True
+        # Working on after settling, past several heartbeats: not cancelled
+        # (its claim is gone, but not lost to anyone).
+        await trio.sleep(0.4)
+        finished.append(how)
+
+    async with trio.open_nursery() as nursery:
+        scope = await start_worker(nursery, q, handler, poll_interval=NEVER)
+        await wait_for(lambda: bool(finished))
+        await trio.sleep(0.1)
+        scope.cancel()
+    info = await q.get_job(job_id)
+    if how == "fail":
+        assert info is not None and info.state == "dead" and info.dead_reason == "failed"
+        assert info.last_error == "bad input"
+    elif how == "retry":
+        assert info is not None and info.state == "pending" and info.attempts == 1
+        assert info.run_at > datetime.now(UTC) + timedelta(seconds=30)
+    else:
+        assert info is None
+
+
 # -- concurrency ---------------------------------------------------------------------
 @pytest.mark.parametrize("concurrency", [1, 4])
 async def test_never_more_than_concurrency_handlers_at_once(store: Store, concurrency: int) -> None:
@@ -192,11 +226,22 @@ async def test_never_more_than_concurrency_handlers_at_once(store: Store, concur
 
 
 # -- heartbeats ------------------------------------------------------------------------
-async def test_a_long_job_is_heartbeaten_and_acked_once(store: Store) -> None:
+async def test_a_long_job_is_heartbeaten_and_acked_once(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
     q = store.queue("w", visibility_timeout=0.3)
     job_id = await q.enqueue("long")
     runs: list[str] = []
     finished = trio.Event()
+    acks: list[tuple[int, str, bool]] = []
+    real_ack = Job.ack
+
+    async def counting_ack(self: Job) -> bool:
+        ok = await real_ack(self)
+        acks.append((self.id, self.worker_id, ok))
+        return ok
+
+    monkeypatch.setattr(Job, "ack", counting_ack)
 
     async def handler(job: Job) -> None:
         runs.append(job.worker_id)
@@ -221,6 +266,7 @@ async def test_a_long_job_is_heartbeaten_and_acked_once(store: Store) -> None:
         other.cancel()
     assert stolen == []
     assert runs == ["w1"]
+    assert acks == [(job_id, "w1", True)]  # its claim held for the whole second
 
 
 # -- wakes, due times, polling ------------------------------------------------------------

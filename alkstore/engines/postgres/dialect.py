@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 _JOB_COLS = (
     "id, queue, payload, priority, attempts, max_attempts, run_at, created_at, "
-    "expires_at, claimed_by, visible_at, state, last_error"
+    "expires_at, claimed_by, visible_at, state, last_error, claims"
 )
 _DEAD_COLS = (
     "id, queue, payload, priority, attempts, max_attempts, run_at, created_at, "
@@ -44,12 +44,12 @@ _EVENT_COLS = '"offset", stream, key, payload, created_at'
 _SWEEP_COLS = "id, state, visible_at, expires_at, attempts, max_attempts"
 
 
-def _owned(worker: str, attempts: str, now: str) -> str:
-    """A job is owned by (worker, attempt) while its claim has not lapsed;
-    the arguments are the placeholders to compare with."""
+def _owned(worker: str, claim: str, now: str) -> str:
+    """A job is owned by (worker, claim number) while its claim has not
+    lapsed; the arguments are the placeholders to compare with."""
     return (
         f"state = {STATE_PROCESSING} AND claimed_by = {worker} "
-        f"AND attempts = {attempts} AND visible_at > {now}"
+        f"AND claims = {claim} AND visible_at > {now}"
     )
 
 
@@ -116,12 +116,12 @@ class PostgresDialect:
             LIMIT $3
             FOR UPDATE SKIP LOCKED)
         UPDATE {jobs} AS j
-            SET state = {STATE_PROCESSING}, attempts = j.attempts + 1,
-                claimed_by = $4, visible_at = $5
+            SET state = {STATE_PROCESSING}, attempts = j.attempts + 1, claims = j.claims + 1,
+                claimed_by = $4, run_at = j.visible_at, visible_at = $5
             FROM picked WHERE j.id = picked.id
             RETURNING j.id, j.queue, j.payload, j.priority, j.attempts, j.max_attempts,
                 j.run_at, j.created_at, j.expires_at, j.claimed_by, j.visible_at, j.state,
-                j.last_error"""
+                j.last_error, j.claims"""
         self._ack = f"DELETE FROM {jobs} WHERE id = $1 AND {_owned('$2', '$3', '$4')}"
         self._ack_batch = (
             f"DELETE FROM {jobs} WHERE id = ANY($1::bigint[]) AND queue = $2 "
@@ -143,7 +143,7 @@ class PostgresDialect:
         )
         self._release_claim = (
             f"UPDATE {jobs} SET state = {STATE_PENDING}, claimed_by = NULL, "
-            f"visible_at = $1, attempts = attempts - $2::bigint "
+            f"run_at = $1, visible_at = $1, attempts = attempts - $2::bigint "
             f"WHERE id = $3 AND {_owned('$4', '$5', '$6')}"
         )
         self._extend_claim = (
@@ -154,17 +154,20 @@ class PostgresDialect:
         self._bury = (
             f"WITH gone AS (DELETE FROM {jobs} WHERE id = $1 RETURNING id, queue, payload, "
             "priority, attempts, max_attempts, run_at, created_at, expires_at, claimed_by, "
-            f"last_error) INSERT INTO {dead} ({_DEAD_COLS}) "
+            f"last_error, claims) INSERT INTO {dead} ({_DEAD_COLS}, claims) "
             "SELECT id, queue, payload, priority, attempts, max_attempts, run_at, created_at, "
-            "expires_at, claimed_by, COALESCE($2::text, last_error), $3::text, $4::bigint "
-            "FROM gone"
+            "expires_at, claimed_by, COALESCE($2::text, last_error), $3::text, $4::bigint, "
+            "claims FROM gone"
         )
         self._cancel = f"DELETE FROM {jobs} WHERE id = $1 AND queue = $2"
         self._get_job = f"SELECT {_JOB_COLS} FROM {jobs} WHERE id = $1 AND queue = $2"
         self._get_dead = f"SELECT {_DEAD_COLS} FROM {dead} WHERE id = $1 AND queue = $2"
         self._queue_counts = (
             f"SELECT "
-            f"COUNT(*) FILTER (WHERE state = {STATE_PENDING} AND visible_at <= $1), "
+            # ready: claimable right now (a job the next sweep will bury is
+            # counted nowhere until it is dead).
+            f"COUNT(*) FILTER (WHERE state = {STATE_PENDING} AND visible_at <= $1 "
+            "AND attempts < max_attempts AND (expires_at IS NULL OR expires_at > $1)), "
             f"COUNT(*) FILTER (WHERE state = {STATE_PENDING} AND visible_at > $1), "
             f"COUNT(*) FILTER (WHERE state = {STATE_PROCESSING}) "
             f"FROM {jobs} WHERE queue = $2"
@@ -178,12 +181,13 @@ class PostgresDialect:
         # cannot collide). Its row count says whether the job moved.
         self._requeue_dead = (
             f"WITH back AS (DELETE FROM {dead} WHERE id = $1 AND queue = $2 "
-            "RETURNING id, queue, payload, priority, max_attempts, created_at, last_error) "
+            "RETURNING id, queue, payload, priority, max_attempts, created_at, last_error, "
+            "claims) "
             f"INSERT INTO {jobs} (id, queue, payload, priority, attempts, max_attempts, "
-            "run_at, created_at, expires_at, visible_at, state, last_error) "
+            "run_at, created_at, expires_at, visible_at, state, last_error, claims) "
             "OVERRIDING SYSTEM VALUE "
             "SELECT id, queue, payload, priority, 0, max_attempts, $3::bigint, created_at, "
-            f"NULL::bigint, $3::bigint, {STATE_PENDING}, last_error FROM back"
+            f"NULL::bigint, $3::bigint, {STATE_PENDING}, last_error, claims FROM back"
         )
         self._purge_all = f"DELETE FROM {dead} WHERE queue = $1"
         self._purge_before = f"DELETE FROM {dead} WHERE queue = $1 AND died_at < $2"
@@ -342,16 +346,16 @@ class PostgresDialect:
     def claim(self, queue: str, worker: str, n: int, now_us: int, until_us: int) -> Statement:
         return Statement(self._claim, (queue, now_us, n, worker, until_us), Fetch.ALL)
 
-    def ack(self, job_id: int, worker: str, attempts: int, now_us: int) -> Statement:
-        return Statement(self._ack, (job_id, worker, attempts, now_us), Fetch.ROWCOUNT)
+    def ack(self, job_id: int, worker: str, claim: int, now_us: int) -> Statement:
+        return Statement(self._ack, (job_id, worker, claim, now_us), Fetch.ROWCOUNT)
 
     def ack_batch(self, queue: str, job_ids: Sequence[int], worker: str, now_us: int) -> Statement:
         # A list is dumped as an int2/int4/int8 array by its largest element;
         # the cast makes it bigint[] whatever psycopg picked ('{}' included).
         return Statement(self._ack_batch, (list(job_ids), queue, worker, now_us), Fetch.ROWCOUNT)
 
-    def owned(self, job_id: int, worker: str, attempts: int, now_us: int) -> Statement:
-        return Statement(self._owned, (job_id, worker, attempts, now_us), Fetch.ONE)
+    def owned(self, job_id: int, worker: str, claim: int, now_us: int) -> Statement:
+        return Statement(self._owned, (job_id, worker, claim, now_us), Fetch.ONE)
 
     def reschedule(self, job_id: int, run_at_us: int, error: str | None) -> Statement:
         return Statement(self._reschedule, (run_at_us, _text(error), job_id))
@@ -360,19 +364,19 @@ class PostgresDialect:
         return Statement(self._next_due, (queue,), Fetch.ONE)
 
     def release_claim(
-        self, job_id: int, worker: str, attempts: int, now_us: int, refund: int
+        self, job_id: int, worker: str, claim: int, now_us: int, refund: int
     ) -> Statement:
         return Statement(
             self._release_claim,
-            (now_us, refund, job_id, worker, attempts, now_us),
+            (now_us, refund, job_id, worker, claim, now_us),
             Fetch.ROWCOUNT,
         )
 
     def extend_claim(
-        self, job_id: int, worker: str, attempts: int, now_us: int, until_us: int
+        self, job_id: int, worker: str, claim: int, now_us: int, until_us: int
     ) -> Statement:
         return Statement(
-            self._extend_claim, (until_us, job_id, worker, attempts, now_us), Fetch.ROWCOUNT
+            self._extend_claim, (until_us, job_id, worker, claim, now_us), Fetch.ROWCOUNT
         )
 
     def bury(

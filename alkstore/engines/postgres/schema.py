@@ -67,7 +67,8 @@ def _v1(schema: str) -> tuple[str, ...]:
             claimed_by    text COLLATE "C",
             visible_at    bigint   NOT NULL,
             state         smallint NOT NULL DEFAULT 0,
-            last_error    text
+            last_error    text,
+            claims        bigint   NOT NULL DEFAULT 0
         ) WITH (
             fillfactor = 70,
             autovacuum_vacuum_scale_factor = 0.02,
@@ -102,6 +103,7 @@ def _v1(schema: str) -> tuple[str, ...]:
             expires_at    bigint,
             claimed_by    text COLLATE "C",
             last_error    text,
+            claims        bigint   NOT NULL DEFAULT 0,
             reason        text     NOT NULL,
             died_at       bigint   NOT NULL
         )""",

@@ -16,21 +16,23 @@ from ...protocol.types import NewJob
 
 _JOB_COLS = (
     "id, queue, payload, priority, attempts, max_attempts, run_at, created_at, "
-    "expires_at, claimed_by, visible_at, state, last_error"
+    "expires_at, claimed_by, visible_at, state, last_error, claims"
 )
 _DEAD_COLS = (
     "id, queue, payload, priority, attempts, max_attempts, run_at, created_at, "
     "expires_at, claimed_by, last_error, reason, died_at"
 )
 # A job is owned by (worker, attempt) while its claim has not lapsed.
-_OWNED = f"state = {STATE_PROCESSING} AND claimed_by = ? AND attempts = ? AND visible_at > ?"
+# A job is owned by (worker, claim number) while its claim has not lapsed.
+_OWNED = f"state = {STATE_PROCESSING} AND claimed_by = ? AND claims = ? AND visible_at > ?"
 
 _ENQUEUE = (
     "INSERT INTO __alkstore_jobs (queue, payload, priority, max_attempts, run_at, "
     "created_at, expires_at, visible_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"
 )
 _CLAIM = f"""UPDATE __alkstore_jobs
-    SET state = {STATE_PROCESSING}, attempts = attempts + 1, claimed_by = ?, visible_at = ?
+    SET state = {STATE_PROCESSING}, attempts = attempts + 1, claims = claims + 1,
+        claimed_by = ?, run_at = visible_at, visible_at = ?
     WHERE id IN (
         SELECT id FROM __alkstore_jobs INDEXED BY __alkstore_jobs_claim
         WHERE queue = ? AND attempts < max_attempts AND visible_at <= ?
@@ -91,10 +93,10 @@ class SqliteDialect:
     def claim(self, queue: str, worker: str, n: int, now_us: int, until_us: int) -> Statement:
         return Statement(_CLAIM, (worker, until_us, queue, now_us, now_us, n), Fetch.ALL)
 
-    def ack(self, job_id: int, worker: str, attempts: int, now_us: int) -> Statement:
+    def ack(self, job_id: int, worker: str, claim: int, now_us: int) -> Statement:
         return Statement(
             f"DELETE FROM __alkstore_jobs WHERE id = ? AND {_OWNED}",
-            (job_id, worker, attempts, now_us),
+            (job_id, worker, claim, now_us),
             Fetch.ROWCOUNT,
         )
 
@@ -106,10 +108,10 @@ class SqliteDialect:
             Fetch.ROWCOUNT,
         )
 
-    def owned(self, job_id: int, worker: str, attempts: int, now_us: int) -> Statement:
+    def owned(self, job_id: int, worker: str, claim: int, now_us: int) -> Statement:
         return Statement(
             f"SELECT attempts, max_attempts FROM __alkstore_jobs WHERE id = ? AND {_OWNED}",
-            (job_id, worker, attempts, now_us),
+            (job_id, worker, claim, now_us),
             Fetch.ONE,
         )
 
@@ -129,21 +131,21 @@ class SqliteDialect:
         )
 
     def release_claim(
-        self, job_id: int, worker: str, attempts: int, now_us: int, refund: int
+        self, job_id: int, worker: str, claim: int, now_us: int, refund: int
     ) -> Statement:
         return Statement(
             f"UPDATE __alkstore_jobs SET state = {STATE_PENDING}, claimed_by = NULL, "
-            f"visible_at = ?, attempts = attempts - ? WHERE id = ? AND {_OWNED}",
-            (now_us, refund, job_id, worker, attempts, now_us),
+            f"run_at = ?, visible_at = ?, attempts = attempts - ? WHERE id = ? AND {_OWNED}",
+            (now_us, now_us, refund, job_id, worker, claim, now_us),
             Fetch.ROWCOUNT,
         )
 
     def extend_claim(
-        self, job_id: int, worker: str, attempts: int, now_us: int, until_us: int
+        self, job_id: int, worker: str, claim: int, now_us: int, until_us: int
     ) -> Statement:
         return Statement(
             f"UPDATE __alkstore_jobs SET visible_at = ? WHERE id = ? AND {_OWNED}",
-            (until_us, job_id, worker, attempts, now_us),
+            (until_us, job_id, worker, claim, now_us),
             Fetch.ROWCOUNT,
         )
 
@@ -152,9 +154,9 @@ class SqliteDialect:
     ) -> tuple[Statement, ...]:
         return (
             Statement(
-                f"INSERT INTO __alkstore_dead ({_DEAD_COLS}) "
+                f"INSERT INTO __alkstore_dead ({_DEAD_COLS}, claims) "
                 "SELECT id, queue, payload, priority, attempts, max_attempts, run_at, "
-                "created_at, expires_at, claimed_by, COALESCE(?, last_error), ?, ? "
+                "created_at, expires_at, claimed_by, COALESCE(?, last_error), ?, ?, claims "
                 "FROM __alkstore_jobs WHERE id = ?",
                 (error, reason, now_us, job_id),
                 Fetch.ROWCOUNT,
@@ -208,11 +210,14 @@ class SqliteDialect:
     def queue_counts(self, queue: str, now_us: int) -> Statement:
         return Statement(
             f"SELECT "
-            f"COALESCE(SUM(state = {STATE_PENDING} AND visible_at <= ?), 0), "
+            # ready: claimable right now (a job the next sweep will bury is
+            # counted nowhere until it is dead).
+            f"COALESCE(SUM(state = {STATE_PENDING} AND visible_at <= ? "
+            f"AND attempts < max_attempts AND (expires_at IS NULL OR expires_at > ?)), 0), "
             f"COALESCE(SUM(state = {STATE_PENDING} AND visible_at > ?), 0), "
             f"COALESCE(SUM(state = {STATE_PROCESSING}), 0) "
             f"FROM __alkstore_jobs WHERE queue = ?",
-            (now_us, now_us, queue),
+            (now_us, now_us, now_us, queue),
             Fetch.ONE,
         )
 
@@ -233,9 +238,11 @@ class SqliteDialect:
         return (
             Statement(
                 "INSERT INTO __alkstore_jobs (id, queue, payload, priority, attempts, "
-                "max_attempts, run_at, created_at, expires_at, visible_at, state, last_error) "
+                "max_attempts, run_at, created_at, expires_at, visible_at, state, last_error, "
+                "claims) "
                 f"SELECT id, queue, payload, priority, 0, max_attempts, ?, created_at, NULL, ?, "
-                f"{STATE_PENDING}, last_error FROM __alkstore_dead WHERE id = ? AND queue = ?",
+                f"{STATE_PENDING}, last_error, claims FROM __alkstore_dead "
+                "WHERE id = ? AND queue = ?",
                 (now_us, now_us, job_id, queue),
                 Fetch.ROWCOUNT,
             ),

@@ -33,7 +33,8 @@ _V1 = (
         claimed_by    TEXT,
         visible_at    INTEGER NOT NULL,
         state         INTEGER NOT NULL DEFAULT 0,
-        last_error    TEXT
+        last_error    TEXT,
+        claims        INTEGER NOT NULL DEFAULT 0
     )""",
     # The claim path. Partial: a job whose claim lapsed with no attempts left
     # can never be claimed again, so it drops out of the index and claims
@@ -62,7 +63,8 @@ _V1 = (
         claimed_by    TEXT,
         last_error    TEXT,
         reason        TEXT    NOT NULL,
-        died_at       INTEGER NOT NULL
+        died_at       INTEGER NOT NULL,
+        claims        INTEGER NOT NULL DEFAULT 0
     )""",
     """CREATE INDEX IF NOT EXISTS __alkstore_dead_queue
         ON __alkstore_dead (queue, died_at)""",
