@@ -6,6 +6,7 @@ replays the same delays in tests.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 from .errors import InvalidArgument
@@ -33,9 +34,13 @@ class Backoff:
         factor: float = 2.0,
         jitter: float = 0.5,
     ) -> Backoff:
+        for what, value in (("jitter", jitter), ("factor", factor)):
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                kind = type(value).__name__
+                raise InvalidArgument(f"backoff {what} must be a number, not {kind}")
         if not 0.0 <= jitter <= 1.0:
             raise InvalidArgument("jitter must be within [0, 1]")
-        if factor < 1.0:
+        if not factor >= 1.0:  # NaN included
             raise InvalidArgument("factor must be >= 1")
         base_us = duration_us(base, "backoff base")
         return cls(base_us, duration_us(cap, "backoff cap"), factor, jitter)
@@ -48,6 +53,9 @@ class Backoff:
         # Cap before multiplying out so large attempt counts cannot overflow.
         raw = float(self.cap_us)
         if exponent < 64:
-            raw = min(raw, self.base_us * self.factor**exponent)
+            # A float power past 1.8e308 overflows: then the cap applies.
+            with contextlib.suppress(OverflowError):
+                raw = min(raw, self.base_us * self.factor**exponent)
         fixed = raw * (1.0 - self.jitter)
-        return int(fixed + raw * self.jitter * draw)
+        # float(cap_us) may round up past a cap above 2**53: clamp to the int.
+        return min(self.cap_us, int(fixed + raw * self.jitter * draw))

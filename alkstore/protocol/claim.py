@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 from .backoff import Backoff
 from .dialect import STATE_PENDING, Dialect
-from .plan import Plan
+from .plan import Plan, Row
 from .queues import check_limit
-from .rows import job_record
+from .rows import _int, _opt_int, _shape, job_record
 from .types import DeadReason, JobRecord
 
 
@@ -113,6 +113,19 @@ class SweepCandidate:
     max_attempts: int
 
 
+def sweep_candidate(row: Row) -> SweepCandidate:
+    """A ``sweep_candidates`` row; a malformed one raises ``CodecError``."""
+    _shape(row, 6, "sweep candidate")
+    return SweepCandidate(
+        id=_int(row[0], "id"),
+        state=_int(row[1], "state"),
+        visible_at_us=_int(row[2], "visible_at"),
+        expires_at_us=_opt_int(row[3], "expires_at"),
+        attempts=_int(row[4], "attempts"),
+        max_attempts=_int(row[5], "max_attempts"),
+    )
+
+
 def sweep_decision(c: SweepCandidate, now_us: int) -> DeadReason | None:
     """Which live jobs the sweep moves to dead, and why.
 
@@ -135,7 +148,7 @@ def sweep(d: Dialect, queue: str | None, now_us: int, limit: int = 1000) -> Plan
     rows = yield d.sweep_candidates(queue, now_us, limit)
     moved = 0
     for row in rows:
-        candidate = SweepCandidate(*(None if v is None else int(v) for v in row))  # type: ignore[arg-type]
+        candidate = sweep_candidate(row)
         reason = sweep_decision(candidate, now_us)
         if reason is None:
             continue

@@ -9,8 +9,11 @@ which refuses them, so what a consumer reads back is exactly what it wrote.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import math
 import typing
+import uuid
+from collections.abc import Iterable
 from typing import Any, TypeVar
 
 import orjson
@@ -40,12 +43,37 @@ def _has_non_finite(value: object) -> bool:
     return False
 
 
+# Types orjson serializes natively with no passthrough option: an enum as its
+# value, a UUID as a string, a Fragment as raw (possibly invalid) JSON text.
+# None of them reads back as what was written, so they are refused.
+_NATIVE = (enum.Enum, uuid.UUID, orjson.Fragment)
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+
+
+def _has_native(value: object) -> bool:
+    kind = type(value)
+    items: Iterable[object]
+    if kind is dict:
+        items = value.values()  # type: ignore[attr-defined]
+    elif kind is list or kind is tuple:
+        items = value  # type: ignore[assignment]
+    else:
+        return kind not in _PLAIN and isinstance(value, _NATIVE)
+    for item in items:  # a loop, not any(): this runs on every encode
+        if type(item) not in _PLAIN and _has_native(item):
+            return True
+    return False
+
+
 def encode(payload: JSON) -> str:
     """Encode a JSON value; raise ``CodecError`` for anything else."""
     try:
         data = orjson.dumps(payload, default=_refuse, option=_OPTIONS)
     except (TypeError, orjson.JSONEncodeError) as exc:
         raise CodecError(f"payload does not encode as JSON: {exc}") from exc
+    # After dumps, which refuses nesting deeper than 255, so this cannot recurse far.
+    if type(payload) not in _PLAIN and _has_native(payload):
+        raise CodecError("payload holds an enum, UUID or Fragment, which is not a JSON value")
     # orjson writes NaN and infinities as null, silently changing the value;
     # the scan runs only when a null appears, so the common case stays free.
     if b"null" in data and _has_non_finite(payload):
@@ -74,7 +102,9 @@ def convert(payload: JSON, target: type[T]) -> T:
         return typing.cast(T, _convert(payload, target))
     except CodecError:
         raise
-    except (TypeError, ValueError, KeyError) as exc:
+    except (TypeError, ValueError, KeyError, OverflowError, RecursionError) as exc:
+        # OverflowError: an int too large for a float field; RecursionError: a
+        # payload nested deeper than the interpreter's stack (a recursive type).
         raise CodecError(f"cannot decode payload as {_type_name(target)}: {exc}") from exc
 
 
@@ -91,7 +121,7 @@ def _convert(payload: JSON, target: Any) -> Any:
         for option in typing.get_args(target):
             try:
                 return _convert(payload, option)
-            except (CodecError, TypeError, ValueError, KeyError) as exc:
+            except (CodecError, TypeError, ValueError, KeyError, OverflowError) as exc:
                 errors.append(str(exc))
         raise CodecError(f"payload matches none of {target}: {errors}")
     if origin is list:

@@ -7,6 +7,21 @@ it. Everything the database or driver raises that a caller cannot act on is a
 
 from __future__ import annotations
 
+import reprlib
+
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = 80
+
+
+def brief(value: object) -> str:
+    """A repr for error messages: bounded in length and nesting depth, and
+    safe for an int past the interpreter's int-to-str limit (4300 digits),
+    whose plain repr raises ``ValueError``."""
+    try:
+        return _REPR.repr(value)
+    except ValueError:
+        return f"<{type(value).__name__} too large to show>"
+
 
 class AlkstoreError(Exception):
     """Base of every error alkstore raises."""
@@ -27,7 +42,7 @@ class ReservedName(AlkstoreError):
 
     def __init__(self, name: str) -> None:
         self.name = name
-        super().__init__(f"name {name!r} uses the reserved prefix '__alkstore_'")
+        super().__init__(f"name {brief(name)} uses the reserved prefix '__alkstore_'")
 
 
 class InvalidName(AlkstoreError):
@@ -36,7 +51,7 @@ class InvalidName(AlkstoreError):
     def __init__(self, name: object, reason: str = "names must be non-empty strings") -> None:
         self.name = name
         self.reason = reason
-        super().__init__(f"invalid name {name!r}: {reason}")
+        super().__init__(f"invalid name {brief(name)}: {reason}")
 
 
 class Closed(AlkstoreError):

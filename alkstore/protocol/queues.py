@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .dialect import Dialect
-from .errors import InvalidArgument
+from .errors import InvalidArgument, brief
 from .names import queue_channel
 from .plan import Plan
 from .rows import dead_info, job_info
@@ -76,11 +76,11 @@ def purge_dead(d: Dialect, queue: str, before_us: int | None) -> Plan[int]:
 
 def check_job_id(job_id: object) -> int:
     if isinstance(job_id, bool) or not isinstance(job_id, int):
-        raise InvalidArgument(f"job id must be an int, got {job_id!r}")
+        raise InvalidArgument(f"job id must be an int, got {brief(job_id)}")
     return job_id
 
 
 def check_limit(limit: object, what: str = "limit") -> int:
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise InvalidArgument(f"{what} must be an int >= 1, got {limit!r}")
+        raise InvalidArgument(f"{what} must be an int >= 1, got {brief(limit)}")
     return limit

@@ -7,13 +7,14 @@ field is checked; a malformed row raises ``CodecError`` instead of a raw
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from . import codec
 from .dialect import STATE_PENDING, STATE_PROCESSING
-from .errors import CodecError
+from .errors import CodecError, brief
 from .plan import Row
-from .timeconv import maybe_datetime, to_datetime
+from .timeconv import to_datetime
 from .types import DeadReason, JobInfo, JobRecord, StreamEvent
 
 _DEAD_REASONS = frozenset({"failed", "max_attempts", "expired", "claim_expired"})
@@ -21,7 +22,7 @@ _DEAD_REASONS = frozenset({"failed", "max_attempts", "expired", "claim_expired"}
 
 def _int(value: Any, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise CodecError(f"row field {what} is not an integer: {value!r}")
+        raise CodecError(f"row field {what} is not an integer: {brief(value)}")
     return value
 
 
@@ -29,9 +30,21 @@ def _opt_int(value: Any, what: str) -> int | None:
     return None if value is None else _int(value, what)
 
 
+def _time(value: Any, what: str) -> datetime:
+    us = _int(value, what)
+    try:
+        return to_datetime(us)
+    except OverflowError as exc:
+        raise CodecError(f"row field {what} is out of a datetime's range: {brief(us)}") from exc
+
+
+def _opt_time(value: Any, what: str) -> datetime | None:
+    return None if value is None else _time(value, what)
+
+
 def _str(value: Any, what: str) -> str:
     if not isinstance(value, str):
-        raise CodecError(f"row field {what} is not text: {value!r}")
+        raise CodecError(f"row field {what} is not text: {brief(value)}")
     return value
 
 
@@ -41,7 +54,7 @@ def _opt_str(value: Any, what: str) -> str | None:
 
 def _shape(row: Row, n: int, what: str) -> None:
     if not isinstance(row, tuple | list) or len(row) != n:
-        raise CodecError(f"{what} row has the wrong shape: {row!r}")
+        raise CodecError(f"{what} row has the wrong shape: {brief(row)}")
 
 
 def job_record(row: Row) -> JobRecord:
@@ -68,7 +81,7 @@ def job_info(row: Row) -> JobInfo:
     _shape(row, 14, "job")
     state = _int(row[11], "state")
     if state not in (STATE_PENDING, STATE_PROCESSING):
-        raise CodecError(f"row field state has an unknown value: {state!r}")
+        raise CodecError(f"row field state has an unknown value: {brief(state)}")
     processing = state == STATE_PROCESSING
     return JobInfo(
         id=_int(row[0], "id"),
@@ -78,11 +91,11 @@ def job_info(row: Row) -> JobInfo:
         priority=_int(row[3], "priority"),
         attempts=_int(row[4], "attempts"),
         max_attempts=_int(row[5], "max_attempts"),
-        run_at=to_datetime(_int(row[6], "run_at")),
-        created_at=to_datetime(_int(row[7], "created_at")),
-        expires_at=maybe_datetime(_opt_int(row[8], "expires_at")),
+        run_at=_time(row[6], "run_at"),
+        created_at=_time(row[7], "created_at"),
+        expires_at=_opt_time(row[8], "expires_at"),
         claimed_by=_opt_str(row[9], "claimed_by") if processing else None,
-        claim_expires_at=to_datetime(_int(row[10], "visible_at")) if processing else None,
+        claim_expires_at=_time(row[10], "visible_at") if processing else None,
         last_error=_opt_str(row[12], "last_error"),
     )
 
@@ -92,7 +105,7 @@ def dead_info(row: Row) -> JobInfo:
     _shape(row, 13, "dead letter")
     reason = _str(row[11], "reason")
     if reason not in _DEAD_REASONS:
-        raise CodecError(f"row field reason has an unknown value: {reason!r}")
+        raise CodecError(f"row field reason has an unknown value: {brief(reason)}")
     dead_reason: DeadReason = reason  # type: ignore[assignment]
     return JobInfo(
         id=_int(row[0], "id"),
@@ -102,14 +115,14 @@ def dead_info(row: Row) -> JobInfo:
         priority=_int(row[3], "priority"),
         attempts=_int(row[4], "attempts"),
         max_attempts=_int(row[5], "max_attempts"),
-        run_at=to_datetime(_int(row[6], "run_at")),
-        created_at=to_datetime(_int(row[7], "created_at")),
-        expires_at=maybe_datetime(_opt_int(row[8], "expires_at")),
+        run_at=_time(row[6], "run_at"),
+        created_at=_time(row[7], "created_at"),
+        expires_at=_opt_time(row[8], "expires_at"),
         claimed_by=_opt_str(row[9], "claimed_by"),
         claim_expires_at=None,
         last_error=_opt_str(row[10], "last_error"),
         dead_reason=dead_reason,
-        died_at=to_datetime(_int(row[12], "died_at")),
+        died_at=_time(row[12], "died_at"),
     )
 
 
@@ -121,5 +134,5 @@ def stream_event(row: Row) -> StreamEvent:
         stream=_str(row[1], "stream"),
         key=_opt_str(row[2], "key"),
         payload=codec.decode(_str(row[3], "payload")),
-        created_at=to_datetime(_int(row[4], "created_at")),
+        created_at=_time(row[4], "created_at"),
     )

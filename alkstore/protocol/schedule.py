@@ -23,7 +23,7 @@ from croniter import croniter
 
 from . import codec
 from .dialect import Dialect
-from .errors import InvalidArgument
+from .errors import InvalidArgument, brief
 from .names import queue_channel
 from .plan import Plan
 from .timeconv import US_PER_S, instant_us, to_datetime
@@ -62,7 +62,7 @@ def parse(text: object) -> Expression:
     """Parse ``@every 30s``/``@every 1h30m``, a 5-field cron (minutes) or a
     6-field cron (seconds first), or an alias such as ``@hourly``."""
     if not isinstance(text, str) or not text.strip():
-        raise InvalidArgument(f"schedule expression must be a non-empty string, got {text!r}")
+        raise InvalidArgument(f"schedule expression must be a non-empty string, got {brief(text)}")
     expr = " ".join(text.split())
     every = _EVERY.match(expr)
     if every:
@@ -72,18 +72,18 @@ def parse(text: object) -> Expression:
         return Expression(expr, total, False)
     if expr.startswith("@every"):
         raise InvalidArgument(
-            f"bad @every expression {text!r}: use e.g. '@every 30s' or '@every 1h30m'"
+            f"bad @every expression {brief(text)}: use e.g. '@every 30s' or '@every 1h30m'"
         )
     fields = len(expr.split())
     if not expr.startswith("@") and fields not in (5, 6):
-        raise InvalidArgument(f"cron expression {text!r} must have 5 or 6 fields")
+        raise InvalidArgument(f"cron expression {brief(text)} must have 5 or 6 fields")
     six = fields == 6
     try:
         ok = croniter.is_valid(expr, second_at_beginning=six)
     except Exception:  # croniter raises assorted types on odd input
         ok = False
     if not ok:
-        raise InvalidArgument(f"invalid cron expression {text!r}")
+        raise InvalidArgument(f"invalid cron expression {brief(text)}")
     return Expression(expr, None, six)
 
 

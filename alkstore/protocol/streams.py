@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .dialect import Dialect
-from .errors import InvalidArgument
+from .errors import InvalidArgument, brief
 from .names import stream_channel
 from .plan import Plan
 from .queues import check_limit
@@ -51,5 +51,5 @@ def trim_to(d: Dialect, stream: str, offset: int) -> Plan[int]:
 
 def check_offset(offset: object) -> int:
     if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-        raise InvalidArgument(f"offset must be an int >= 0, got {offset!r}")
+        raise InvalidArgument(f"offset must be an int >= 0, got {brief(offset)}")
     return offset

@@ -9,11 +9,18 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from .errors import InvalidArgument
+from .errors import InvalidArgument, brief
 
 Duration = float | int | timedelta
 US_PER_S = 1_000_000
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_US = timedelta(microseconds=1)
+# Instants a datetime can hold (years 1 to 9999), and the longest duration:
+# the span between them. An instant plus a duration then always fits in a
+# signed 64-bit column, and every stored instant reads back as a datetime.
+MIN_INSTANT_US = (datetime.min.replace(tzinfo=UTC) - _EPOCH) // _US
+MAX_INSTANT_US = (datetime.max.replace(tzinfo=UTC) - _EPOCH) // _US
+MAX_DURATION_US = MAX_INSTANT_US - MIN_INSTANT_US
 
 
 def duration_us(value: Duration, what: str = "duration", *, allow_zero: bool = True) -> int:
@@ -25,9 +32,22 @@ def duration_us(value: Duration, what: str = "duration", *, allow_zero: bool = T
     else:
         if value != value or value in (float("inf"), float("-inf")):
             raise InvalidArgument(f"{what} must be finite")
+        # Checked before scaling: a huge float would overflow to infinity.
+        if abs(value) > MAX_DURATION_US // US_PER_S + 1:
+            raise InvalidArgument(f"{what} is too long: {brief(value)}")
         us = round(value * US_PER_S)
     if us < 0 or (us == 0 and not allow_zero):
-        raise InvalidArgument(f"{what} must be {'>= 0' if allow_zero else '> 0'}, got {value!r}")
+        bound = ">= 0" if allow_zero else "> 0"
+        raise InvalidArgument(f"{what} must be {bound}, got {brief(value)}")
+    if us > MAX_DURATION_US:
+        raise InvalidArgument(f"{what} is too long: {brief(value)}")
+    return us
+
+
+def check_instant_us(us: int, what: str = "instant") -> int:
+    """Refuse an instant outside what a datetime can hold (years 1 to 9999)."""
+    if not MIN_INSTANT_US <= us <= MAX_INSTANT_US:
+        raise InvalidArgument(f"{what} is outside the years 1 to 9999")
     return us
 
 

@@ -8,8 +8,15 @@ from typing import Literal, TypeVar
 
 from . import codec
 from .backoff import Backoff
-from .errors import InvalidArgument
-from .timeconv import Duration, duration_us, instant_us, maybe_datetime, to_datetime
+from .errors import InvalidArgument, brief
+from .timeconv import (
+    Duration,
+    check_instant_us,
+    duration_us,
+    instant_us,
+    maybe_datetime,
+    to_datetime,
+)
 
 T = TypeVar("T")
 
@@ -111,18 +118,20 @@ class QueueOptions:
         backoff: Backoff | None = None,
     ) -> QueueOptions:
         vt = duration_us(visibility_timeout, "visibility_timeout", allow_zero=False)
+        if backoff is not None and not isinstance(backoff, Backoff):
+            raise InvalidArgument(f"backoff must be a Backoff, not {type(backoff).__name__}")
         return cls(vt, check_max_attempts(max_attempts), backoff or Backoff())
 
 
 def check_max_attempts(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidArgument(f"max_attempts must be an int >= 1, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value < 2**63:
+        raise InvalidArgument(f"max_attempts must be an int in [1, 2**63), got {brief(value)}")
     return value
 
 
 def check_priority(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidArgument(f"priority must be an int, got {value!r}")
+        raise InvalidArgument(f"priority must be an int, got {brief(value)}")
     if not -(2**31) <= value < 2**31:
         raise InvalidArgument("priority must fit in 32 bits")
     return value
@@ -168,6 +177,9 @@ def resolve_enqueue(
         expires_us = instant_us(expires, "expires")
     elif expires is not None:
         expires_us = now_us + duration_us(expires, "expires")
+    check_instant_us(at, "run_at")
+    if expires_us is not None:
+        check_instant_us(expires_us, "expires")
     attempts = defaults.max_attempts if max_attempts is None else check_max_attempts(max_attempts)
     return NewJob(queue, codec.encode(payload), check_priority(priority), at, attempts, expires_us)
 

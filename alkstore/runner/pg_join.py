@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 import psycopg
 
+from ..engines.postgres import control
 from ..protocol.errors import Closed, DatabaseError, InvalidArgument
 from ..protocol.plan import Fetch, Plan, Statement
 from .runtime import Runtime
@@ -41,7 +42,30 @@ def _shape(cur: Any, fetch: Fetch) -> Any:
     return rows
 
 
+# On a connection with no transaction open yet (the application has run
+# nothing since its last commit), ``conn.transaction()`` would BEGIN and
+# COMMIT a transaction of its own, committing alkstore's writes behind the
+# application's back. A first statement opens the application's implicit
+# transaction (psycopg sends BEGIN before it), so each step is a savepoint in
+# it, committed or rolled back by the application.
+_OPEN_IMPLICIT = control.OPEN_IMPLICIT
+
+
+async def _shape_async(cur: Any, fetch: Fetch) -> Any:
+    """``_shape`` for an ``AsyncCursor``, whose ``fetchall`` is a coroutine."""
+    if fetch is Fetch.NONE:
+        return None
+    if fetch is Fetch.ROWCOUNT:
+        return cur.rowcount
+    rows = [tuple(r) for r in await cur.fetchall()] if cur.description is not None else []
+    if fetch is Fetch.ONE:
+        return rows[0] if rows else None
+    return rows
+
+
 def _drive_sync(conn: psycopg.Connection[Any], plan: Plan[T]) -> T:
+    if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+        conn.execute(_OPEN_IMPLICIT)
     with conn.transaction(), conn.cursor() as cur:
         try:
             statement = next(plan)
@@ -54,13 +78,15 @@ def _drive_sync(conn: psycopg.Connection[Any], plan: Plan[T]) -> T:
 
 
 async def _drive_async(conn: psycopg.AsyncConnection[Any], plan: Plan[T]) -> T:
+    if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+        await conn.execute(_OPEN_IMPLICIT)
     async with conn.transaction(), conn.cursor() as cur:
         try:
             statement = next(plan)
             while True:
                 sql, params = to_psycopg(statement.sql, statement.params)
                 await cur.execute(sql, params)
-                statement = plan.send(_shape(cur, statement.fetch))
+                statement = plan.send(await _shape_async(cur, statement.fetch))
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
 

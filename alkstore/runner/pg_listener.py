@@ -74,7 +74,19 @@ class PgListener:
         if self._refs[channel] > 1:
             return
         self._channels[self._identifier(channel)] = channel
-        await self._command(self._listen_sql(channel))
+        try:
+            await self._command(self._listen_sql(channel))
+        except BaseException:
+            # Cancelled or failed: not known to be listening. Forget the
+            # channel, or the next receiver on it would count on a LISTEN
+            # that was never sent and stay deaf to other processes.
+            count = self._refs.get(channel, 0) - 1
+            if count > 0:
+                self._refs[channel] = count
+            else:
+                self._refs.pop(channel, None)
+                self._channels.pop(self._identifier(channel), None)
+            raise
 
     async def unlisten(self, channel: str) -> None:
         count = self._refs.get(channel, 0) - 1
@@ -97,6 +109,12 @@ class PgListener:
         every channel and then wakes everyone.
         """
         async with self._command_lock:
+            # A command whose caller was cancelled may still have its result
+            # on the way; libpq takes one command at a time, and the reader
+            # hands results to whoever is pending, so let that one finish.
+            orphan = self._pending
+            if orphan is not None:
+                await orphan.done.wait()
             conn = self._conn
             if conn is None:
                 return

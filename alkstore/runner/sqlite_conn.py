@@ -122,13 +122,25 @@ def run_in_tx(conn: sqlite3.Connection, plan: Plan[T]) -> tuple[T, list[str]]:
         try:
             value = drive(conn, plan, wakes)
         except BaseException:
-            conn.execute(control.STEP_ROLLBACK)
-            conn.execute(control.STEP_RELEASE)
+            _undo_step(conn)
             raise
         conn.execute(control.STEP_RELEASE)
     except sqlite3.Error as exc:
         raise DatabaseError(f"SQLite: {exc}") from exc
     return value, wakes
+
+
+def _undo_step(conn: sqlite3.Connection) -> None:
+    """Undo a failed step's savepoint, if SQLite has not already undone more.
+
+    Some errors (SQLITE_FULL outside a statement journal, I/O errors) make
+    SQLite roll back the whole transaction, savepoints included: then there
+    is nothing left to undo here, and the step's own error must surface, not
+    "no such savepoint". The caller sees ``conn.in_transaction`` is false.
+    """
+    if conn.in_transaction:
+        conn.execute(control.STEP_ROLLBACK)
+        conn.execute(control.STEP_RELEASE)
 
 
 def execute_user(
@@ -140,8 +152,7 @@ def execute_user(
         try:
             rows = conn.execute(sql, params).fetchall()
         except BaseException:
-            conn.execute(control.STEP_ROLLBACK)
-            conn.execute(control.STEP_RELEASE)
+            _undo_step(conn)
             raise
         conn.execute(control.STEP_RELEASE)
     except sqlite3.Error as exc:

@@ -149,12 +149,12 @@ class SqliteWriter:
                 # Some errors (disk full, I/O) make SQLite roll back the whole
                 # transaction: nothing in this group committed, and the rest
                 # must not run in autocommit mode behind our back.
-                lost = DatabaseError("SQLite rolled back the transaction after an error")
+                cause = results[-1][2]
                 for done_item, _, failure in results:
-                    done_item.done.reject(failure or lost)
+                    done_item.done.reject(failure or _rolled_back(cause))
                 for rest in group[index + 1 :]:
                     rest.plan.close()
-                    rest.done.reject(DatabaseError("SQLite rolled back the group transaction"))
+                    rest.done.reject(_rolled_back(cause))
                 return
         try:
             conn.execute(control.COMMIT)
@@ -179,15 +179,27 @@ class SqliteWriter:
             tx.done.reject(_as_error(exc))
             return
         tx.done.resolve(None)
+        # Set when SQLite rolled the whole transaction back after a failed
+        # step: later steps would run in autocommit mode, and a COMMIT would
+        # report success for work that is gone. Both fail instead.
+        lost: BaseException | None = None
         while True:
             step = tx.steps.get()
             if step.kind == "run":
                 assert step.fn is not None
+                if lost is not None:
+                    step.done.reject(_rolled_back(lost))
+                    continue
                 try:
                     step.done.resolve(step.fn(conn))
                 except BaseException as exc:
                     step.done.reject(_as_error(exc))
+                    if not conn.in_transaction:
+                        lost = exc
                 continue
+            if lost is not None and step.kind == "commit":
+                step.done.reject(_rolled_back(lost))
+                return
             try:
                 sqlite_conn.finish(conn, step.kind == "commit")
                 step.done.resolve(None)
@@ -197,6 +209,16 @@ class SqliteWriter:
                     sqlite_conn.finish(conn, False)
                 step.done.reject(_as_error(exc))
             return
+
+
+def _rolled_back(cause: BaseException | None) -> DatabaseError:
+    """The error of work lost because SQLite rolled back its transaction."""
+    # Chain the driver's error (the contract's __cause__), not our wrapper.
+    if isinstance(cause, AlkstoreError) and cause.__cause__ is not None:
+        cause = cause.__cause__
+    error = DatabaseError(f"SQLite rolled back the whole transaction after an error: {cause}")
+    error.__cause__ = cause
+    return error
 
 
 def _as_error(exc: BaseException) -> BaseException:

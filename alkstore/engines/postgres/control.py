@@ -8,3 +8,7 @@ ROLLBACK = "ROLLBACK"
 STEP_SAVEPOINT = "SAVEPOINT alkstore_step"
 STEP_ROLLBACK = "ROLLBACK TO SAVEPOINT alkstore_step"
 STEP_RELEASE = "RELEASE SAVEPOINT alkstore_step"
+# Run on an application's idle, non-autocommit psycopg connection before
+# joining it: psycopg sends BEGIN first, so the application's transaction is
+# open and alkstore's steps become savepoints inside it.
+OPEN_IMPLICIT = "SELECT 1"

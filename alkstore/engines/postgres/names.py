@@ -32,7 +32,7 @@ from __future__ import annotations
 import hashlib
 import re
 
-from ...protocol.errors import InvalidArgument, InvalidName
+from ...protocol.errors import InvalidArgument, InvalidName, brief
 
 # Longest identifier Postgres keeps without truncating (NAMEDATALEN - 1).
 MAX_IDENTIFIER_BYTES = 63
@@ -77,9 +77,11 @@ def check_schema(schema: object) -> str:
     psql quoted or not. ``pg_`` names are reserved for the system.
     """
     if not isinstance(schema, str) or not _SCHEMA.fullmatch(schema):
-        raise InvalidArgument(f"schema name must match [a-z_][a-z0-9_]{{0,62}}, got {schema!r}")
+        raise InvalidArgument(
+            f"schema name must match [a-z_][a-z0-9_]{{0,62}}, got {brief(schema)}"
+        )
     if schema.startswith("pg_"):
-        raise InvalidArgument(f"schema name {schema!r} uses the system prefix 'pg_'")
+        raise InvalidArgument(f"schema name {brief(schema)} uses the system prefix 'pg_'")
     return schema
 
 

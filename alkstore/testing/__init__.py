@@ -1,0 +1,30 @@
+"""Testing with alkstore: virtual time for your handlers, and the simulation
+machinery that checks alkstore's own claim/ack/lock semantics.
+
+- ``open_simulated()``: a store with the real API on an in-process engine
+  whose clock is the event loop's (trio ``MockClock`` or asyncio), so
+  delays, timeouts, TTLs and backoff pass instantly and reproducibly.
+- ``Simulation``/``run_seed``/``explore``/``shrink``: many virtual actors
+  interleaved statement by statement from a seed (or exhaustively), with
+  crashes and clock jumps, invariants checked after every step.
+"""
+
+from .choices import PathChooser, ReplayChooser, SeededChooser
+from .explore import Exploration, explore
+from .simulation import Config, Simulation, SimulationFailure, run_seed, shrink
+from .store import LoopClock, open_simulated
+
+__all__ = [
+    "Config",
+    "Exploration",
+    "LoopClock",
+    "PathChooser",
+    "ReplayChooser",
+    "SeededChooser",
+    "Simulation",
+    "SimulationFailure",
+    "explore",
+    "open_simulated",
+    "run_seed",
+    "shrink",
+]

@@ -1,0 +1,810 @@
+"""Deterministic simulation: many actors, one SQLite database, every
+interleaving of their statements decided by a chooser.
+
+Each actor (producer, worker, lock holder, stream publisher or reader) runs a
+program of operations; each operation is one transaction of the core's plans,
+run on the actor's own connection one statement per step. SQLite's own locks
+decide who blocks (a writer waits while another holds the write lock), so the
+interleavings are the ones a real deployment can produce. Between steps the
+chooser may also crash an actor (its connection closes, its open transaction
+rolls back, it restarts with a new identity) or jump the virtual clock past a
+timeout. After every step the invariants are checked against what committed.
+
+Runs are deterministic: a seed (``SeededChooser``) or a path of choices
+(``PathChooser``, for exhaustive exploration) replays the same run exactly.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import functools
+import itertools
+import os
+import shutil
+import sqlite3
+import tempfile
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..engines.sqlite import SqliteDialect, migrate
+from ..engines.sqlite import control as sql
+from ..protocol import claim, codec, locks, queues, streams
+from ..protocol.errors import AlkstoreError
+from ..protocol.names import check_name
+from ..protocol.plan import Plan, Statement, run_sync
+from ..protocol.types import JobRecord, LockRecord, QueueOptions, resolve_enqueue
+from ..runner import sqlite_conn
+from .choices import Chooser, SeededChooser
+
+US = 1_000_000
+START_US = 1_700_000_000 * US
+
+
+_RUN_IDS = itertools.count()
+
+
+@functools.cache
+def _workdir() -> str:
+    folder = tempfile.mkdtemp(prefix="alkstore-sim-")
+    atexit.register(shutil.rmtree, folder, True)
+    return folder
+
+
+@functools.cache
+def _template() -> str:
+    """An empty, migrated database file (rollback journal: one file to copy;
+    each simulation's connections switch it to WAL)."""
+    path = str(Path(_workdir()) / "template.db")
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute(sql.BEGIN_WRITE)
+    run_sync(migrate(), lambda s: sqlite_conn.execute(conn, s))
+    conn.execute(sql.COMMIT)
+    conn.close()
+    return path
+
+
+class SimulationFailure(AssertionError):
+    """An invariant broke. Carries the seed (when seeded) and the trace."""
+
+    def __init__(self, message: str, trace: list[str], seed: int | None) -> None:
+        self.trace = trace
+        self.seed = seed
+        tail = "\n".join(trace[-60:])
+        replay = f"\nreplay: pytest --alkstore-seed={seed}" if seed is not None else ""
+        super().__init__(f"{message}\nseed: {seed}{replay}\ntrace (last steps):\n{tail}")
+
+
+# -- operations ---------------------------------------------------------------
+
+
+@dataclass
+class Op:
+    """One transaction: ``plans(now)`` run in order, then COMMIT (or ROLLBACK).
+
+    ``plans`` is called as soon as the program yields the op, before the
+    program resumes, so it may close over the program's loop variables.
+    """
+
+    kind: str
+    plans: Callable[[int], list[Plan[Any]]]
+    write: bool = True
+    rollback: bool = False
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+WAIT = object()  # a program yields this when it has nothing to do right now
+
+Program = Generator[Any, Any, None]
+
+
+class _TxRun:
+    """An operation in progress: exactly one SQL statement per ``step``."""
+
+    def __init__(self, op: Op, conn: sqlite3.Connection, now: int) -> None:
+        self.op = op
+        self.conn = conn
+        self.now = now
+        self.plans = op.plans(now)
+        self.index = 0
+        self.stage = "begin"
+        self.statement: Statement | None = None
+        self.values: list[Any] = []
+        self.error: BaseException | None = None
+
+    def _advance(self, result: Any, first: bool) -> None:
+        """Get the next statement to run, moving across plans as they finish."""
+        while self.index < len(self.plans):
+            plan = self.plans[self.index]
+            try:
+                self.statement = next(plan) if first else plan.send(result)
+                return
+            except StopIteration as stop:
+                self.values.append(stop.value)
+                self.index += 1
+                first = True
+                result = None
+        self.statement = None
+        self.stage = "end"
+
+    def step(self) -> str:
+        """Run one statement: 'blocked' (SQLite said busy), 'progress' or 'done'."""
+        if self.stage == "begin":
+            try:
+                self.conn.execute(sql.BEGIN_WRITE if self.op.write else sql.BEGIN_READ)
+            except sqlite3.OperationalError as exc:
+                if "locked" in str(exc) or "busy" in str(exc):
+                    return "blocked"
+                raise
+            self.stage = "stmts"
+            try:
+                self._advance(None, True)
+            except AlkstoreError as exc:
+                self.error = exc
+                self.stage = "end"
+            return "progress"
+        if self.stage == "stmts":
+            assert self.statement is not None
+            result = sqlite_conn.execute(self.conn, self.statement)
+            try:
+                self._advance(result, False)
+            except AlkstoreError as exc:
+                self.error = exc
+                self.stage = "end"
+            return "progress"
+        commit = self.error is None and not self.op.rollback
+        self.conn.execute(sql.COMMIT if commit else sql.ROLLBACK)
+        return "done"
+
+    @property
+    def holds_writer(self) -> bool:
+        return self.op.write and self.stage != "begin"
+
+
+@dataclass
+class Actor:
+    name: str
+    kind: str
+    make_program: Callable[[Actor], Program]
+    conn: sqlite3.Connection
+    incarnation: int = 0
+    program: Program | None = None
+    run: _TxRun | None = None
+    send_value: Any = None
+    waiting: bool = False
+    done: bool = False
+
+    @property
+    def identity(self) -> str:
+        return f"{self.name}#{self.incarnation}"
+
+
+# -- the ledger: what committed, and the invariants over it --------------------
+
+
+@dataclass
+class Delivery:
+    worker: str
+    claims: int
+    expires_us: int
+    settled: bool = False
+
+
+class Ledger:
+    """Ground truth from committed operations; raises on a broken invariant."""
+
+    def __init__(self) -> None:
+        self.enqueued: dict[int, str] = {}  # id -> marker
+        self.acked: set[int] = set()
+        self.owner: dict[int, Delivery] = {}
+        self.rolled_back_markers: set[str] = set()
+        self.lock_tokens: dict[str, int] = {}
+        self.lock_holder: dict[str, LockRecord] = {}
+        self.published: dict[str, list[int]] = {}
+        self.read_upto: dict[str, int] = {}
+        self.saved: dict[tuple[str, str], int] = {}
+        self.max_attempts: dict[int, int] = {}
+
+    def fail(self, message: str) -> None:
+        raise _Violation(message)
+
+    # queues
+    def claimed(self, jobs: list[JobRecord], now: int) -> None:
+        for job in jobs:
+            # a job acked once is never delivered again
+            if job.id in self.acked:
+                self.fail(f"job {job.id} delivered again after it was acked")
+            # attempts never exceed max_attempts for a delivered job
+            if job.attempts > job.max_attempts:
+                self.fail(f"job {job.id} delivered with attempts {job.attempts} > max")
+            # never owned by two workers with unexpired claims at once
+            previous = self.owner.get(job.id)
+            if previous and not previous.settled and previous.expires_us > now:
+                self.fail(
+                    f"job {job.id} claimed by {job.claimed_by} while {previous.worker} "
+                    f"holds an unexpired claim"
+                )
+            self.owner[job.id] = Delivery(job.claimed_by, job.claims, job.claim_expires_at_us)
+
+    def settled(self, job: JobRecord, kind: str, ok: bool, now: int) -> None:
+        current = self.owner.get(job.id)
+        owns = (
+            current is not None
+            and not current.settled
+            and current.worker == job.claimed_by
+            and current.claims == job.claims
+            and current.expires_us > now
+        )
+        # a job is settled only by the worker that owns it, while it does
+        if ok and not owns:
+            self.fail(f"{kind} of job {job.id} by {job.claimed_by} succeeded without ownership")
+        if not ok and owns and job.id not in self.acked:
+            self.fail(f"{kind} of job {job.id} by its owner {job.claimed_by} was refused")
+        if ok and current is not None:
+            if kind == "heartbeat":
+                return
+            current.settled = True
+            if kind == "ack":
+                self.acked.add(job.id)
+
+    def extended(self, job: JobRecord, until: int) -> None:
+        current = self.owner.get(job.id)
+        if current is not None:
+            current.expires_us = until
+
+    # locks
+    def granted(self, record: LockRecord, now: int) -> None:
+        held = self.lock_holder.get(record.name)
+        same = held is not None and held.owner == record.owner and held.expires_at_us > now
+        # two holders never hold one lock with unexpired TTLs
+        if held is not None and held.expires_at_us > now and not same:
+            self.fail(f"lock {record.name} granted to {record.owner} while {held.owner} holds it")
+        last = self.lock_tokens.get(record.name, 0)
+        # fencing tokens strictly increase (a same-owner refresh keeps its token)
+        if same and record.token != held.token:  # type: ignore[union-attr]
+            self.fail(f"lock {record.name} refresh changed the token")
+        if not same and record.token <= last:
+            self.fail(f"lock {record.name} token {record.token} does not exceed {last}")
+        self.lock_tokens[record.name] = max(last, record.token)
+        self.lock_holder[record.name] = record
+
+    def lock_ended(self, record: LockRecord) -> None:
+        held = self.lock_holder.get(record.name)
+        if held is not None and held.token == record.token:
+            del self.lock_holder[record.name]
+
+    # streams
+    def read(self, stream: str, after: int, offsets: list[int]) -> None:
+        committed = [o for o in self.published.get(stream, []) if o > after]
+        # readers see offsets strictly increasing with no gaps among committed events
+        if offsets != committed[: len(offsets)]:
+            self.fail(f"stream {stream}: read {offsets} after {after}, committed {committed}")
+
+    def saved_offset(self, stream: str, consumer: str, value: int) -> None:
+        key = (stream, consumer)
+        # saved offsets never move backwards
+        if value < self.saved.get(key, 0):
+            self.fail(f"saved offset of {key} moved back to {value}")
+        self.saved[key] = value
+
+
+class _Violation(Exception):
+    pass
+
+
+# -- the simulation -----------------------------------------------------------
+
+
+@dataclass
+class Config:
+    """What runs: actors and their programs, timeouts, and the fault budget."""
+
+    jobs: int = 4
+    producers: int = 1
+    workers: int = 2
+    lock_holders: int = 0
+    lock_rounds: int = 2
+    publishers: int = 0
+    events: int = 3
+    readers: int = 0
+    visibility_timeout_s: float = 10.0
+    lock_ttl_s: float = 10.0
+    max_attempts: int = 3
+    crashes: int = 1
+    clock_jumps: int = 1
+    rollback_txs: bool = True
+    worker_actions: tuple[str, ...] = ("ack", "retry", "fail", "heartbeat", "release", "stall")
+    max_steps: int = 2_000
+    pre_enqueued: bool = False
+
+
+class Simulation:
+    def __init__(
+        self,
+        config: Config,
+        chooser: Chooser,
+        *,
+        dialect: Any = None,
+        path: Path | None = None,
+    ) -> None:
+        self.config = config
+        self.chooser = chooser
+        self.d = dialect or SqliteDialect()
+        self.now = START_US
+        self.trace: list[str] = []
+        self.ledger = Ledger()
+        self.queue = check_name("jobs")
+        self.options = QueueOptions.of(config.visibility_timeout_s, config.max_attempts)
+        self._own_file = path is None
+        self.path = str(path or Path(_workdir()) / f"sim-{next(_RUN_IDS)}.db")
+        # A migrated empty database is copied rather than migrated per run:
+        # exhaustive exploration opens thousands of them.
+        shutil.copyfile(_template(), self.path)
+        self.observer = self._connect()
+        self.actors: list[Actor] = []
+        self.crashes_left = config.crashes
+        self.jumps_left = config.clock_jumps
+        self._marker = 0
+        self._build()
+
+    # -- set-up --------------------------------------------------------------
+    def _connect(self) -> sqlite3.Connection:
+        # busy_timeout 0: a blocked writer is reported at once and the
+        # scheduler runs someone else; nothing ever sleeps. No fsync: a
+        # simulated crash is a closed connection, not a lost disk cache.
+        return sqlite_conn.connect(self.path, busy_timeout=0, pragmas={"synchronous": "OFF"})
+
+    def _actor(self, name: str, kind: str, make: Callable[[Actor], Program]) -> None:
+        self.actors.append(Actor(name, kind, make, self._connect()))
+
+    def _build(self) -> None:
+        c = self.config
+        if c.pre_enqueued:
+            for _ in range(c.jobs):
+                self._commit_direct(self._enqueue_op(self._next_marker()))
+        else:
+            share = [c.jobs // c.producers + (i < c.jobs % c.producers) for i in range(c.producers)]
+            for i, n in enumerate(share):
+                self._actor(f"producer{i}", "producer", functools.partial(self._producer, n=n))
+        for i in range(c.workers):
+            self._actor(f"worker{i}", "worker", self._worker)
+        for i in range(c.lock_holders):
+            self._actor(f"holder{i}", "holder", self._holder)
+        for i in range(c.publishers):
+            self._actor(f"publisher{i}", "publisher", self._publisher)
+        for i in range(c.readers):
+            self._actor(f"reader{i}", "reader", self._reader)
+
+    def _commit_direct(self, op: Op) -> list[Any]:
+        run = _TxRun(op, self.observer, self.now)
+        while run.step() != "done":
+            pass
+        self._committed(op, run.values, self.now, "setup")
+        return run.values
+
+    def _next_marker(self) -> str:
+        self._marker += 1
+        return f"m{self._marker}"
+
+    # -- operations --------------------------------------------------------------
+    def _enqueue_op(self, marker: str) -> Op:
+        def plans(now: int) -> list[Plan[Any]]:
+            job = resolve_enqueue(self.queue, {"marker": marker}, now, self.options)
+            return [queues.enqueue(self.d, job, "sim", now)]
+
+        return Op("enqueue", plans, meta={"marker": marker})
+
+    def _tx_op(self, marker: str, rollback: bool) -> Op:
+        def plans(now: int) -> list[Plan[Any]]:
+            job = resolve_enqueue(self.queue, {"marker": marker}, now, self.options)
+            text = codec.encode({"marker": marker})
+            return [
+                queues.enqueue(self.d, job, "sim", now),
+                streams.publish(self.d, "events", None, text, "sim", now),
+                _notify(self.d, f"ch-{marker}", now),
+            ]
+
+        return Op("tx", plans, rollback=rollback, meta={"marker": marker})
+
+    # -- programs -----------------------------------------------------------------
+    def _producer(self, actor: Actor, *, n: int) -> Program:
+        for _ in range(n):
+            marker = self._next_marker()
+            how = 0
+            if self.config.rollback_txs:
+                how = self.chooser.choose(3, f"{actor.identity} enqueue how")
+            if how == 0:
+                yield self._enqueue_op(marker)
+            else:
+                yield self._tx_op(marker, rollback=how == 2)
+
+    def _worker(self, actor: Actor) -> Program:
+        worker = actor.identity
+        vt = self.options.visibility_timeout_us
+        while True:
+            jobs = yield Op(
+                "claim", lambda now: [claim.claim(self.d, self.queue, worker, 1, now, vt)]
+            )
+            if not jobs[0]:
+                if self._quiet():
+                    return
+                yield WAIT
+                continue
+            job: JobRecord = jobs[0][0]
+            actions = self.config.worker_actions
+            action = actions[self.chooser.choose(len(actions), f"{worker} action job {job.id}")]
+            if action == "stall":  # holds the claim and walks away
+                continue
+            if action == "heartbeat":
+                yield Op(
+                    "heartbeat",
+                    lambda now: [claim.heartbeat(self.d, job, now, vt)],
+                    meta={"job": job},
+                )
+                action = "ack"
+            if action == "ack":
+                plan: Callable[[int], list[Plan[Any]]] = lambda now: [  # noqa: E731
+                    claim.ack(self.d, job, now)
+                ]
+            elif action == "retry":
+                plan = lambda now: [  # noqa: E731
+                    claim.retry(
+                        self.d,
+                        job,
+                        now,
+                        delay_us=US,
+                        backoff=self.options.backoff,
+                        draw=0.0,
+                        error="sim",
+                    )
+                ]
+            elif action == "fail":
+                plan = lambda now: [claim.fail(self.d, job, now, "sim")]  # noqa: E731
+            else:
+                plan = lambda now: [claim.release(self.d, job, now, refund=True)]  # noqa: E731
+            yield Op(action, plan, meta={"job": job})
+
+    def _holder(self, actor: Actor) -> Program:
+        ttl = round(self.config.lock_ttl_s * US)
+        for _ in range(self.config.lock_rounds):
+            owner = actor.identity
+            got = yield Op("try_lock", lambda now: [locks.try_lock(self.d, "L", owner, now, ttl)])
+            record: LockRecord | None = got[0]
+            if record is None:
+                yield WAIT
+                continue
+            then = self.chooser.choose(3, f"{owner} lock then")
+            if then == 0:
+                yield Op(
+                    "lock_renew",
+                    lambda now: [locks.renew(self.d, record, now, ttl)],
+                    meta={"lock": record},
+                )
+            if then in (0, 1):
+                yield Op(
+                    "lock_release",
+                    lambda now: [locks.release(self.d, record, now)],
+                    meta={"lock": record},
+                )
+            # then == 2: keep it until the TTL lapses
+
+    def _publisher(self, actor: Actor) -> Program:
+        for i in range(self.config.events):
+            text = codec.encode({"from": actor.identity, "i": i})
+            yield Op(
+                "publish",
+                lambda now: [streams.publish(self.d, "log", None, text, "sim", now)],
+            )
+
+    def _reader(self, actor: Actor) -> Program:
+        consumer = actor.name
+        while True:
+            got = yield Op(
+                "read",
+                lambda now: [streams.read_from_consumer(self.d, "log", consumer, 100)],
+                write=False,
+                meta={"consumer": consumer},
+            )
+            events = got[0]
+            if not events:
+                if self._quiet():
+                    return
+                yield WAIT
+                continue
+            last = events[-1].offset
+            yield Op(
+                "save_offset",
+                lambda now: [
+                    streams.save_offset(self.d, "log", consumer, last),
+                    streams.get_offset(self.d, "log", consumer),
+                ],
+                meta={"consumer": consumer},
+            )
+
+    def _quiet(self) -> bool:
+        """No producer or publisher has work left: idle actors may finish."""
+        return all(a.done for a in self.actors if a.kind in ("producer", "publisher"))
+
+    # -- commits update the ledger ---------------------------------------------
+    def _committed(self, op: Op, values: list[Any], now: int, who: str) -> None:
+        led = self.ledger
+        kind = op.kind
+        if kind == "enqueue":
+            led.enqueued[values[0]] = op.meta["marker"]
+        elif kind == "tx":
+            if op.rollback:
+                led.rolled_back_markers.add(op.meta["marker"])
+            else:
+                led.enqueued[values[0]] = op.meta["marker"]
+                led.published.setdefault("events", []).append(values[1])
+        elif kind == "claim":
+            led.claimed(values[0], now)
+        elif kind in ("ack", "retry", "fail", "release"):
+            led.settled(op.meta["job"], kind, bool(values[0]), now)
+        elif kind == "heartbeat":
+            job = op.meta["job"]
+            led.settled(job, "heartbeat", bool(values[0]), now)
+            if values[0]:
+                led.extended(job, now + self.options.visibility_timeout_us)
+        elif kind in ("try_lock", "lock_renew") and values[0] is not None:
+            led.granted(values[0], now)
+        elif kind == "lock_release" and values[0]:
+            led.lock_ended(op.meta["lock"])
+        elif kind == "publish":
+            led.published.setdefault("log", []).append(values[0])
+        elif kind == "read":
+            after = led.read_upto.get(op.meta["consumer"], 0)
+            offsets = [e.offset for e in values[0]]
+            saved = led.saved.get(("log", op.meta["consumer"]), 0)
+            led.read(("log"), saved, offsets)
+            if offsets:
+                led.read_upto[op.meta["consumer"]] = max(after, offsets[-1])
+        elif kind == "save_offset":
+            led.saved_offset("log", op.meta["consumer"], values[1])
+
+    def _check_store(self) -> None:
+        """Invariants over the committed rows, read by an observer connection."""
+        rows = self.observer.execute(
+            "SELECT id, payload FROM __alkstore_jobs UNION ALL "
+            "SELECT id, payload FROM __alkstore_dead"
+        ).fetchall()
+        present = {int(r[0]) for r in rows}
+        markers = {codec.decode(r[1]).get("marker") for r in rows}
+        led = self.ledger
+        # a committed job is never lost: it is pending, processing, dead or acked
+        lost = set(led.enqueued) - present - led.acked
+        if lost:
+            led.fail(f"committed jobs lost: {sorted(lost)}")
+        # an acked job is gone for good
+        if present & led.acked:
+            led.fail(f"acked jobs still present: {sorted(present & led.acked)}")
+        # a rolled-back transaction leaves no trace and wakes nobody
+        leaked = markers & led.rolled_back_markers
+        events = {
+            codec.decode(r[0]).get("marker")
+            for r in self.observer.execute(
+                "SELECT payload FROM __alkstore_events WHERE stream = 'events'"
+            )
+        }
+        wakes = {
+            str(r[0])[3:]
+            for r in self.observer.execute("SELECT channel FROM __alkstore_notifications")
+        }
+        leaked |= (events | wakes) & led.rolled_back_markers
+        if leaked:
+            led.fail(f"rolled-back transactions left traces: {sorted(leaked)}")
+
+    # -- scheduling ---------------------------------------------------------------
+    def _writer_busy(self, actor: Actor) -> bool:
+        return any(a is not actor and a.run is not None and a.run.holds_writer for a in self.actors)
+
+    def _prime(self, actor: Actor) -> None:
+        """Advance the actor's program to its next operation (no SQL runs here)."""
+        while actor.run is None and not actor.done and not actor.waiting:
+            if actor.program is None:
+                actor.program = actor.make_program(actor)
+                value = None
+            else:
+                value = actor.send_value
+            try:
+                op = actor.program.send(value) if value is not None else next(actor.program)
+            except StopIteration:
+                actor.done = True
+                return
+            if op is WAIT:
+                actor.waiting = True
+                actor.send_value = None
+                return
+            actor.run = _TxRun(op, actor.conn, self.now)
+
+    def _options(self) -> list[tuple[str, Actor | None]]:
+        opts: list[tuple[str, Actor | None]] = []
+        for actor in self.actors:
+            self._prime(actor)
+            if actor.run is None:
+                continue
+            if actor.run.stage == "begin" and actor.run.op.write and self._writer_busy(actor):
+                continue  # blocked on the write lock: stepping it changes nothing
+            opts.append(("step", actor))
+        if self.crashes_left:
+            opts.extend(("crash", a) for a in self.actors if not a.done and a.kind == "worker")
+        if self.jumps_left:
+            opts.append(("jump", None))
+        return opts
+
+    def _step(self, actor: Actor) -> None:
+        run = actor.run
+        assert run is not None
+        if run.stage == "begin":
+            what = "BEGIN"
+        elif run.stage == "stmts" and run.statement is not None:
+            what = " ".join(run.statement.sql.split()[:3])
+        else:
+            what = "COMMIT" if run.error is None and not run.op.rollback else "ROLLBACK"
+        outcome = run.step()
+        self.trace.append(
+            f"{actor.identity}: {run.op.kind}: {what}{' (blocked)' if outcome == 'blocked' else ''}"
+        )
+        if outcome == "blocked":
+            return
+        if outcome == "done":
+            actor.run = None
+            committed = run.error is None and not run.op.rollback
+            if run.op.rollback and run.error is None:
+                self._committed(run.op, run.values, run.now, actor.identity)
+            elif committed:
+                self._committed(run.op, run.values, run.now, actor.identity)
+                for other in self.actors:
+                    other.waiting = False  # something changed: idle actors look again
+            actor.send_value = run.values if run.error is None else []
+            if actor.send_value == []:
+                actor.send_value = [None]
+
+    def _crash(self, actor: Actor) -> None:
+        self.crashes_left -= 1
+        self.trace.append(f"{actor.identity}: CRASH")
+        actor.conn.close()  # an open transaction rolls back
+        actor.conn = self._connect()
+        actor.incarnation += 1
+        actor.program = None
+        actor.run = None
+        actor.send_value = None
+        actor.waiting = False
+
+    def _jump(self) -> None:
+        self.jumps_left -= 1
+        step = round(max(self.config.visibility_timeout_s, self.config.lock_ttl_s) * US) + US
+        self.now += step
+        self.trace.append(f"CLOCK +{step / US:g}s")
+        for actor in self.actors:
+            actor.waiting = False
+
+    def run(self) -> int:
+        """Run to quiescence, drain, check; returns the number of steps taken."""
+        steps = 0
+        try:
+            while steps < self.config.max_steps:
+                options = self._options()
+                if not options:
+                    break
+                kind, actor = options[self.chooser.choose(len(options), "schedule")]
+                if kind == "step":
+                    assert actor is not None
+                    self._step(actor)
+                elif kind == "crash":
+                    assert actor is not None
+                    self._crash(actor)
+                else:
+                    self._jump()
+                steps += 1
+                self._check_store()
+            self._drain()
+        except _Violation as exc:
+            seed = getattr(self.chooser, "seed", None)
+            raise SimulationFailure(str(exc), self.trace, seed) from None
+        finally:
+            self.close()
+        return steps
+
+    def _drain(self) -> None:
+        """After the run: time passes, the sweep and a fresh worker finish
+        everything; then no committed job may be left anywhere."""
+        self.now += 3600 * US
+        drain = _TxRun(
+            Op("sweep", lambda now: [claim.sweep(self.d, None, now)]), self.observer, self.now
+        )
+        while drain.step() != "done":
+            pass
+        for _ in range(10 * max(1, self.config.jobs)):
+            self.now += round(self.options.visibility_timeout_us * 2)
+            op = Op("claim", lambda now: [claim.claim(self.d, self.queue, "drainer", 10, now, US)])
+            run = _TxRun(op, self.observer, self.now)
+            while run.step() != "done":
+                pass
+            jobs = run.values[0]
+            self._committed(op, run.values, self.now, "drainer")
+            if not jobs:
+                break
+            for job in jobs:
+                ack = Op("ack", lambda now: [claim.ack(self.d, job, now)], meta={"job": job})
+                run = _TxRun(ack, self.observer, self.now)
+                while run.step() != "done":
+                    pass
+                self._committed(ack, run.values, self.now, "drainer")
+        sweep = _TxRun(
+            Op("sweep", lambda now: [claim.sweep(self.d, None, now)]), self.observer, self.now
+        )
+        while sweep.step() != "done":
+            pass
+        self._check_store()
+        live = self.observer.execute("SELECT id FROM __alkstore_jobs").fetchall()
+        # nothing is stranded: after the drain every job is acked or dead
+        if live:
+            self.ledger.fail(f"jobs stranded after the drain: {[r[0] for r in live]}")
+
+    def close(self) -> None:
+        for actor in self.actors:
+            actor.conn.close()
+        self.observer.close()
+        if self._own_file:
+            for suffix in ("", "-wal", "-shm"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.path + suffix)
+
+
+def _notify(d: Any, channel: str, now: int) -> Plan[None]:
+    yield d.notify(channel, "sim", now)
+
+
+def run_seed(config: Config, seed: int, **kw: Any) -> int:
+    """One seeded run; raises ``SimulationFailure`` with the seed and trace."""
+    return Simulation(config, SeededChooser(seed), **kw).run()
+
+
+def seeds(start: int = 0) -> Iterator[int]:
+    n = start
+    while True:
+        yield n
+        n += 1
+
+
+def shrink(
+    config: Config, choices: list[int], *, dialect: Any = None, budget: int = 300
+) -> tuple[list[int], SimulationFailure]:
+    """Greedily simplify a failing run's choices (drop or zero them) while
+    the same invariant still breaks; returns the smallest failing run found."""
+    from .choices import ReplayChooser
+
+    def attempt(candidate: list[int]) -> SimulationFailure | None:
+        try:
+            Simulation(config, ReplayChooser(candidate), dialect=dialect).run()
+        except SimulationFailure as failure:
+            return failure
+        return None
+
+    best = attempt(choices)
+    if best is None:
+        raise ValueError("the given choices do not fail")
+    key = str(best).split("\n", 1)[0].split(" ")[0]
+    current = list(choices)
+    runs = 0
+    changed = True
+    while changed and runs < budget:
+        changed = False
+        for i in range(len(current) - 1, -1, -1):
+            for candidate in (current[:i] + current[i + 1 :], [*current[:i], 0, *current[i + 1 :]]):
+                if candidate == current or runs >= budget:
+                    continue
+                runs += 1
+                failure = attempt(candidate)
+                if (
+                    failure is not None
+                    and str(failure).split(" ")[0] == key
+                    and len(failure.trace) < len(best.trace)
+                ):
+                    current, best, changed = candidate, failure, True
+                    break
+    return current, best

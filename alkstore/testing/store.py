@@ -1,0 +1,153 @@
+"""A simulated store: the real API, an in-process engine, virtual time.
+
+Plans run synchronously on a private in-memory SQLite database inside the
+calling task (no thread, so nothing happens behind the event loop's back),
+and the store's clock is the event loop's clock. Under trio's
+``MockClock(autojump_threshold=0)`` (pytest-trio's ``autojump_clock``
+fixture) every delay, visibility timeout, TTL, backoff and schedule passes
+as soon as the program is otherwise idle: instantly, and the same way every
+run.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from datetime import datetime
+from typing import Any, TypeVar
+
+from ..api.store import Store
+from ..engines.sqlite import SqliteDialect
+from ..protocol.errors import Closed, UsageError
+from ..protocol.plan import Plan
+from ..protocol.timeconv import US_PER_S, instant_us
+from ..runner import sqlite_conn
+from ..runner.hub import WakeHub
+from ..runner.runtime import Runtime
+
+T = TypeVar("T")
+DEFAULT_START = datetime.fromisoformat("2030-01-01T00:00:00+00:00")
+
+
+class LoopClock:
+    """Wall-clock microseconds that advance with the event loop's clock."""
+
+    def __init__(self, runtime: Runtime, start: datetime) -> None:
+        self._runtime = runtime
+        self._start_us = instant_us(start, "start")
+        self._t0 = runtime.monotonic()
+
+    def now_us(self) -> int:
+        return self._start_us + round((self._runtime.monotonic() - self._t0) * US_PER_S)
+
+
+class _InlineTx:
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+        self._wakes: list[str] = []
+        self.open = True
+
+    @property
+    def wakes(self) -> list[str]:
+        return self._wakes
+
+    async def run(self, plan: Plan[T]) -> T:
+        if not self.open:
+            plan.close()
+            raise Closed("transaction is closed")
+        value, wakes = sqlite_conn.run_in_tx(self._conn, plan)
+        self._wakes.extend(wakes)
+        return value
+
+    async def execute(
+        self, sql: str, params: Sequence[Any] | dict[str, Any]
+    ) -> list[tuple[Any, ...]]:
+        if not self.open:
+            raise Closed("transaction is closed")
+        return sqlite_conn.execute_user(self._conn, sql, params)
+
+
+class InlineSqliteExecutor:
+    """Runs each plan to completion right away, in the calling task."""
+
+    dialect = SqliteDialect()
+    notify_payload_limit: int | None = None
+    exclusive_transactions = True
+
+    def __init__(self, runtime: Runtime, conn: sqlite3.Connection) -> None:
+        self._runtime = runtime
+        self._conn = conn
+        self._slot = runtime.lock()
+        self._closed = False
+
+    async def run(self, plan: Plan[T], *, write: bool = True) -> tuple[T, list[str]]:
+        async with self._slot:
+            if self._closed:
+                plan.close()
+                raise Closed("store is closed")
+            value, wakes = sqlite_conn.run_plan(self._conn, plan, write=write)
+        await self._runtime.checkpoint()
+        return value, wakes
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[_InlineTx]:
+        async with self._slot:
+            if self._closed:
+                raise Closed("store is closed")
+            sqlite_conn.begin(self._conn)
+            tx = _InlineTx(self._conn)
+            try:
+                yield tx
+            except BaseException:
+                tx.open = False
+                sqlite_conn.finish(self._conn, False)
+                raise
+            tx.open = False
+            sqlite_conn.finish(self._conn, True)
+
+    def join(self, connection: Any) -> Any:
+        raise UsageError("join() is for Postgres connections")
+
+    async def listen(self, channel: str) -> None:
+        """Every wake is local here."""
+
+    async def unlisten(self, channel: str) -> None:
+        """Every wake is local here."""
+
+    async def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._conn.close()
+
+
+@asynccontextmanager
+async def open_simulated(
+    *, seed: int = 0, start: datetime = DEFAULT_START, runtime: Runtime | None = None
+) -> AsyncIterator[Store]:
+    """A store for tests: same API as ``open_sqlite``, in memory, on loop time.
+
+    ``seed`` fixes the backoff jitter; ``start`` is the wall-clock instant
+    the store's clock shows when it opens. Defaults to trio; pass
+    ``runtime=alkstore.io_asyncio.AsyncioRuntime()`` under asyncio.
+    """
+    if runtime is None:
+        from ..io_trio.runtime import TrioRuntime
+
+        runtime = TrioRuntime()
+    target = f"file:alkstore-sim-{uuid.uuid4().hex}?mode=memory"
+    conn = sqlite_conn.connect(target, busy_timeout=0, pragmas={})
+    sqlite_conn.migrate_schema(conn)
+    hub = WakeHub(runtime)
+    store = Store(
+        executor=InlineSqliteExecutor(runtime, conn),
+        runtime=runtime,
+        clock=LoopClock(runtime, start),
+        hub=hub,
+        seed=seed,
+    )
+    try:
+        yield store
+    finally:
+        await store.aclose()
