@@ -15,6 +15,7 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ import trio
 
 from alkstore import Wake
 from alkstore.api.queue import Job
-from tests.backends import Backend
+from tests.backends import BACKENDS, Backend, selected_backends
 
 from .helper import logging_ack, make_handler, read_log
 
@@ -69,19 +70,35 @@ async def helper_process(*args: str) -> AsyncIterator[trio.Process]:
             await proc.wait()
 
 
-@pytest.fixture(params=["inotify", "polling"])
-def wake_options(backend: Backend, request: pytest.FixtureRequest) -> dict[str, Any]:
-    """Open options for each wake source of the engine (SQLite: the watcher
-    on inotify, and pure polling; Postgres: LISTEN)."""
-    if backend.engine != "sqlite":
-        if request.param != "inotify":
-            pytest.skip("one wake source on this engine")
-        return {}
-    from alkstore.runner.open_sqlite import SqliteOptions
-    from alkstore.runner.sqlite_watcher import WatcherOptions
+# Each engine's wake sources: SQLite's watcher on inotify and on pure
+# polling; Postgres's LISTEN. Generated per engine, so nothing is skipped.
+WAKE_SOURCES = [
+    (name, mode)
+    for name in selected_backends()
+    for mode in (("inotify", "polling") if BACKENDS[name].engine == "sqlite" else ("listen",))
+]
 
-    use_inotify = request.param == "inotify"
-    return {"options": SqliteOptions(watcher=WatcherOptions(use_inotify=use_inotify))}
+
+@dataclass
+class WakeSource:
+    backend: Backend
+    location: str
+    options: dict[str, Any]
+
+
+@pytest.fixture(params=WAKE_SOURCES, ids=[f"{b}-{m}" for b, m in WAKE_SOURCES])
+def wake_source(request: pytest.FixtureRequest, tmp_path: Path) -> WakeSource:
+    """A fresh database and the open options for one wake source."""
+    name, mode = request.param
+    backend = BACKENDS[name]
+    options: dict[str, Any] = {}
+    if backend.engine == "sqlite":
+        from alkstore.runner.open_sqlite import SqliteOptions
+        from alkstore.runner.sqlite_watcher import WatcherOptions
+
+        watcher = WatcherOptions(use_inotify=mode == "inotify")
+        options = {"options": SqliteOptions(watcher=watcher)}
+    return WakeSource(backend, backend.new_location(tmp_path), options)
 
 
 async def wait_for(predicate: Any, timeout: float) -> None:
@@ -105,9 +122,9 @@ async def start_worker(nursery: trio.Nursery, q: Any, handler: Any, **options: A
 
 
 # -- (a) wakes cross processes ---------------------------------------------------------
-async def test_an_enqueue_in_another_process_wakes_an_idle_worker(
-    backend: Backend, location: str, wake_options: dict[str, Any]
-) -> None:
+async def test_an_enqueue_in_another_process_wakes_an_idle_worker(wake_source: WakeSource) -> None:
+    """``wake_source``: the engine's wake source under test."""
+    backend, location, wake_options = wake_source.backend, wake_source.location, wake_source.options
     async with backend.open(location, clock=None, **wake_options) as store:
         q = store.queue("xp")
         handled: list[tuple[int, float]] = []
@@ -132,9 +149,9 @@ async def test_an_enqueue_in_another_process_wakes_an_idle_worker(
         assert (await q.stats()).ready == 0
 
 
-async def test_a_notify_in_another_process_wakes_a_listener(
-    backend: Backend, location: str, wake_options: dict[str, Any]
-) -> None:
+async def test_a_notify_in_another_process_wakes_a_listener(wake_source: WakeSource) -> None:
+    """``wake_source``: the engine's wake source under test."""
+    backend, location, wake_options = wake_source.backend, wake_source.location, wake_source.options
     async with (
         backend.open(location, clock=None, **wake_options) as store,
         store.listen("xp-ch") as wakes,
@@ -152,9 +169,8 @@ async def test_a_notify_in_another_process_wakes_a_listener(
 
 
 @pytest.fixture
-def sqlite_path(backend: Backend, tmp_path: Path) -> str:
-    if backend.engine != "sqlite":
-        pytest.skip("SQLite watcher test")
+def sqlite_path(tmp_path: Path) -> str:
+    """The SQLite watcher's own test: once, not per backend."""
     return str(tmp_path / "own.db")
 
 
