@@ -1,60 +1,18 @@
-"""The asyncio driver: the same store, for asyncio applications.
+"""The asyncio driver: ``open_sqlite`` and ``open_postgres`` for asyncio programs.
 
-It shares every line of the facades, plans and SQLite runner with the trio
-driver; only ``AsyncioRuntime`` (how to wait, spawn and cancel) is its own.
+It shares every line of the facades, plans and runners with the trio driver;
+only ``AsyncioRuntime`` (how asyncio waits, spawns and cancels) is its own.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-
-from ..api.store import Store
-from ..runner.open_postgres import PostgresOptions, open_postgres_store
-from ..runner.open_sqlite import SqliteOptions, open_sqlite_store
-from ..runner.runtime import Clock
+from ..runner.open_postgres import PostgresOptions
+from ..runner.open_sqlite import SqliteOptions
+from ..runner.openers import Openers
 from .runtime import AsyncioRuntime
 
+_openers = Openers(AsyncioRuntime)
+open_sqlite = _openers.open_sqlite
+open_postgres = _openers.open_postgres
 
-@asynccontextmanager
-async def open_sqlite(
-    path: str | os.PathLike[str],
-    *,
-    options: SqliteOptions | None = None,
-    clock: Clock | None = None,
-    seed: int | None = None,
-) -> AsyncIterator[Store]:
-    """Open (creating or migrating) a SQLite store at ``path`` for asyncio code."""
-    async with open_sqlite_store(
-        AsyncioRuntime(), path, options=options, clock=clock, seed=seed
-    ) as store:
-        yield store
-
-
-
-@asynccontextmanager
-async def open_postgres(
-    dsn: str | None = None,
-    *,
-    options: PostgresOptions | None = None,
-    clock: Clock | None = None,
-    seed: int | None = None,
-) -> AsyncIterator[Store]:
-    """Open (creating or migrating) a Postgres store.
-
-    ``dsn`` defaults to ``$ALKSTORE_PG_DSN``, then the local test server.
-    The listener task runs in a task group owned by this block.
-    """
-    async with open_postgres_store(
-        AsyncioRuntime(), dsn, options=options, clock=clock, seed=seed
-    ) as store:
-        yield store
-
-__all__ = [
-    "AsyncioRuntime",
-    "PostgresOptions",
-    "SqliteOptions",
-    "open_postgres",
-    "open_sqlite",
-]
+__all__ = ["AsyncioRuntime", "PostgresOptions", "SqliteOptions", "open_postgres", "open_sqlite"]

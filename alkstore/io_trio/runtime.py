@@ -47,6 +47,18 @@ class _Completion:
         return self._value
 
 
+async def _wait_fd(
+    wait: Callable[[int], Awaitable[None]], fd: int, timeout: float | None
+) -> bool:
+    if timeout is None:
+        await wait(fd)
+        return True
+    with trio.move_on_after(timeout):
+        await wait(fd)
+        return True
+    return False
+
+
 class TrioRuntime:
     name = "trio"
 
@@ -80,22 +92,10 @@ class TrioRuntime:
         return await trio.to_thread.run_sync(fn)
 
     async def wait_readable(self, fd: int, timeout: float | None) -> bool:
-        if timeout is None:
-            await trio.lowlevel.wait_readable(fd)
-            return True
-        with trio.move_on_after(timeout):
-            await trio.lowlevel.wait_readable(fd)
-            return True
-        return False
+        return await _wait_fd(trio.lowlevel.wait_readable, fd, timeout)
 
     async def wait_writable(self, fd: int, timeout: float | None) -> bool:
-        if timeout is None:
-            await trio.lowlevel.wait_writable(fd)
-            return True
-        with trio.move_on_after(timeout):
-            await trio.lowlevel.wait_writable(fd)
-            return True
-        return False
+        return await _wait_fd(trio.lowlevel.wait_writable, fd, timeout)
 
     @asynccontextmanager
     async def task_group(self) -> AsyncIterator[_Nursery]:

@@ -1,0 +1,70 @@
+"""The ``open_sqlite``/``open_postgres`` pair every driver exposes, written once.
+
+A driver module binds them to its runtime: ``Openers(TrioRuntime)``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+
+from ..api.store import Store
+from .open_postgres import PostgresOptions, open_postgres_store
+from .open_sqlite import SqliteOptions, open_sqlite_store
+from .runtime import Clock, Runtime
+
+
+class Openers:
+    def __init__(self, runtime: Callable[[], Runtime]) -> None:
+        self._runtime = runtime
+
+    def open_sqlite(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        options: SqliteOptions | None = None,
+        clock: Clock | None = None,
+        seed: int | None = None,
+    ) -> AbstractAsyncContextManager[Store]:
+        """Open (creating or migrating) a SQLite store at ``path``.
+
+        Background tasks (the cross-process watcher, maintenance) run in a
+        task group owned by the ``async with`` block, cancelled and joined
+        when it ends. ``clock`` replaces the wall clock (tests); ``seed``
+        fixes backoff jitter.
+        """
+        return _scoped(
+            lambda: open_sqlite_store(
+                self._runtime(), path, options=options, clock=clock, seed=seed
+            )
+        )
+
+    def open_postgres(
+        self,
+        dsn: str | None = None,
+        *,
+        options: PostgresOptions | None = None,
+        clock: Clock | None = None,
+        seed: int | None = None,
+    ) -> AbstractAsyncContextManager[Store]:
+        """Open (creating or migrating) a Postgres store.
+
+        ``dsn`` defaults to ``$ALKSTORE_PG_DSN``, then the local test server.
+        The listener task runs in a task group owned by the ``async with``
+        block.
+        """
+        return _scoped(
+            lambda: open_postgres_store(
+                self._runtime(), dsn, options=options, clock=clock, seed=seed
+            )
+        )
+
+
+@asynccontextmanager
+async def _scoped(
+    make: Callable[[], AbstractAsyncContextManager[Store]],
+) -> AsyncIterator[Store]:
+    # The runtime is created inside the block: it binds to the running loop.
+    async with make() as store:
+        yield store
