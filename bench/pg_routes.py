@@ -1,6 +1,7 @@
 """Routes from an async program to PostgreSQL, side by side, on this machine.
 
-    python bench/pg_routes.py [--dsn DSN] [--selects 5000] [--samples 500] [--rounds 3]
+    python bench/pg_routes.py [--dsn DSN] [--selects 5000] [--samples 500] [--rounds 7]
+                              [--pin none|same|split]
 
 Five routes:
 
