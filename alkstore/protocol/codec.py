@@ -59,7 +59,8 @@ def _has_native(value: object) -> bool:
         items = value  # type: ignore[assignment]
     else:
         return kind not in _PLAIN and isinstance(value, _NATIVE)
-    for item in items:  # a loop, not any(): this runs on every encode
+    # A loop, not any() over a generator: this runs on every encode.
+    for item in items:  # noqa: SIM110
         if type(item) not in _PLAIN and _has_native(item):
             return True
     return False
