@@ -1,4 +1,4 @@
-"""The reference model: queue and lock semantics as plain in-memory data.
+"""The reference model: queue, lock and stream semantics as plain in-memory data.
 
 Tests drive an engine and this model with the same operations and require
 identical answers, so every rule here is written out directly over dicts
@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from . import codec
 from .backoff import Backoff
 from .timeconv import maybe_datetime, to_datetime
-from .types import DeadReason, JobInfo, JobRecord, NewJob, QueueStats
+from .types import DeadReason, JobInfo, JobRecord, NewJob, QueueStats, StreamEvent
 
 LiveState = Literal["pending", "processing"]
 ModelState = Literal["pending", "processing", "dead"]
@@ -620,4 +620,131 @@ class LockModel:
         return lock.owner, lock.token
 
 
-__all__ = ["DeadJob", "LiveJob", "LockModel", "LockState", "ModelError", "QueueModel"]
+@dataclass(slots=True)
+class ModelEvent:
+    """One published event of a stream, as it was written."""
+
+    offset: int
+    key: str | None
+    payload: Any
+    created_at_us: int
+
+
+@dataclass(slots=True)
+class StreamLog:
+    """One stream: the offset counter and the events still kept, ascending.
+
+    ``last_offset`` is the last offset ever issued. It only grows: trimming
+    drops events but never the counter, so an offset is never reused.
+    """
+
+    last_offset: int = 0
+    events: list[ModelEvent] = field(default_factory=list)
+
+
+def _check_offset(offset: int) -> int:
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise ModelError(f"offset must be an int >= 0, got {offset!r}")
+    return offset
+
+
+class StreamModel:
+    """Append-only logs with dense per-stream offsets and consumer checkpoints.
+
+    - ``publish`` takes the stream's next offset (1, 2, 3, ...), never one
+      issued before, also after a trim;
+    - ``read_since(offset, limit)``: the kept events above ``offset``,
+      ascending, at most ``limit``;
+    - a consumer's saved offset starts at 0 and never moves back;
+    - ``trim_to(offset)`` drops the events below ``offset``.
+
+    Transactions are not modelled as such: take a ``snapshot()``, apply the
+    transaction's operations to it, and adopt it on commit (on rollback it is
+    dropped, so a rolled-back publish leaves no event and no used offset).
+    """
+
+    def __init__(self) -> None:
+        self.streams: dict[str, StreamLog] = {}
+        # (stream, consumer) -> saved offset; absent means never saved (0).
+        self.offsets: dict[tuple[str, str], int] = {}
+
+    def snapshot(self) -> StreamModel:
+        """An independent copy (the state a transaction starts from)."""
+        return copy.deepcopy(self)
+
+    def _log(self, stream: str) -> StreamLog:
+        return self.streams.get(stream) or StreamLog()
+
+    def last_offset(self, stream: str) -> int:
+        """The last offset ever issued on ``stream`` (0 if none)."""
+        return self._log(stream).last_offset
+
+    def publish(self, stream: str, payload: Any, *, now_us: int, key: str | None = None) -> int:
+        """Append an event (``key`` None for a plain publish); returns its offset."""
+        if key == "":
+            raise ModelError("a present key must be non-empty")
+        log = self.streams.setdefault(stream, StreamLog())
+        log.last_offset += 1
+        log.events.append(ModelEvent(log.last_offset, key, copy.deepcopy(payload), now_us))
+        return log.last_offset
+
+    def read_since(self, stream: str, offset: int, limit: int = 100) -> list[StreamEvent]:
+        """Kept events of ``stream`` with offsets above ``offset``, ascending, at most ``limit``."""
+        _check_offset(offset)
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ModelError(f"limit must be an int >= 1, got {limit!r}")
+        picked = [e for e in self._log(stream).events if e.offset > offset][:limit]
+        return [
+            StreamEvent(
+                offset=e.offset,
+                stream=stream,
+                key=e.key,
+                payload=copy.deepcopy(e.payload),
+                created_at=to_datetime(e.created_at_us),
+            )
+            for e in picked
+        ]
+
+    def read_from_consumer(self, stream: str, consumer: str, limit: int = 100) -> list[StreamEvent]:
+        """``read_since`` from ``consumer``'s saved offset (which does not move)."""
+        return self.read_since(stream, self.get_offset(stream, consumer), limit)
+
+    def save_offset(self, stream: str, consumer: str, offset: int) -> None:
+        """Checkpoint ``consumer`` at ``offset``; a lower offset changes nothing.
+
+        Any offset >= 0 is accepted, also one beyond the last issued.
+        """
+        _check_offset(offset)
+        pair = (stream, consumer)
+        self.offsets[pair] = max(self.offsets.get(pair, 0), offset)
+
+    def get_offset(self, stream: str, consumer: str) -> int:
+        """``consumer``'s saved offset on ``stream``; 0 when never saved."""
+        return self.offsets.get((stream, consumer), 0)
+
+    def trim_to(self, stream: str, offset: int) -> int:
+        """Drop the events of ``stream`` below ``offset``; returns how many went.
+
+        The counter stays: the next publish still gets ``last_offset + 1``.
+        """
+        _check_offset(offset)
+        log = self.streams.get(stream)
+        if log is None:
+            return 0
+        kept = [e for e in log.events if e.offset >= offset]
+        dropped = len(log.events) - len(kept)
+        log.events = kept
+        return dropped
+
+
+__all__ = [
+    "DeadJob",
+    "LiveJob",
+    "LockModel",
+    "LockState",
+    "ModelError",
+    "ModelEvent",
+    "QueueModel",
+    "StreamLog",
+    "StreamModel",
+]
