@@ -13,6 +13,7 @@ argument), handles 5- and 6-field expressions and the usual aliases.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -23,10 +24,10 @@ from croniter import croniter
 
 from . import codec
 from .dialect import Dialect
-from .errors import InvalidArgument, brief
+from .errors import CodecError, InvalidArgument, brief
 from .names import queue_channel
 from .plan import Plan
-from .timeconv import US_PER_S, instant_us, to_datetime
+from .timeconv import MAX_DURATION_US, US_PER_S, instant_us, to_datetime
 from .types import NewJob, check_max_attempts, check_priority
 
 _UNITS = {
@@ -38,6 +39,12 @@ _UNITS = {
 }
 _EVERY = re.compile(r"^@every\s+((?:\d+(?:\.\d+)?(?:ms|s|m|h|d)\s*)+)$")
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+# The Gregorian calendar (weekdays included) repeats every 400 years: an
+# expression that fires at all fires within any 400-year window.
+_CALENDAR_CYCLE_YEARS = 400
+# croniter's "R" field draws a new random value each time it is expanded, so
+# every process (and every tick) would compute different fire times.
+_RANDOM_FIELD = re.compile(r"r(?:\(\d+-\d+\))?(?:/\d+)?", re.ASCII | re.IGNORECASE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +60,12 @@ class Expression:
             # the same fire times whatever moment it registered the schedule.
             return (after_us // self.every_us + 1) * self.every_us
         start = to_datetime(after_us)
-        it = croniter(self.text, start, second_at_beginning=self.six_field)
+        it = croniter(
+            self.text,
+            start,
+            second_at_beginning=self.six_field,
+            max_years_between_matches=_CALENDAR_CYCLE_YEARS,
+        )
         nxt = it.get_next(datetime)
         return instant_us(nxt.astimezone(UTC))
 
@@ -66,7 +78,10 @@ def parse(text: object) -> Expression:
     expr = " ".join(text.split())
     every = _EVERY.match(expr)
     if every:
-        total = sum(round(float(n) * _UNITS[u]) for n, u in _PART.findall(every.group(1)))
+        parts = [float(n) * _UNITS[u] for n, u in _PART.findall(every.group(1))]
+        total = sum(round(p) for p in parts) if all(map(math.isfinite, parts)) else None
+        if total is None or total > MAX_DURATION_US:
+            raise InvalidArgument(f"@every interval is too long: {brief(text)}")
         if total < 1_000:
             raise InvalidArgument("@every interval must be at least 1 ms")
         return Expression(expr, total, False)
@@ -78,13 +93,23 @@ def parse(text: object) -> Expression:
     if not expr.startswith("@") and fields not in (5, 6):
         raise InvalidArgument(f"cron expression {brief(text)} must have 5 or 6 fields")
     six = fields == 6
+    if any(_RANDOM_FIELD.fullmatch(field) for field in expr.split()):
+        raise InvalidArgument(f"random 'R' cron fields are not supported: {brief(text)}")
     try:
         ok = croniter.is_valid(expr, second_at_beginning=six)
     except Exception:  # croniter raises assorted types on odd input
         ok = False
     if not ok:
         raise InvalidArgument(f"invalid cron expression {brief(text)}")
-    return Expression(expr, None, six)
+    parsed = Expression(expr, None, six)
+    # An expression may be well-formed and still never fire ("0 0 30 2 *").
+    # The calendar repeats every 400 years, so one probe from any instant
+    # tells: if it finds no fire time, there is none at any instant.
+    try:
+        parsed.next_after(0)
+    except Exception as exc:  # croniter's CroniterBadDateError, or odd input
+        raise InvalidArgument(f"cron expression {brief(text)} never fires") from exc
+    return parsed
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,12 +143,23 @@ class ScheduleOptions:
 
     @classmethod
     def decode(cls, text: str) -> ScheduleOptions:
+        """Options read back from a schedule row; a corrupt row is a ``CodecError``."""
         raw = codec.decode(text)
         if not isinstance(raw, dict):
-            raise InvalidArgument("stored schedule options are not an object")
-        return cls(
-            int(raw.get("priority", 0)), raw.get("max_attempts"), raw.get("expires_after_us")
-        )
+            raise CodecError("stored schedule options are not an object")
+        priority = raw.get("priority", 0)
+        attempts = raw.get("max_attempts")
+        expires = raw.get("expires_after_us")
+        for name, value, optional in (
+            ("priority", priority, False),
+            ("max_attempts", attempts, True),
+            ("expires_after_us", expires, True),
+        ):
+            if (value is None and not optional) or (
+                value is not None and (isinstance(value, bool) or not isinstance(value, int))
+            ):
+                raise CodecError(f"stored schedule option {name} is not an integer")
+        return cls(priority, attempts, expires)
 
 
 def register(

@@ -1,0 +1,166 @@
+"""Fuzz target: decoding rows read back from a database.
+
+A row may come from another program or another version, so every decoder
+must refuse a malformed row with ``CodecError``. Property: ``rows.job_record``
+/``job_info``/``dead_info``/``stream_event`` and ``claim.SweepCandidate`` +
+``sweep_decision`` on arbitrary tuples (wrong lengths, wrong types, huge
+ints, bad JSON, unknown states and reasons) raise only ``CodecError`` and
+otherwise return well-typed values.
+
+Run: ``python fuzz/fuzz_rows.py -atheris_runs=100000`` (or ``-max_total_time=60``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from datetime import datetime
+from typing import Any
+
+import atheris
+import fuzzvalues as fv
+
+with atheris.instrument_imports():
+    from alkstore.protocol import claim, rows
+    from alkstore.protocol.errors import CodecError
+    from alkstore.protocol.types import JobInfo, JobRecord, StreamEvent
+
+# A plausible row per decoder: (length, field kinds). Kinds steer the fuzzer
+# towards rows that get past the first field.
+INT, TEXT, JSON, OPT_INT, OPT_TEXT, STATE, REASON = range(7)
+JOB = [INT, TEXT, JSON, INT, INT, INT, INT, INT, OPT_INT, OPT_TEXT, INT, STATE, OPT_TEXT, INT]
+DEAD = [INT, TEXT, JSON, INT, INT, INT, INT, INT, OPT_INT, OPT_TEXT, OPT_TEXT, REASON, INT]
+EVENT = [INT, TEXT, OPT_TEXT, JSON, INT]
+SWEEP = [INT, INT, INT, OPT_INT, INT, INT]
+
+JSON_TEXTS = ['{"a": 1}', "[1, 2]", "null", '"x"', "1e400", "NaN", "{", "", "\ud800", '"\\ud800"']
+REASONS = ["failed", "max_attempts", "expired", "claim_expired", "dead", "", "FAILED"]
+
+
+def _time(fdp: atheris.FuzzedDataProvider) -> int:
+    choice = fdp.ConsumeIntInRange(0, 3)
+    if choice == 0:
+        return fdp.ConsumeIntInRange(0, 10**16)
+    if choice == 1:
+        return fv.any_int(fdp)
+    if choice == 2:
+        # Around the edges of what a datetime can hold.
+        edge = fdp.PickValueInList([253_402_300_799_999_999, -62_135_596_800_000_000])
+        return int(edge) + fdp.ConsumeIntInRange(-2, 2)
+    return fdp.ConsumeIntInRange(-(2**63), 2**63 - 1)
+
+
+def _field(fdp: atheris.FuzzedDataProvider, kind: int) -> Any:
+    if fdp.ConsumeIntInRange(0, 11) == 0:
+        return fv.any_scalar(fdp)  # a wrong type, most likely
+    if kind == INT:
+        return _time(fdp)
+    if kind == TEXT:
+        return fv.any_text(fdp, 12)
+    if kind == JSON:
+        if fdp.ConsumeBool():
+            return fdp.PickValueInList(JSON_TEXTS)
+        return fdp.ConsumeUnicode(fdp.ConsumeIntInRange(0, 16))
+    if kind == OPT_INT:
+        return None if fdp.ConsumeBool() else _time(fdp)
+    if kind == OPT_TEXT:
+        return None if fdp.ConsumeBool() else fv.any_text(fdp, 12)
+    if kind == STATE:
+        return fdp.ConsumeIntInRange(-1, 3)
+    return fdp.PickValueInList(REASONS)
+
+
+def _row(fdp: atheris.FuzzedDataProvider, shape: list[int]) -> Any:
+    fields = [_field(fdp, kind) for kind in shape]
+    change = fdp.ConsumeIntInRange(0, 9)
+    if change == 0 and fields:
+        del fields[fdp.ConsumeIntInRange(0, len(fields) - 1)]
+    elif change == 1:
+        fields.append(fv.any_scalar(fdp))
+    elif change == 2:
+        return fv.any_value(fdp, 2)  # not a row at all
+    if fdp.ConsumeIntInRange(0, 3) == 0:
+        return fields  # some drivers hand back lists
+    return tuple(fields)
+
+
+def _check(decoder: Any, row: Any, kind: type) -> Any:
+    try:
+        out = decoder(row)
+    except CodecError:
+        return None
+    assert type(out) is kind, out
+    return out
+
+
+def _check_sweep(fdp: atheris.FuzzedDataProvider) -> None:
+    row = _row(fdp, SWEEP)
+    now_us = _time(fdp)
+    candidate = _check(claim.sweep_candidate, row, claim.SweepCandidate)
+    if candidate is None:
+        return
+    for field in dataclasses.fields(candidate):
+        value = getattr(candidate, field.name)
+        is_int = isinstance(value, int) and not isinstance(value, bool)
+        assert is_int or (value is None and field.name == "expires_at_us"), candidate
+    _check_decision(candidate, now_us)
+
+
+def _check_decision(c: Any, now_us: int) -> None:
+    reason = claim.sweep_decision(c, now_us)
+    claim_live = c.state != 0 and c.visible_at_us > now_us
+    if reason is None:
+        assert claim_live or (
+            (c.expires_at_us is None or c.expires_at_us > now_us) and c.attempts < c.max_attempts
+        ), c
+    elif reason == "expired":
+        assert not claim_live and c.expires_at_us is not None and c.expires_at_us <= now_us
+    elif reason in ("claim_expired", "max_attempts"):
+        assert not claim_live and c.attempts >= c.max_attempts
+        assert (reason == "max_attempts") == (c.state == 0)
+    else:
+        raise AssertionError(f"unknown reason {reason!r}")
+
+
+def TestOneInput(data: bytes) -> None:
+    fdp = atheris.FuzzedDataProvider(data)
+    mode = fdp.ConsumeIntInRange(0, 5)
+    if mode == 0:
+        job = _check(rows.job_record, _row(fdp, JOB), JobRecord)
+        if job is not None:
+            assert all(
+                isinstance(getattr(job, name), int) and not isinstance(getattr(job, name), bool)
+                for name in ("id", "priority", "attempts", "max_attempts", "run_at_us", "claims")
+            )
+    elif mode == 1:
+        info = _check(rows.job_info, _row(fdp, JOB), JobInfo)
+        if info is not None:
+            assert info.state in ("pending", "processing")
+            assert isinstance(info.run_at, datetime) and isinstance(info.created_at, datetime)
+    elif mode == 2:
+        dead = _check(rows.dead_info, _row(fdp, DEAD), JobInfo)
+        if dead is not None:
+            assert dead.state == "dead" and dead.dead_reason in REASONS[:4]
+            assert isinstance(dead.died_at, datetime)
+    elif mode == 3:
+        event = _check(rows.stream_event, _row(fdp, EVENT), StreamEvent)
+        if event is not None:
+            assert isinstance(event.created_at, datetime)
+    elif mode == 4:
+        _check_sweep(fdp)
+    else:
+        # Well-typed candidates with any integers at all: a decision, never an error.
+        fields: list[int | None] = [_time(fdp) for _ in SWEEP]
+        if fdp.ConsumeBool():
+            fields[3] = None
+        fields[1] = fdp.ConsumeIntInRange(-1, 3)
+        _check_decision(claim.SweepCandidate(*fields), _time(fdp))  # type: ignore[arg-type]
+
+
+def main() -> None:
+    atheris.Setup(sys.argv, TestOneInput)
+    atheris.Fuzz()
+
+
+if __name__ == "__main__":
+    main()

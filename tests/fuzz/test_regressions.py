@@ -1,0 +1,383 @@
+"""Every crash the fuzz targets in ``fuzz/`` found, as a direct call.
+
+Each test calls the pure function with the input that crashed it (reduced by
+hand where the fuzzer's input was larger than needed) and checks the
+documented outcome: a value, or an error from the taxonomy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import sys
+import uuid
+from datetime import UTC, datetime, timedelta, timezone
+
+import orjson
+import pytest
+
+from alkstore.engines.postgres import names as pg
+from alkstore.engines.sqlite import SqliteDialect
+from alkstore.protocol import claim, codec, names, rows, schedule
+from alkstore.protocol.backoff import Backoff
+from alkstore.protocol.errors import CodecError, InvalidArgument, InvalidName
+from alkstore.protocol.timeconv import MAX_DURATION_US, duration_us
+from alkstore.protocol.types import QueueOptions, check_max_attempts, resolve_enqueue
+
+HUGE_INT = 10**4400  # past the interpreter's int-to-str limit of 4300 digits
+NOW = 1_700_000_000_000_000
+
+
+def _event(created_at: object) -> tuple[object, ...]:
+    return (1, "s", None, "{}", created_at)
+
+
+def _job(**overrides: object) -> tuple[object, ...]:
+    fields: dict[str, object] = {
+        "id": 1,
+        "queue": "q",
+        "payload": "{}",
+        "priority": 0,
+        "attempts": 0,
+        "max_attempts": 3,
+        "run_at": 0,
+        "created_at": 0,
+        "expires_at": None,
+        "claimed_by": "w",
+        "visible_at": 0,
+        "state": 1,
+        "last_error": None,
+        "claims": 1,
+    }
+    fields.update(overrides)
+    return tuple(fields.values())
+
+
+def _dead(**overrides: object) -> tuple[object, ...]:
+    fields: dict[str, object] = {
+        "id": 1,
+        "queue": "q",
+        "payload": "{}",
+        "priority": 0,
+        "attempts": 3,
+        "max_attempts": 3,
+        "run_at": 0,
+        "created_at": 0,
+        "expires_at": None,
+        "claimed_by": "w",
+        "last_error": None,
+        "reason": "failed",
+        "died_at": 0,
+    }
+    fields.update(overrides)
+    return tuple(fields.values())
+
+
+# -- fuzz_rows ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("us", [2**63 - 1, -(2**63), 253_402_300_800_000_000])
+def test_row_timestamp_past_datetime_range_is_codec_error(us: int) -> None:
+    # Was OverflowError from to_datetime.
+    with pytest.raises(CodecError):
+        rows.stream_event(_event(us))
+    with pytest.raises(CodecError):
+        rows.job_info(_job(run_at=us))
+    with pytest.raises(CodecError):
+        rows.job_info(_job(expires_at=us))
+    with pytest.raises(CodecError):
+        rows.job_info(_job(visible_at=us))
+    with pytest.raises(CodecError):
+        rows.dead_info(_dead(died_at=us))
+
+
+def test_row_timestamp_at_the_edges_of_datetime_range_decodes() -> None:
+    assert rows.stream_event(_event(253_402_300_799_999_999)).created_at.year == 9999
+    assert rows.stream_event(_event(-62_135_596_800_000_000)).created_at.year == 1
+
+
+def test_deeply_nested_row_is_codec_error() -> None:
+    # Was RecursionError from the repr in the error message.
+    row: object = 1
+    for _ in range(5000):
+        row = [row]
+    with pytest.raises(CodecError):
+        rows.stream_event(row)  # type: ignore[arg-type]
+    with pytest.raises(CodecError):
+        rows.stream_event((row, "s", None, "{}", 0))
+
+
+def test_row_with_huge_int_is_codec_error() -> None:
+    # Was ValueError: the error message's repr of an int past 4300 digits.
+    with pytest.raises(CodecError):
+        rows.job_record((HUGE_INT,))
+    with pytest.raises(CodecError):
+        rows.stream_event(_event(HUGE_INT))
+    with pytest.raises(CodecError):
+        rows.job_info(_job(state=HUGE_INT))
+
+
+@pytest.mark.parametrize(
+    "row",
+    [("x", 0, 0, None, 3, 3), (1, 0, 0, None, 3), (1, 0, 0, 1.5, 3, 3), (1, True, 0, None, 3, 3)],
+)
+def test_sweep_row_is_decoded_strictly(row: tuple[object, ...]) -> None:
+    # Was ValueError/TypeError from int(v), or a silent int(1.5) == 1.
+    with pytest.raises(CodecError):
+        claim.sweep_candidate(row)
+    plan = claim.sweep(SqliteDialect(), "q", NOW)
+    plan.send(None)
+    with pytest.raises(CodecError):
+        plan.send([row])
+
+
+def test_sweep_row_decodes() -> None:
+    candidate = claim.sweep_candidate((7, 1, 5, None, 3, 3))
+    assert candidate == claim.SweepCandidate(7, 1, 5, None, 3, 3)
+    assert claim.sweep_decision(candidate, 10) == "claim_expired"
+
+
+# -- fuzz_options ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"factor": None},
+        {"jitter": None},
+        {"factor": "2"},
+        {"jitter": "0.5"},
+        {"factor": float("nan")},
+        {"factor": True},
+    ],
+)
+def test_backoff_of_wrong_types_is_invalid_argument(kwargs: dict[str, object]) -> None:
+    # Was TypeError from the comparison (or NaN accepted as a factor).
+    with pytest.raises(InvalidArgument):
+        Backoff.of(**kwargs)  # type: ignore[arg-type]
+
+
+def test_backoff_huge_factor_delay_is_the_cap() -> None:
+    # Was OverflowError from float ** int.
+    backoff = Backoff.of(factor=1e300, jitter=0.0)
+    assert backoff.delay_us(3, 0.5) == backoff.cap_us
+
+
+def test_backoff_delay_never_exceeds_a_cap_past_2_53() -> None:
+    # float(cap_us) rounded up past cap_us: 72598119681452560 > ...554.
+    backoff = Backoff.of(
+        base=timedelta(microseconds=96827273470),
+        cap=timedelta(microseconds=72598119681452554),
+        factor=797062.3922596889,
+        jitter=0.0,
+    )
+    assert backoff.delay_us(53, 0.0) == backoff.cap_us
+
+
+@pytest.mark.parametrize("value", [10**30, 1e308, sys.float_info.max, -1e308])
+def test_huge_durations_are_invalid_argument(value: float) -> None:
+    # Were accepted (past 64 bits) or OverflowError from round(inf).
+    with pytest.raises(InvalidArgument):
+        duration_us(value)
+    with pytest.raises(InvalidArgument):
+        QueueOptions.of(visibility_timeout=value)
+    with pytest.raises(InvalidArgument):
+        resolve_enqueue("q", None, NOW, QueueOptions(), delay=value)
+
+
+def test_longest_duration_is_accepted() -> None:
+    assert duration_us(timedelta(microseconds=MAX_DURATION_US)) == MAX_DURATION_US
+    with pytest.raises(InvalidArgument):
+        duration_us(timedelta(microseconds=MAX_DURATION_US + 1))
+    with pytest.raises(InvalidArgument):
+        duration_us(timedelta.max)
+
+
+@pytest.mark.parametrize("value", [2**63, 10**30, HUGE_INT], ids=["2**63", "10**30", "huge"])
+def test_max_attempts_past_64_bits_is_invalid_argument(value: int) -> None:
+    # Were accepted (bigint overflow at the database), or ValueError from the
+    # message's repr for HUGE_INT.
+    with pytest.raises(InvalidArgument):
+        check_max_attempts(value)
+    with pytest.raises(InvalidArgument):
+        QueueOptions.of(max_attempts=value)
+    with pytest.raises(InvalidArgument):
+        resolve_enqueue("q", None, NOW, QueueOptions(), max_attempts=value)
+    assert check_max_attempts(2**63 - 1) == 2**63 - 1
+
+
+def test_huge_int_options_are_invalid_argument() -> None:
+    for call in (
+        lambda: QueueOptions.of(visibility_timeout=-HUGE_INT),
+        lambda: resolve_enqueue("q", None, NOW, QueueOptions(), delay=-HUGE_INT),
+        lambda: resolve_enqueue("q", None, NOW, QueueOptions(), priority=HUGE_INT),
+    ):
+        with pytest.raises(InvalidArgument):
+            call()
+
+
+@pytest.mark.parametrize("backoff", ["fast", 1, Backoff])
+def test_queue_options_backoff_must_be_a_backoff(backoff: object) -> None:
+    # Was accepted and stored as the queue's backoff.
+    with pytest.raises(InvalidArgument):
+        QueueOptions.of(backoff=backoff)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"delay": timedelta.max},
+        {"delay": timedelta(days=3_000_000)},
+        {"run_at": datetime.min.replace(tzinfo=timezone(timedelta(hours=1)))},
+        {"run_at": datetime.max.replace(tzinfo=timezone(timedelta(hours=-1)))},
+        {"expires": datetime.min.replace(tzinfo=timezone(timedelta(hours=1)))},
+        {"expires": timedelta(days=3_000_000)},
+    ],
+)
+def test_enqueue_instants_outside_datetime_range_are_invalid_argument(
+    kwargs: dict[str, object],
+) -> None:
+    # Were accepted: run_at/expires that do not fit 64 bits, or that never
+    # read back as a datetime.
+    with pytest.raises(InvalidArgument):
+        resolve_enqueue("q", None, NOW, QueueOptions(), **kwargs)  # type: ignore[arg-type]
+
+
+def test_enqueue_at_the_edges_of_datetime_range() -> None:
+    job = resolve_enqueue("q", None, NOW, QueueOptions(), run_at=datetime.max.replace(tzinfo=UTC))
+    assert job.run_at_us == 253_402_300_799_999_999
+
+
+# -- fuzz_names --------------------------------------------------------------
+
+
+def test_huge_int_name_is_invalid_name() -> None:
+    # Was ValueError from the message's repr.
+    with pytest.raises(InvalidName):
+        names.check_name(HUGE_INT)
+    with pytest.raises(InvalidName):
+        names.check_identifier(HUGE_INT)
+    with pytest.raises(InvalidArgument):
+        pg.check_schema(HUGE_INT)
+
+
+# -- fuzz_codec --------------------------------------------------------------
+
+
+class Color(enum.Enum):
+    RED = "red"
+
+
+class Level(enum.IntEnum):
+    LOW = 1
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        Color.RED,
+        Level.LOW,
+        {"c": Color.RED},
+        [uuid.UUID(int=7)],
+        orjson.Fragment(b"[1,"),
+        {"raw": orjson.Fragment(b"2")},
+    ],
+)
+def test_encode_refuses_what_orjson_serializes_natively(payload: object) -> None:
+    # Were encoded: an enum as its value, a UUID as a string, a Fragment as
+    # raw text (here invalid JSON), none reading back as what was written.
+    with pytest.raises(CodecError):
+        codec.encode(payload)
+
+
+def test_encode_still_takes_plain_json() -> None:
+    payload = {"a": [1, 2.5, "x", None, True, {"b": []}], "t": (1, 2)}
+    assert codec.decode(codec.encode(payload)) == {
+        "a": [1, 2.5, "x", None, True, {"b": []}],
+        "t": [1, 2],
+    }
+
+
+@dataclasses.dataclass
+class Node:
+    value: int
+    children: list[Node] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class Reading:
+    value: float
+
+
+def test_convert_deeply_nested_recursive_type_is_codec_error() -> None:
+    # Was RecursionError.
+    payload: dict[str, object] = {"value": 0}
+    for _ in range(800):
+        payload = {"value": 1, "children": [payload]}
+    with pytest.raises(CodecError):
+        codec.convert(payload, Node)
+
+
+def test_convert_int_too_large_for_a_float_is_codec_error() -> None:
+    # Was OverflowError from float(int).
+    with pytest.raises(CodecError):
+        codec.convert({"value": 10**400}, Reading)
+    with pytest.raises(CodecError):
+        codec.convert(10**400, float)
+    assert codec.convert(10**400, float | int) == 10**400  # type: ignore[arg-type]
+
+
+# -- fuzz_schedule -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", ["R * * * *", "R(0-29) * * * * *", "0 r/5 * * *", "R/5 * * * *"])
+def test_random_cron_fields_are_invalid_argument(text: str) -> None:
+    # Were accepted: next_after drew a new random time on every call.
+    with pytest.raises(InvalidArgument):
+        schedule.parse(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["@every " + "9" * 400 + "s", "@every 99999999999999999s", "@every 4000000d"],
+    ids=["400 digits", "1e17 s", "4e6 d"],
+)
+def test_huge_every_interval_is_invalid_argument(text: str) -> None:
+    # Was OverflowError (float infinity), or accepted past 64 bits.
+    with pytest.raises(InvalidArgument):
+        schedule.parse(text)
+
+
+@pytest.mark.parametrize("text", ["* 23 15W * 0", "0 0 30 2 *", "0 0 31 4 *", "0 0 0 31 2 *"])
+def test_cron_that_never_fires_is_invalid_argument(text: str) -> None:
+    # Were accepted; next_after then raised croniter's CroniterBadDateError.
+    with pytest.raises(InvalidArgument):
+        schedule.parse(text)
+
+
+def test_rare_cron_still_parses_and_fires() -> None:
+    leap = schedule.parse("0 0 29 2 *")
+    assert leap.next_after(NOW) > NOW
+    assert schedule.parse("@every 1h30m").every_us == 5_400_000_000
+
+
+def test_huge_int_schedule_is_invalid_argument() -> None:
+    with pytest.raises(InvalidArgument):
+        schedule.parse(HUGE_INT)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"priority": "x"}',
+        "[1]",
+        '{"priority": 1, "max_attempts": 1.5}',
+        '{"expires_after_us": true}',
+    ],
+)
+def test_corrupt_stored_schedule_options_are_codec_errors(text: str) -> None:
+    from alkstore.protocol.errors import CodecError
+    from alkstore.protocol.schedule import ScheduleOptions
+
+    with pytest.raises(CodecError):
+        ScheduleOptions.decode(text)
