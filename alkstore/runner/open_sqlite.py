@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 from ..api.store import Store
+from ..engines.sqlite import control
 from ..protocol.errors import AlkstoreError
 from ..protocol.plan import run_sync
 from ..protocol.wakes import PollCadence  # noqa: F401 - re-exported for options docs
@@ -17,6 +19,9 @@ from .hub import WakeHub
 from .runtime import Clock, Runtime, SystemClock
 from .sqlite_executor import SqliteExecutor
 from .sqlite_watcher import SqliteWatcher, WatcherOptions
+
+# Lock wait for the watcher's reads, which run on the event-loop thread.
+WATCHER_BUSY_TIMEOUT = 0.05
 
 
 @dataclass
@@ -69,9 +74,7 @@ async def open_sqlite_store(
         async with runtime.task_group() as group:
             if not memory:
                 watch_conn = await runtime.run_in_thread(
-                    lambda: sqlite_conn.connect(
-                        target, busy_timeout=opts.busy_timeout, pragmas=opts.pragmas
-                    )
+                    lambda: _watcher_connection(target, opts)
                 )
                 watcher = SqliteWatcher(
                     runtime, target, watch_conn, hub, store.origin, opts.watcher
@@ -86,6 +89,19 @@ async def open_sqlite_store(
     finally:
         with runtime.shield():
             await store.aclose()
+
+
+def _watcher_connection(target: str, opts: SqliteOptions) -> sqlite3.Connection:
+    """The watcher reads on the event-loop thread: once opened (with the full
+    busy timeout, as every connection), it waits at most 50 ms for a lock, so
+    a database in recovery can never stall the loop; the watcher retries."""
+    conn = sqlite_conn.connect(target, busy_timeout=opts.busy_timeout, pragmas=opts.pragmas)
+    try:
+        sqlite_conn.guarded(conn.execute, control.busy_timeout(WATCHER_BUSY_TIMEOUT))
+    except BaseException:
+        conn.close()
+        raise
+    return conn
 
 
 async def _maintenance(store: Store, opts: SqliteOptions) -> None:

@@ -105,3 +105,15 @@ async def test_a_watcher_that_keeps_failing_gives_up_and_closes_receivers(
             assert await wakes.recv() is None  # closed: the contract on SQLite
         # The store itself still works.
         await store.queue("q").enqueue(1)
+
+
+async def test_the_watcher_never_waits_long_for_a_lock(path: str) -> None:
+    """The watcher reads on the event-loop thread, so its connection waits at
+    most WATCHER_BUSY_TIMEOUT for a lock; the store's writer keeps the full
+    busy_timeout."""
+    from alkstore.runner.open_sqlite import WATCHER_BUSY_TIMEOUT
+
+    async with open_sqlite(path, options=SqliteOptions(busy_timeout=5.0)) as store:
+        watcher = store._watcher  # type: ignore[attr-defined]
+        (waited_ms,) = watcher._conn.execute("PRAGMA busy_timeout").fetchone()
+        assert waited_ms == int(WATCHER_BUSY_TIMEOUT * 1000) < 5000

@@ -26,13 +26,18 @@ _WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _VALUE = re.compile(r"^-?[A-Za-z0-9_]+$")
 
 
+def busy_timeout(seconds: float) -> str:
+    """How long a statement waits for a lock held by another connection."""
+    return f"PRAGMA busy_timeout = {max(0, int(seconds * 1000))}"
+
+
 def setup_statements(busy_timeout_s: float, overrides: dict[str, str]) -> list[str]:
     """PRAGMAs for a new connection: our defaults, then the caller's overrides.
 
     Pragma names and values cannot be bound as parameters, so they are
     checked against a strict pattern instead.
     """
-    out = [f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}"]
+    out = [busy_timeout(busy_timeout_s)]
     for key, value in {**PRAGMAS, **overrides}.items():
         text = str(value)
         if not _WORD.match(key) or not _VALUE.match(text):
