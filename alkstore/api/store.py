@@ -14,8 +14,8 @@ from ..protocol.backoff import Backoff
 from ..protocol.errors import Closed, PayloadTooLarge, UsageError
 from ..protocol.names import check_identifier, check_name
 from ..protocol.plan import Plan
-from ..protocol.timeconv import Duration, duration_us
-from ..protocol.types import QueueOptions
+from ..protocol.timeconv import US_PER_S, Duration, duration_us
+from ..protocol.types import OUTBOX_OPTIONS, QueueOptions
 from ..runner.executor import Executor
 from ..runner.hub import WakeHub
 from ..runner.runtime import Clock, Runtime
@@ -149,8 +149,8 @@ class Store:
         self,
         name: str,
         *,
-        visibility_timeout: Duration = 60.0,
-        max_attempts: int = 5,
+        visibility_timeout: Duration = OUTBOX_OPTIONS.visibility_timeout_us / US_PER_S,
+        max_attempts: int = OUTBOX_OPTIONS.max_attempts,
         backoff: Backoff | None = None,
     ) -> Outbox:
         from .outbox import Outbox

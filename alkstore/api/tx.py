@@ -11,7 +11,7 @@ from ..protocol.errors import Closed
 from ..protocol.names import check_identifier, check_key, check_name, outbox_queue_name
 from ..protocol.plan import Plan
 from ..protocol.timeconv import Duration
-from ..protocol.types import QueueOptions, resolve_enqueue
+from ..protocol.types import OUTBOX_OPTIONS, QueueOptions, resolve_enqueue
 from ..runner.executor import TxSession
 
 if TYPE_CHECKING:
@@ -86,7 +86,7 @@ class Transaction:
     ) -> int:
         if isinstance(outbox, str):
             name = outbox_queue_name(check_name(outbox, "outbox"))
-            defaults = _OUTBOX_DEFAULTS
+            defaults = OUTBOX_OPTIONS
         else:
             name, defaults = outbox.queue.name, outbox.queue.options
         return await self._enqueue(name, defaults, payload, **options)
@@ -113,9 +113,6 @@ class Transaction:
         stream = check_name(stream, "stream")
         consumer = check_identifier(consumer, "consumer")
         await self._run(streams.save_offset(self._store.dialect, stream, consumer, offset))
-
-
-_OUTBOX_DEFAULTS = QueueOptions.of(60.0, 5)
 
 
 def _notify(store: Store, channel: str) -> Plan[None]:

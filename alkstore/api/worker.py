@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from ..protocol.errors import AlkstoreError, Closed
 from ..protocol.names import check_identifier, queue_channel
 from ..protocol.plan import Plan
-from ..protocol.timeconv import US_PER_S, Duration, duration_us, to_datetime
+from ..protocol.timeconv import US_PER_S, Duration, duration_us
 from ..protocol.types import JobRecord
 from ..protocol.worker import (
     Beat,
@@ -345,4 +345,4 @@ class _Kick:
             self._signal = self._runtime.signal()
 
 
-__all__ = ["default_worker_id", "run_worker", "to_datetime"]
+__all__ = ["default_worker_id", "run_worker"]

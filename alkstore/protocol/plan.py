@@ -9,7 +9,7 @@ read a clock or a random source: both are arguments.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -53,3 +53,24 @@ def run_sync(plan: Plan[T], execute: Callable[[Statement], Any]) -> T:
             statement = plan.send(execute(statement))
     except StopIteration as stop:
         return stop.value  # type: ignore[no-any-return]
+
+
+async def run_async(plan: Plan[T], execute: Callable[[Statement], Awaitable[Any]]) -> T:
+    """``run_sync`` for drivers whose ``execute`` awaits (no IO happens here)."""
+    try:
+        statement = next(plan)
+        while True:
+            statement = plan.send(await execute(statement))
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+
+
+def noting_wakes(execute: Callable[[Statement], T], wakes: list[str]) -> Callable[[Statement], T]:
+    """Wrap ``execute`` so the channels each statement notifies go to ``wakes``."""
+
+    def run(statement: Statement) -> T:
+        if statement.wakes:
+            wakes.extend(statement.wakes)
+        return execute(statement)
+
+    return run

@@ -123,6 +123,10 @@ class QueueOptions:
         return cls(vt, check_max_attempts(max_attempts), backoff or Backoff())
 
 
+# An outbox delivers to the outside world: shorter claims, more attempts.
+OUTBOX_OPTIONS = QueueOptions(visibility_timeout_us=60_000_000, max_attempts=5)
+
+
 def check_max_attempts(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value < 2**63:
         raise InvalidArgument(f"max_attempts must be an int in [1, 2**63), got {brief(value)}")

@@ -1,8 +1,9 @@
 """Wake bookkeeping: which receivers listen to which channel.
 
 Pure: the router maps channels to receiver ids and tells the driver whom to
-wake. The watcher policy decides, from what it read back, which channels
-another process notified and how long to wait before looking again.
+wake; ``foreign_notifications`` decides, from the rows the SQLite watcher
+read back, which channels another process notified (when to look again is
+``protocol/watcher.py``).
 """
 
 from __future__ import annotations
@@ -74,25 +75,3 @@ def foreign_notifications(
 def last_notification_id(d: Dialect) -> Plan[int]:
     row = yield d.last_notification_id()
     return int(row[0])
-
-
-@dataclass
-class PollCadence:
-    """Adaptive polling for engines without an event to wait on.
-
-    Fast right after activity, backing off geometrically while idle, so
-    latency is low under load and an idle store costs almost nothing.
-    """
-
-    fastest: float = 0.001
-    slowest: float = 0.1
-    growth: float = 1.5
-    current: float = 0.001
-
-    def activity(self) -> float:
-        self.current = self.fastest
-        return self.current
-
-    def idle(self) -> float:
-        self.current = min(self.slowest, self.current * self.growth)
-        return self.current

@@ -13,7 +13,6 @@ from ..api.store import Store
 from ..engines.sqlite import control
 from ..protocol.errors import AlkstoreError
 from ..protocol.plan import run_sync
-from ..protocol.wakes import PollCadence  # noqa: F401 - re-exported for options docs
 from . import sqlite_conn
 from .hub import WakeHub
 from .runtime import Clock, Runtime, SystemClock

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 from ..engines.postgres import control
 from ..protocol.dialect import Dialect
 from ..protocol.errors import Closed
-from ..protocol.plan import Plan, Statement
+from ..protocol.plan import Plan, Statement, noting_wakes, run_async
 from .pg_conn import PgConnection
 from .pg_listener import PgListener
 from .pg_pool import PgPool
@@ -20,15 +20,7 @@ T = TypeVar("T")
 
 async def drive(conn: PgConnection, plan: Plan[T], wakes: list[str]) -> T:
     """Run a plan's statements one after another on ``conn``."""
-    try:
-        statement = next(plan)
-        while True:
-            if statement.wakes:
-                wakes.extend(statement.wakes)
-            result = await conn.execute(statement)
-            statement = plan.send(result)
-    except StopIteration as stop:
-        return stop.value  # type: ignore[no-any-return]
+    return await run_async(plan, noting_wakes(conn.execute, wakes))
 
 
 async def end_transaction(runtime: Runtime, conn: PgConnection, commit: bool) -> None:

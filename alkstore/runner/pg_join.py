@@ -18,7 +18,7 @@ import psycopg
 
 from ..engines.postgres import control
 from ..protocol.errors import Closed, DatabaseError, InvalidArgument
-from ..protocol.plan import Fetch, Plan, Statement
+from ..protocol.plan import Fetch, Plan, Statement, run_async, run_sync
 from .runtime import Runtime
 
 T = TypeVar("T")
@@ -67,28 +67,24 @@ def _drive_sync(conn: psycopg.Connection[Any], plan: Plan[T]) -> T:
     if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
         conn.execute(_OPEN_IMPLICIT)
     with conn.transaction(), conn.cursor() as cur:
-        try:
-            statement = next(plan)
-            while True:
-                sql, params = to_psycopg(statement.sql, statement.params)
-                cur.execute(sql, params)
-                statement = plan.send(_shape(cur, statement.fetch))
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
+
+        def execute(statement: Statement) -> Any:
+            cur.execute(*to_psycopg(statement.sql, statement.params))
+            return _shape(cur, statement.fetch)
+
+        return run_sync(plan, execute)
 
 
 async def _drive_async(conn: psycopg.AsyncConnection[Any], plan: Plan[T]) -> T:
     if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
         await conn.execute(_OPEN_IMPLICIT)
     async with conn.transaction(), conn.cursor() as cur:
-        try:
-            statement = next(plan)
-            while True:
-                sql, params = to_psycopg(statement.sql, statement.params)
-                await cur.execute(sql, params)
-                statement = plan.send(await _shape_async(cur, statement.fetch))
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
+
+        async def execute(statement: Statement) -> Any:
+            await cur.execute(*to_psycopg(statement.sql, statement.params))
+            return await _shape_async(cur, statement.fetch)
+
+        return await run_async(plan, execute)
 
 
 class JoinedTx:

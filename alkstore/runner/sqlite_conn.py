@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from ..engines.sqlite import control, migrate
 from ..protocol.errors import AlkstoreError, DatabaseError
-from ..protocol.plan import Fetch, Plan, Statement
+from ..protocol.plan import Fetch, Plan, Statement, noting_wakes, run_sync
 
 T = TypeVar("T")
 
@@ -81,14 +81,7 @@ def execute(conn: sqlite3.Connection, statement: Statement) -> Any:
 
 def drive(conn: sqlite3.Connection, plan: Plan[T], wakes: list[str]) -> T:
     """Run ``plan`` on ``conn``; collect the channels its statements notify."""
-    try:
-        statement = next(plan)
-        while True:
-            if statement.wakes:
-                wakes.extend(statement.wakes)
-            statement = plan.send(execute(conn, statement))
-    except StopIteration as stop:
-        return stop.value  # type: ignore[no-any-return]
+    return run_sync(plan, noting_wakes(lambda s: execute(conn, s), wakes))
 
 
 def run_plan(conn: sqlite3.Connection, plan: Plan[T], *, write: bool) -> tuple[T, list[str]]:

@@ -31,13 +31,13 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
-from dataclasses import dataclass
-from typing import Literal, TypeVar
+from typing import TypeVar
 
 from ..engines.sqlite import SqliteDialect
 from ..protocol.errors import AlkstoreError
 from ..protocol.plan import Plan, run_sync
 from ..protocol.wakes import foreign_notifications, last_notification_id
+from ..protocol.watcher import WatchCadence, WatcherOptions
 from . import sqlite_conn
 from .hub import WakeHub
 from .inotify import Inotify, open_inotify
@@ -48,115 +48,6 @@ T = TypeVar("T")
 
 # Notification rows read per query; a fuller page means read again.
 _PAGE = 10_000
-
-
-@dataclass
-class WatcherOptions:
-    # The fast cadence (seconds). Event loops sleep in whole milliseconds.
-    fastest: float = 0.001
-    # Idle cadence when polling without inotify.
-    slowest_poll: float = 0.05
-    # Backstop look when sleeping on inotify.
-    backstop: float = 1.0
-    use_inotify: bool = True
-    # After activity, keep looking at a fast cadence this long (seconds):
-    # a commit becomes visible a little after its WAL write raised the file
-    # event, later still if its writer was descheduled meanwhile.
-    window: float | None = None  # default: 0.025 with inotify, 0.1 polling
-    # inotify: after a file event whose commit is not visible yet, re-look
-    # this long, only yielding to the loop in between (seconds).
-    spin: float = 0.0005
-    # Back-off factor per quiet look.
-    growth: float = 2.0
-    # Give up (closing every receiver) after failing this long without a
-    # successful look; shorter failures are retried.
-    give_up_after: float = 30.0
-
-
-WaitKind = Literal["fd", "sleep", "rest"]
-
-
-@dataclass
-class WatchCadence:
-    """When the watcher looks at ``data_version`` next. Pure: times are inputs.
-
-    ``next_wait(now)`` gives ``(seconds, kind)``: ``"fd"``, wait that long on
-    the inotify descriptor (a file event ends the wait early), then look;
-    ``"sleep"``, sleep (``0.0``: just yield to the loop), then look;
-    ``"rest"``, sleep, then ask again.
-    """
-
-    inotify: bool
-    fastest: float
-    slowest: float  # the idle cadence: backstop (inotify) or slowest poll
-    window: float
-    spin: float = 0.0
-    growth: float = 2.0
-    current: float = 0.0
-    active_until: float = float("-inf")
-    last_look: float = float("-inf")
-    spin_until: float = float("-inf")
-    # After a look that found a commit, rest this long whatever the file
-    # events say. Every commit raises events (ours too: they touch the same
-    # WAL), so under a stream of commits the looks that find something stay
-    # at one per ``fastest``, and the wakes they deliver coalesce.
-    rest_until: float = float("-inf")
-
-    @classmethod
-    def from_options(cls, options: WatcherOptions, *, inotify: bool) -> WatchCadence:
-        window = options.window
-        if window is None:
-            window = 0.025 if inotify else 0.1
-        fastest = max(0.0001, options.fastest)
-        slowest = options.backstop if inotify else options.slowest_poll
-        return cls(
-            inotify=inotify,
-            fastest=fastest,
-            slowest=max(slowest, fastest),
-            window=window,
-            spin=max(0.0, options.spin) if inotify else 0.0,
-            growth=max(1.0, options.growth),
-            current=fastest,
-        )
-
-    def event(self, now: float) -> None:
-        """A file event: a commit is landing, or just landed."""
-        self.spin_until = now + self.spin
-        self.active_until = now + self.window
-        self.current = self.fastest
-
-    def changed(self, now: float) -> None:
-        """A look found a commit (and delivered its wakes)."""
-        self.last_look = now
-        self.spin_until = float("-inf")  # the commit we were waiting for is in
-        self.active_until = max(self.active_until, now + self.window)
-        self.current = self.fastest
-        if self.inotify:
-            self.rest_until = now + self.fastest
-
-    def unchanged(self, now: float) -> None:
-        """A look found nothing new."""
-        self.last_look = now
-        if self.inotify or now >= self.active_until:
-            # Polling lingers at the fast cadence through the window; inotify
-            # backs off within it (a new event resets it).
-            self.current = min(self.slowest, self.current * self.growth)
-        else:
-            self.current = self.fastest
-
-    def next_wait(self, now: float) -> tuple[float, WaitKind]:
-        if not self.inotify:
-            return self.current, "sleep"
-        if now < self.rest_until:
-            return self.rest_until - now, "rest"
-        if now < self.spin_until:
-            # A file event, and its commit not visible yet: it will be
-            # within microseconds. Yield to the loop and look again.
-            return 0.0, "sleep"
-        if now < self.active_until:
-            look_at = min(self.last_look + self.current, self.active_until)
-            return max(0.0, look_at - now), "fd"
-        return self.slowest, "fd"
 
 
 class SqliteWatcher:
@@ -290,3 +181,6 @@ class SqliteWatcher:
             if os.path.exists(candidate):
                 watched = notifier.watch(candidate) or watched
         return watched
+
+
+__all__ = ["SqliteWatcher", "WatchCadence", "WatcherOptions"]
