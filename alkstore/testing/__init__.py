@@ -2,8 +2,10 @@
 machinery that checks alkstore's own claim/ack/lock semantics.
 
 - ``open_simulated()``: a store with the real API on an in-process engine
-  whose clock is the event loop's (trio ``MockClock`` or asyncio), so
+  whose clock is the event loop's, so under a virtual clock (trio's
+  ``MockClock``, or asyncio on ``run_virtual``/``virtual_event_loop``)
   delays, timeouts, TTLs and backoff pass instantly and reproducibly.
+  The asyncio helpers need ``pip install 'alkstore[testing]'``.
 - ``Simulation``/``run_seed``/``explore``/``shrink``: many virtual actors
   interleaved statement by statement from a seed (or exhaustively), with
   crashes and clock jumps, invariants checked after every step.
@@ -13,6 +15,7 @@ from .choices import PathChooser, ReplayChooser, SeededChooser
 from .explore import Exploration, explore
 from .simulation import Config, Simulation, SimulationFailure, run_seed, shrink
 from .store import LoopClock, open_simulated
+from .virtual_time import run_virtual, virtual_event_loop
 
 __all__ = [
     "Config",
@@ -26,5 +29,7 @@ __all__ = [
     "explore",
     "open_simulated",
     "run_seed",
+    "run_virtual",
     "shrink",
+    "virtual_event_loop",
 ]

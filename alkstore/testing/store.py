@@ -7,6 +7,10 @@ and the store's clock is the event loop's clock. Under trio's
 fixture) every delay, visibility timeout, TTL, backoff and schedule passes
 as soon as the program is otherwise idle: instantly, and the same way every
 run.
+
+Under asyncio the same holds on a ``looptime`` event loop
+(``run_virtual``/``virtual_event_loop`` in ``virtual_time.py``), whose
+``time()`` jumps to the next timer whenever every task waits.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any, TypeVar
+
+import sniffio
 
 from ..api.store import Store
 from ..engines.sqlite import SqliteDialect
@@ -129,13 +135,11 @@ async def open_simulated(
     """A store for tests: same API as ``open_sqlite``, in memory, on loop time.
 
     ``seed`` fixes the backoff jitter; ``start`` is the wall-clock instant
-    the store's clock shows when it opens. Defaults to trio; pass
-    ``runtime=alkstore.io_asyncio.AsyncioRuntime()`` under asyncio.
+    the store's clock shows when it opens. ``runtime`` defaults to the
+    driver of the async library running the caller (trio or asyncio).
     """
     if runtime is None:
-        from ..io_trio.runtime import TrioRuntime
-
-        runtime = TrioRuntime()
+        runtime = _current_runtime()
     target = f"file:alkstore-sim-{uuid.uuid4().hex}?mode=memory"
     conn = sqlite_conn.connect(target, busy_timeout=0, pragmas={})
     sqlite_conn.migrate_schema(conn)
@@ -151,3 +155,21 @@ async def open_simulated(
         yield store
     finally:
         await store.aclose()
+
+
+def _current_runtime() -> Runtime:
+    library = sniffio.current_async_library()
+    # Imported here: a trio program need not load the asyncio driver, nor
+    # the other way round.
+    if library == "trio":
+        from ..io_trio.runtime import TrioRuntime
+
+        return TrioRuntime()
+    if library == "asyncio":
+        from ..io_asyncio.runtime import AsyncioRuntime
+
+        return AsyncioRuntime()
+    raise UsageError(
+        f"open_simulated() runs under trio or asyncio, not {library}; "
+        "pass runtime= to use another driver"
+    )
