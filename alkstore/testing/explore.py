@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .choices import Exhausted, PathChooser, next_path
+from .sim_backend import SimBackend
 from .simulation import Config, Simulation, SimulationFailure
 
 
@@ -23,7 +24,13 @@ class Exploration:
     max_depth: int
 
 
-def explore(config: Config, *, limit: int = 1_000_000, dialect: Any = None) -> Exploration:
+def explore(
+    config: Config,
+    *,
+    limit: int = 1_000_000,
+    dialect: Any = None,
+    backend: SimBackend | None = None,
+) -> Exploration:
     """Run every interleaving of ``config``; raise ``SimulationFailure`` on the
     first that breaks an invariant (its choices are in the message)."""
     path: list[int] = []
@@ -31,7 +38,7 @@ def explore(config: Config, *, limit: int = 1_000_000, dialect: Any = None) -> E
     while runs < limit:
         chooser = PathChooser(path)
         try:
-            steps += Simulation(config, chooser, dialect=dialect).run()
+            steps += Simulation(config, chooser, dialect=dialect, backend=backend).run()
         except SimulationFailure as failure:
             raise SimulationFailure(
                 f"{failure}\nchoices: {chooser.taken}", failure.trace, None

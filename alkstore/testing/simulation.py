@@ -16,55 +16,23 @@ Runs are deterministic: a seed (``SeededChooser``) or a path of choices
 
 from __future__ import annotations
 
-import atexit
-import contextlib
 import functools
-import itertools
-import os
-import shutil
-import sqlite3
-import tempfile
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..engines.sqlite import SqliteDialect, migrate
-from ..engines.sqlite import control as sql
 from ..protocol import claim, codec, locks, queues, streams
-from ..protocol.errors import AlkstoreError
+from ..protocol.errors import AlkstoreError, DatabaseError
 from ..protocol.names import check_name
-from ..protocol.plan import Plan, Statement, run_sync
+from ..protocol.plan import Plan, Statement
 from ..protocol.types import JobRecord, LockRecord, QueueOptions, resolve_enqueue
-from ..runner import sqlite_conn
 from .choices import Chooser, SeededChooser
+from .sim_backend import SimBackend, SimConn
+from .sim_sqlite import SqliteSimBackend
 
 US = 1_000_000
 START_US = 1_700_000_000 * US
-
-
-_RUN_IDS = itertools.count()
-
-
-@functools.cache
-def _workdir() -> str:
-    folder = tempfile.mkdtemp(prefix="alkstore-sim-")
-    atexit.register(shutil.rmtree, folder, True)
-    return folder
-
-
-@functools.cache
-def _template() -> str:
-    """An empty, migrated database file (rollback journal: one file to copy;
-    each simulation's connections switch it to WAL)."""
-    path = str(Path(_workdir()) / "template.db")
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute(sql.BEGIN_WRITE)
-    run_sync(migrate(), lambda s: sqlite_conn.execute(conn, s))
-    conn.execute(sql.COMMIT)
-    conn.close()
-    return path
 
 
 class SimulationFailure(AssertionError):
@@ -102,9 +70,15 @@ Program = Generator[Any, Any, None]
 
 
 class _TxRun:
-    """An operation in progress: exactly one SQL statement per ``step``."""
+    """An operation in progress: at most one SQL statement per ``step``.
 
-    def __init__(self, op: Op, conn: sqlite3.Connection, now: int) -> None:
+    Stages: ``begin`` (BEGIN not yet run), ``stmts`` (the next statement is
+    ready to send), ``sent`` (in flight: the engine may hold it on a lock
+    until another actor's step releases it; ``collect`` takes its result),
+    ``end`` (COMMIT or ROLLBACK is next).
+    """
+
+    def __init__(self, op: Op, conn: SimConn, now: int) -> None:
         self.op = op
         self.conn = conn
         self.now = now
@@ -117,47 +91,61 @@ class _TxRun:
 
     def _advance(self, result: Any, first: bool) -> None:
         """Get the next statement to run, moving across plans as they finish."""
-        while self.index < len(self.plans):
-            plan = self.plans[self.index]
-            try:
-                self.statement = next(plan) if first else plan.send(result)
-                return
-            except StopIteration as stop:
-                self.values.append(stop.value)
-                self.index += 1
-                first = True
-                result = None
+        try:
+            while self.index < len(self.plans):
+                plan = self.plans[self.index]
+                try:
+                    self.statement = next(plan) if first else plan.send(result)
+                    return
+                except StopIteration as stop:
+                    self.values.append(stop.value)
+                    self.index += 1
+                    first = True
+                    result = None
+        except AlkstoreError as exc:  # the plan refused: the transaction rolls back
+            self.error = exc
         self.statement = None
         self.stage = "end"
 
     def step(self) -> str:
-        """Run one statement: 'blocked' (SQLite said busy), 'progress' or 'done'."""
+        """Run one statement: 'blocked' (the engine refused BEGIN for now),
+        'progress' or 'done'."""
         if self.stage == "begin":
-            try:
-                self.conn.execute(sql.BEGIN_WRITE if self.op.write else sql.BEGIN_READ)
-            except sqlite3.OperationalError as exc:
-                if "locked" in str(exc) or "busy" in str(exc):
-                    return "blocked"
-                raise
+            if not self.conn.begin(self.op.write):
+                return "blocked"
             self.stage = "stmts"
-            try:
-                self._advance(None, True)
-            except AlkstoreError as exc:
-                self.error = exc
-                self.stage = "end"
+            self._advance(None, True)
             return "progress"
         if self.stage == "stmts":
             assert self.statement is not None
-            result = sqlite_conn.execute(self.conn, self.statement)
-            try:
-                self._advance(result, False)
-            except AlkstoreError as exc:
-                self.error = exc
-                self.stage = "end"
+            self.conn.send(self.statement)
+            self.stage = "sent"
             return "progress"
-        commit = self.error is None and not self.op.rollback
-        self.conn.execute(sql.COMMIT if commit else sql.ROLLBACK)
+        if self.stage == "sent":
+            raise RuntimeError("stepped while its statement is in flight")
+        self.conn.finish(self.committing)
         return "done"
+
+    def collect(self) -> None:
+        """Take the finished statement's result and ready the next one."""
+        assert self.statement is not None
+        try:
+            result = self.conn.result(self.statement.fetch)
+        except DatabaseError as exc:
+            # Under any interleaving a plan's statement must succeed: a
+            # failure here (a deadlock, a unique violation between racing
+            # writers) is an error the user would have seen.
+            raise _Violation(f"{self.op.kind}: the engine refused a statement: {exc}") from exc
+        self.stage = "stmts"
+        self._advance(result, False)
+
+    @property
+    def committing(self) -> bool:
+        return self.error is None and not self.op.rollback
+
+    @property
+    def runnable(self) -> bool:
+        return self.stage != "sent"
 
     @property
     def holds_writer(self) -> bool:
@@ -169,7 +157,7 @@ class Actor:
     name: str
     kind: str
     make_program: Callable[[Actor], Program]
-    conn: sqlite3.Connection
+    conn: SimConn
     incarnation: int = 0
     program: Program | None = None
     run: _TxRun | None = None
@@ -322,6 +310,13 @@ class Config:
 
 
 class Simulation:
+    """One run of ``config``, every choice taken by ``chooser``.
+
+    ``backend`` is the engine it runs on (SQLite by default, see
+    ``sim_sqlite``/``sim_postgres``); ``dialect`` is a shortcut for a SQLite
+    backend with that dialect (a deliberately broken one, in tests).
+    """
+
     def __init__(
         self,
         config: Config,
@@ -329,36 +324,33 @@ class Simulation:
         *,
         dialect: Any = None,
         path: Path | None = None,
+        backend: SimBackend | None = None,
     ) -> None:
         self.config = config
         self.chooser = chooser
-        self.d = dialect or SqliteDialect()
+        if backend is None:
+            backend = SqliteSimBackend(dialect, path)
         self.now = START_US
         self.trace: list[str] = []
         self.ledger = Ledger()
         self.queue = check_name("jobs")
         self.options = QueueOptions.of(config.visibility_timeout_s, config.max_attempts)
-        self._own_file = path is None
-        self.path = str(path or Path(_workdir()) / f"sim-{next(_RUN_IDS)}.db")
-        # A migrated empty database is copied rather than migrated per run:
-        # exhaustive exploration opens thousands of them.
-        shutil.copyfile(_template(), self.path)
-        self.observer = self._connect()
+        self.db = backend.open_run([f"ch-m{i}" for i in range(1, config.jobs + 1)])
+        self.d = self.db.dialect
         self.actors: list[Actor] = []
-        self.crashes_left = config.crashes
-        self.jumps_left = config.clock_jumps
-        self._marker = 0
-        self._build()
+        try:
+            self.driver = self.db.connect()  # set-up and the final drain
+            self.crashes_left = config.crashes
+            self.jumps_left = config.clock_jumps
+            self._marker = 0
+            self._build()
+        except BaseException:
+            self.close()
+            raise
 
     # -- set-up --------------------------------------------------------------
-    def _connect(self) -> sqlite3.Connection:
-        # busy_timeout 0: a blocked writer is reported at once and the
-        # scheduler runs someone else; nothing ever sleeps. No fsync: a
-        # simulated crash is a closed connection, not a lost disk cache.
-        return sqlite_conn.connect(self.path, busy_timeout=0, pragmas={"synchronous": "OFF"})
-
     def _actor(self, name: str, kind: str, make: Callable[[Actor], Program]) -> None:
-        self.actors.append(Actor(name, kind, make, self._connect()))
+        self.actors.append(Actor(name, kind, make, self.db.connect()))
 
     def _build(self) -> None:
         c = self.config
@@ -378,12 +370,21 @@ class Simulation:
         for i in range(c.readers):
             self._actor(f"reader{i}", "reader", self._reader)
 
-    def _commit_direct(self, op: Op) -> list[Any]:
-        run = _TxRun(op, self.observer, self.now)
-        while run.step() != "done":
-            pass
-        self._committed(op, run.values, self.now, "setup")
+    def _run_alone(self, op: Op, who: str) -> list[Any]:
+        """Run ``op`` to its end on the driver connection (no actor runs)."""
+        run = _TxRun(op, self.driver, self.now)
+        while (outcome := run.step()) != "done":
+            if outcome == "blocked" or run.stage == "sent":
+                self.db.settle([self.driver])
+                if run.stage == "sent":
+                    if self.driver.waiting:
+                        self.ledger.fail(f"{who}: {op.kind} waits on a lock no one will release")
+                    run.collect()
+        self._committed(op, run.values, self.now, who)
         return run.values
+
+    def _commit_direct(self, op: Op) -> list[Any]:
+        return self._run_alone(op, "setup")
 
     def _next_marker(self) -> str:
         self._marker += 1
@@ -566,40 +567,27 @@ class Simulation:
             led.saved_offset("log", op.meta["consumer"], values[1])
 
     def _check_store(self) -> None:
-        """Invariants over the committed rows, read by an observer connection."""
-        rows = self.observer.execute(
-            "SELECT id, payload FROM __alkstore_jobs UNION ALL "
-            "SELECT id, payload FROM __alkstore_dead"
-        ).fetchall()
-        present = {int(r[0]) for r in rows}
-        markers = {codec.decode(r[1]).get("marker") for r in rows}
+        """Invariants over the committed rows, as an observer reads them."""
+        snap = self.db.snapshot()
         led = self.ledger
         # a committed job is never lost: it is pending, processing, dead or acked
-        lost = set(led.enqueued) - present - led.acked
+        lost = set(led.enqueued) - snap.job_ids - led.acked
         if lost:
             led.fail(f"committed jobs lost: {sorted(lost)}")
         # an acked job is gone for good
-        if present & led.acked:
-            led.fail(f"acked jobs still present: {sorted(present & led.acked)}")
+        if snap.job_ids & led.acked:
+            led.fail(f"acked jobs still present: {sorted(snap.job_ids & led.acked)}")
         # a rolled-back transaction leaves no trace and wakes nobody
-        leaked = markers & led.rolled_back_markers
-        events = {
-            codec.decode(r[0]).get("marker")
-            for r in self.observer.execute(
-                "SELECT payload FROM __alkstore_events WHERE stream = 'events'"
-            )
-        }
-        wakes = {
-            str(r[0])[3:]
-            for r in self.observer.execute("SELECT channel FROM __alkstore_notifications")
-        }
-        leaked |= (events | wakes) & led.rolled_back_markers
+        wakes = {c.removeprefix("ch-") for c in snap.woken_channels}
+        leaked = (snap.job_markers | snap.event_markers | wakes) & led.rolled_back_markers
         if leaked:
             led.fail(f"rolled-back transactions left traces: {sorted(leaked)}")
 
     # -- scheduling ---------------------------------------------------------------
     def _writer_busy(self, actor: Actor) -> bool:
-        return any(a is not actor and a.run is not None and a.run.holds_writer for a in self.actors)
+        return self.db.exclusive_writer and any(
+            a is not actor and a.run is not None and a.run.holds_writer for a in self.actors
+        )
 
     def _prime(self, actor: Actor) -> None:
         """Advance the actor's program to its next operation (no SQL runs here)."""
@@ -624,16 +612,38 @@ class Simulation:
         opts: list[tuple[str, Actor | None]] = []
         for actor in self.actors:
             self._prime(actor)
-            if actor.run is None:
-                continue
+            if actor.run is None or not actor.run.runnable:
+                continue  # idle, or its statement waits on another's lock
             if actor.run.stage == "begin" and actor.run.op.write and self._writer_busy(actor):
                 continue  # blocked on the write lock: stepping it changes nothing
             opts.append(("step", actor))
+        stuck = [a.identity for a in self.actors if a.run is not None and not a.run.runnable]
+        if stuck and not opts:
+            # everyone left waits on someone else's lock
+            self.ledger.fail(f"deadlock: {', '.join(stuck)} wait on locks no one will release")
         if self.crashes_left:
             opts.extend(("crash", a) for a in self.actors if not a.done and a.kind == "worker")
         if self.jumps_left:
             opts.append(("jump", None))
         return opts
+
+    def _settle(self) -> None:
+        """Let the engine finish what it can; collect every finished statement."""
+        in_flight = [a for a in self.actors if a.run is not None and a.run.stage == "sent"]
+        if not in_flight:
+            return
+        self.db.settle([a.conn for a in in_flight])
+        for actor in in_flight:
+            run = actor.run
+            assert run is not None
+            if actor.conn.waiting:
+                if not run.op.meta.get("_waits"):
+                    run.op.meta["_waits"] = True
+                    self.trace.append(f"{actor.identity}: {run.op.kind}: waits on a lock")
+                continue
+            if run.op.meta.pop("_waits", False):
+                self.trace.append(f"{actor.identity}: {run.op.kind}: lock granted")
+            run.collect()
 
     def _step(self, actor: Actor) -> None:
         run = actor.run
@@ -643,7 +653,7 @@ class Simulation:
         elif run.stage == "stmts" and run.statement is not None:
             what = " ".join(run.statement.sql.split()[:3])
         else:
-            what = "COMMIT" if run.error is None and not run.op.rollback else "ROLLBACK"
+            what = "COMMIT" if run.committing else "ROLLBACK"
         outcome = run.step()
         self.trace.append(
             f"{actor.identity}: {run.op.kind}: {what}{' (blocked)' if outcome == 'blocked' else ''}"
@@ -652,11 +662,11 @@ class Simulation:
             return
         if outcome == "done":
             actor.run = None
-            committed = run.error is None and not run.op.rollback
-            if run.op.rollback and run.error is None:
+            if run.error is None:
+                # a rollback op is recorded too: its marker must leave no trace
                 self._committed(run.op, run.values, run.now, actor.identity)
-            elif committed:
-                self._committed(run.op, run.values, run.now, actor.identity)
+            found_nothing = run.op.kind in ("claim", "read") and not run.values[0]
+            if run.committing and not found_nothing:
                 for other in self.actors:
                     other.waiting = False  # something changed: idle actors look again
             actor.send_value = run.values if run.error is None else []
@@ -666,8 +676,8 @@ class Simulation:
     def _crash(self, actor: Actor) -> None:
         self.crashes_left -= 1
         self.trace.append(f"{actor.identity}: CRASH")
-        actor.conn.close()  # an open transaction rolls back
-        actor.conn = self._connect()
+        actor.conn.crash()  # an open transaction rolls back, its locks go
+        actor.conn = self.db.connect()
         actor.incarnation += 1
         actor.program = None
         actor.run = None
@@ -699,6 +709,7 @@ class Simulation:
                     self._crash(actor)
                 else:
                     self._jump()
+                self._settle()
                 steps += 1
                 self._check_store()
             self._drain()
@@ -713,46 +724,25 @@ class Simulation:
         """After the run: time passes, the sweep and a fresh worker finish
         everything; then no committed job may be left anywhere."""
         self.now += 3600 * US
-        drain = _TxRun(
-            Op("sweep", lambda now: [claim.sweep(self.d, None, now)]), self.observer, self.now
-        )
-        while drain.step() != "done":
-            pass
+        self._run_alone(Op("sweep", lambda now: [claim.sweep(self.d, None, now)]), "drainer")
         for _ in range(10 * max(1, self.config.jobs)):
             self.now += round(self.options.visibility_timeout_us * 2)
             op = Op("claim", lambda now: [claim.claim(self.d, self.queue, "drainer", 10, now, US)])
-            run = _TxRun(op, self.observer, self.now)
-            while run.step() != "done":
-                pass
-            jobs = run.values[0]
-            self._committed(op, run.values, self.now, "drainer")
+            jobs = self._run_alone(op, "drainer")[0]
             if not jobs:
                 break
             for job in jobs:
                 ack = Op("ack", lambda now: [claim.ack(self.d, job, now)], meta={"job": job})
-                run = _TxRun(ack, self.observer, self.now)
-                while run.step() != "done":
-                    pass
-                self._committed(ack, run.values, self.now, "drainer")
-        sweep = _TxRun(
-            Op("sweep", lambda now: [claim.sweep(self.d, None, now)]), self.observer, self.now
-        )
-        while sweep.step() != "done":
-            pass
+                self._run_alone(ack, "drainer")
+        self._run_alone(Op("sweep", lambda now: [claim.sweep(self.d, None, now)]), "drainer")
         self._check_store()
-        live = self.observer.execute("SELECT id FROM __alkstore_jobs").fetchall()
+        live = self.db.live_job_ids()
         # nothing is stranded: after the drain every job is acked or dead
         if live:
-            self.ledger.fail(f"jobs stranded after the drain: {[r[0] for r in live]}")
+            self.ledger.fail(f"jobs stranded after the drain: {live}")
 
     def close(self) -> None:
-        for actor in self.actors:
-            actor.conn.close()
-        self.observer.close()
-        if self._own_file:
-            for suffix in ("", "-wal", "-shm"):
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(self.path + suffix)
+        self.db.close()  # every connection it handed out, crashed ones included
 
 
 def _notify(d: Any, channel: str, now: int) -> Plan[None]:
@@ -772,7 +762,12 @@ def seeds(start: int = 0) -> Iterator[int]:
 
 
 def shrink(
-    config: Config, choices: list[int], *, dialect: Any = None, budget: int = 300
+    config: Config,
+    choices: list[int],
+    *,
+    dialect: Any = None,
+    backend: SimBackend | None = None,
+    budget: int = 300,
 ) -> tuple[list[int], SimulationFailure]:
     """Greedily simplify a failing run's choices (drop or zero them) while
     the same invariant still breaks; returns the smallest failing run found."""
@@ -780,7 +775,7 @@ def shrink(
 
     def attempt(candidate: list[int]) -> SimulationFailure | None:
         try:
-            Simulation(config, ReplayChooser(candidate), dialect=dialect).run()
+            Simulation(config, ReplayChooser(candidate), dialect=dialect, backend=backend).run()
         except SimulationFailure as failure:
             return failure
         return None

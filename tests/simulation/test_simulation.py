@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
 
 import pytest
 
+from alkstore.engines.postgres import PostgresDialect
 from alkstore.engines.sqlite import SqliteDialect
+from alkstore.protocol.dialect import Dialect
 from alkstore.protocol.plan import Fetch, Statement
 from alkstore.testing import (
     Config,
@@ -27,7 +30,11 @@ from alkstore.testing import (
     run_seed,
     shrink,
 )
+from alkstore.testing.sim_backend import SimBackend
+from alkstore.testing.sim_postgres import PostgresSimBackend
+from alkstore.testing.sim_sqlite import SqliteSimBackend
 
+from ..backends import BACKENDS, PG_DSN, PG_TEST_SCHEMA_PREFIX, selected_backends
 from .conftest import EXPLORED
 
 # Everything at once: producers with committed and rolled-back transactions,
@@ -38,21 +45,76 @@ RICH = Config(
     crashes=2, clock_jumps=2,
 )  # fmt: skip
 BUDGET_S = float(os.environ.get("ALKSTORE_SIM_BUDGET", "20"))
+ENGINES = sorted({BACKENDS[b].engine for b in selected_backends()})
 
 
-def test_seeded_simulations_within_budget(request: pytest.FixtureRequest) -> None:
+def _schema() -> str:
+    # The test session drops every schema with this prefix and our pid.
+    return f"{PG_TEST_SCHEMA_PREFIX}{os.getpid()}_sim_{os.urandom(4).hex()}"
+
+
+def open_backend(engine: str) -> SimBackend:
+    if engine == "sqlite":
+        return SqliteSimBackend()
+    return PostgresSimBackend(PG_DSN, _schema())
+
+
+class Engines:
+    """One simulation backend per engine, opened on first use, for the module."""
+
+    def __init__(self) -> None:
+        self._open: dict[str, SimBackend] = {}
+
+    def __getitem__(self, engine: str) -> SimBackend:
+        if engine not in self._open:
+            self._open[engine] = open_backend(engine)
+        return self._open[engine]
+
+    def close(self) -> None:
+        for backend in self._open.values():
+            backend.close()
+
+
+@pytest.fixture(scope="module")
+def engines() -> Iterator[Engines]:
+    opened = Engines()
+    yield opened
+    opened.close()
+
+
+@pytest.fixture(params=ENGINES)
+def engine(request: pytest.FixtureRequest, engines: Engines) -> SimBackend:
+    return engines[request.param]
+
+
+def test_seeded_simulations_within_budget(
+    engine: SimBackend, request: pytest.FixtureRequest
+) -> None:
     """Every seed in the budget (or the one given by --alkstore-seed) keeps every invariant."""
     seed = request.config.getoption("--alkstore-seed")
     if seed is not None:
-        run_seed(RICH, seed)
+        run_seed(RICH, seed, backend=engine)
         return
     deadline = time.monotonic() + BUDGET_S
     runs = steps = 0
     while time.monotonic() < deadline:
-        steps += run_seed(RICH, runs)
+        steps += run_seed(RICH, runs, backend=engine)
         runs += 1
-    EXPLORED["seeded (rich config)"] = f"{runs} seeds, {steps} steps in {BUDGET_S:g} s"
+    EXPLORED[f"{engine.name}: seeded (rich config)"] = (
+        f"{runs} seeds, {steps} steps in {BUDGET_S:g} s"
+    )
     assert runs > 0
+
+
+def test_a_seed_replays_the_same_interleaving(engine: SimBackend) -> None:
+    """The same seed takes the same choices and the same steps, on a live server too."""
+    traces = []
+    for _ in range(2):
+        sim = Simulation(RICH, SeededChooser(11), backend=engine)
+        sim.run()
+        traces.append(sim.trace)
+    assert traces[0] == traces[1]
+    assert any("CRASH" in line for line in traces[0])
 
 
 EXHAUSTIVE = {
@@ -81,12 +143,46 @@ EXHAUSTIVE = {
     ),
 }  # fmt: skip
 
+# On Postgres every actor can hold a write transaction at once, so the same
+# configurations have many more interleavings (statements wait on each
+# other's row locks inside the server), and each costs round trips: smaller
+# ones, chosen where Postgres's locking differs from SQLite's single writer.
+EXHAUSTIVE_PG = {
+    # claims race on SKIP LOCKED, a crash lands anywhere, even mid-statement
+    "2 workers x 1 job x <=1 crash": Config(
+        jobs=1, producers=0, workers=2, pre_enqueued=True, crashes=1, clock_jumps=0,
+        worker_actions=("ack",), rollback_txs=False,
+    ),
+    # two inserters of one lock row: the second waits on the first's insert
+    "2 lock holders x 1 lock": Config(
+        jobs=0, producers=0, workers=0, lock_holders=2, lock_rounds=1, crashes=0,
+        clock_jumps=0, rollback_txs=False,
+    ),
+    # two publishers queue on the stream's counter row
+    "2 publishers x 1 event each": Config(
+        jobs=0, producers=0, workers=0, publishers=2, events=1, readers=0, crashes=0,
+        clock_jumps=0, rollback_txs=False,
+    ),
+    "1 publisher x 1 reader (read, save, re-read)": EXHAUSTIVE[
+        "1 publisher x 1 reader (read, save, re-read)"
+    ],
+}  # fmt: skip
 
-@pytest.mark.parametrize("name", list(EXHAUSTIVE))
-def test_every_interleaving_keeps_the_invariants(name: str) -> None:
+EXHAUSTIVE_CASES = [
+    pytest.param(e, name, id=f"{e}-{name}")
+    for e in ENGINES
+    for name in (EXHAUSTIVE if e == "sqlite" else EXHAUSTIVE_PG)
+]
+
+
+@pytest.mark.parametrize(("engine_name", "name"), EXHAUSTIVE_CASES)
+def test_every_interleaving_keeps_the_invariants(
+    engine_name: str, name: str, engines: Engines
+) -> None:
     """Each small configuration's every schedule, crash point and clock jump is run once."""
-    result = explore(EXHAUSTIVE[name], limit=50_000)
-    EXPLORED[name] = (
+    config = (EXHAUSTIVE if engine_name == "sqlite" else EXHAUSTIVE_PG)[name]
+    result = explore(config, limit=50_000, backend=engines[engine_name])
+    EXPLORED[f"{engine_name}: {name}"] = (
         f"{result.interleavings} interleavings, {result.steps} steps, "
         f"up to {result.max_depth} choices deep"
     )
@@ -120,29 +216,93 @@ class ClaimIgnoringVisibility(SqliteDialect):
         return super().claim(queue, worker, n, far, until_us)
 
 
-@pytest.mark.parametrize(
-    ("dialect", "config", "message"),
-    [
-        (AckWithoutOwnership(), Config(), "without ownership"),
-        (
-            LockIgnoringExpiry(),
-            Config(jobs=0, producers=0, workers=0, lock_holders=3, crashes=0),
-            "granted",
-        ),
-        (ClaimIgnoringVisibility(), Config(), "unexpired claim"),
-    ],
-    ids=["ack-without-ownership", "lock-ignoring-expiry", "claim-ignoring-visibility"],
-)
-def test_broken_engines_are_caught(dialect: SqliteDialect, config: Config, message: str) -> None:
+class PgAckWithoutOwnership(PostgresDialect):
+    def ack(self, job_id: int, worker: str, claim: int, now_us: int) -> Statement:
+        return Statement(f"DELETE FROM {self.jobs} WHERE id = $1", (job_id,), Fetch.ROWCOUNT)
+
+
+class PgLockIgnoringExpiry(PostgresDialect):
+    def acquire_lock(self, name: str, owner: str, now_us: int, until_us: int) -> Statement:
+        return Statement(
+            f"INSERT INTO {self.locks} AS l (name, owner, token, expires_at) "
+            "VALUES ($1, $2, 1, $3) ON CONFLICT (name) DO UPDATE SET token = l.token + 1, "
+            "owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at RETURNING token",
+            (name, owner, until_us),
+            Fetch.ONE,
+        )
+
+
+class PgClaimIgnoringVisibility(PostgresDialect):
+    def claim(self, queue: str, worker: str, n: int, now_us: int, until_us: int) -> Statement:
+        return super().claim(queue, worker, n, now_us + 10**15, until_us)
+
+
+class PgClaimWithoutRowLock(PostgresDialect):
+    """The claim with its ``FOR UPDATE SKIP LOCKED`` taken out. Only a
+    Postgres run can catch this one: two claims race inside the server, the
+    second waits on the first's row and, once it commits, re-checks only the
+    join, not whether the job is still claimable. SQLite's single writer
+    never lets two claims overlap."""
+
+    def __init__(self, schema: str) -> None:
+        super().__init__(schema)
+        self._claim = self._claim.replace("FOR UPDATE SKIP LOCKED", "")
+
+
+BROKEN = {
+    "ack-without-ownership": (AckWithoutOwnership, PgAckWithoutOwnership, Config(), "ownership"),
+    "lock-ignoring-expiry": (
+        LockIgnoringExpiry,
+        PgLockIgnoringExpiry,
+        Config(jobs=0, producers=0, workers=0, lock_holders=3, crashes=0),
+        "granted",
+    ),
+    "claim-ignoring-visibility": (
+        ClaimIgnoringVisibility,
+        PgClaimIgnoringVisibility,
+        Config(),
+        "unexpired claim",
+    ),
+    "claim-without-row-lock": (
+        None,
+        PgClaimWithoutRowLock,
+        Config(jobs=4, producers=0, workers=3, pre_enqueued=True, crashes=0, clock_jumps=0),
+        "unexpired claim",
+    ),
+}
+BROKEN_CASES = [
+    pytest.param(e, name, id=f"{e}-{name}")
+    for e in ENGINES
+    for name, (lite, pg, _, _) in BROKEN.items()
+    if (lite if e == "sqlite" else pg) is not None
+]
+
+
+def _broken_backend(engine_name: str, broken: type[Dialect]) -> SimBackend:
+    if engine_name == "sqlite":
+        return SqliteSimBackend(broken())
+    schema = _schema()
+    return PostgresSimBackend(PG_DSN, schema, broken(schema))  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize(("engine_name", "name"), BROKEN_CASES)
+def test_broken_engines_are_caught(engine_name: str, name: str) -> None:
     """A deliberately broken statement breaks an invariant within a few seeds."""
-    for seed in range(200):
-        try:
-            run_seed(config, seed, dialect=dialect)
-        except SimulationFailure as failure:
-            assert message in str(failure)
-            assert failure.seed == seed and f"--alkstore-seed={seed}" in str(failure)
-            return
-    pytest.fail("200 seeds ran without catching the broken engine")
+    lite, pg, config, message = BROKEN[name]
+    broken = lite if engine_name == "sqlite" else pg
+    assert broken is not None
+    backend = _broken_backend(engine_name, broken)
+    try:
+        for seed in range(200):
+            try:
+                run_seed(config, seed, backend=backend)
+            except SimulationFailure as failure:
+                assert message in str(failure)
+                assert failure.seed == seed and f"--alkstore-seed={seed}" in str(failure)
+                return
+        pytest.fail("200 seeds ran without catching the broken engine")
+    finally:
+        backend.close()
 
 
 def test_a_failure_replays_exactly_and_shrinks() -> None:
