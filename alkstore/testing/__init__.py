@@ -8,11 +8,16 @@ machinery that checks alkstore's own claim/ack/lock semantics.
   The asyncio helpers need ``pip install 'alkstore[testing]'``.
 - ``Simulation``/``run_seed``/``explore``/``shrink``: many virtual actors
   interleaved statement by statement from a seed (or exhaustively), with
-  crashes and clock jumps, invariants checked after every step.
+  crashes and clock jumps, invariants checked after every step, on SQLite
+  (``SqliteSimBackend``, the default) or a live PostgreSQL server
+  (``PostgresSimBackend``).
 """
 
 from .choices import PathChooser, ReplayChooser, SeededChooser
 from .explore import Exploration, explore
+from .sim_backend import SimBackend
+from .sim_postgres import PostgresSimBackend
+from .sim_sqlite import SqliteSimBackend
 from .simulation import Config, Simulation, SimulationFailure, run_seed, shrink
 from .store import LoopClock, open_simulated
 from .virtual_time import run_virtual, virtual_event_loop
@@ -22,10 +27,13 @@ __all__ = [
     "Exploration",
     "LoopClock",
     "PathChooser",
+    "PostgresSimBackend",
     "ReplayChooser",
     "SeededChooser",
+    "SimBackend",
     "Simulation",
     "SimulationFailure",
+    "SqliteSimBackend",
     "explore",
     "open_simulated",
     "run_seed",

@@ -159,3 +159,9 @@ class SqliteSimBackend:
 
     def close(self) -> None:
         """Each run's file is removed when the run closes."""
+
+    def __enter__(self) -> SqliteSimBackend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
