@@ -302,6 +302,9 @@ class Config:
     lock_ttl_s: float = 10.0
     max_attempts: int = 3
     crashes: int = 1
+    # Connection drops: an actor's connection dies mid-transaction; the
+    # operation fails, the actor (same identity) carries on on a new one.
+    drops: int = 0
     clock_jumps: int = 1
     rollback_txs: bool = True
     worker_actions: tuple[str, ...] = ("ack", "retry", "fail", "heartbeat", "release", "stall")
@@ -342,6 +345,7 @@ class Simulation:
             self.driver = self.db.connect()  # set-up and the final drain
             self._ended = False
             self.crashes_left = config.crashes
+            self.drops_left = config.drops
             self.jumps_left = config.clock_jumps
             self._marker = 0
             self._build()
@@ -624,6 +628,12 @@ class Simulation:
             self.ledger.fail(f"deadlock: {', '.join(stuck)} wait on locks no one will release")
         if self.crashes_left:
             opts.extend(("crash", a) for a in self.actors if not a.done and a.kind == "worker")
+        if self.drops_left:
+            # only a connection with a transaction open: dropping an idle one
+            # changes nothing the actor could notice
+            opts.extend(
+                ("drop", a) for a in self.actors if a.run is not None and a.run.stage != "begin"
+            )
         if self.jumps_left:
             opts.append(("jump", None))
         return opts
@@ -675,6 +685,18 @@ class Simulation:
             if actor.send_value == []:
                 actor.send_value = [None]
 
+    def _drop(self, actor: Actor) -> None:
+        """The connection dies under an open transaction: it rolls back, the
+        operation fails as the API would report it, the program goes on."""
+        self.drops_left -= 1
+        run = actor.run
+        assert run is not None
+        self.trace.append(f"{actor.identity}: {run.op.kind}: CONNECTION DROPPED")
+        actor.conn.crash()
+        actor.conn = self.db.connect()
+        actor.run = None
+        actor.send_value = [None]  # what a failed operation sends back
+
     def _crash(self, actor: Actor) -> None:
         self.crashes_left -= 1
         self.trace.append(f"{actor.identity}: CRASH")
@@ -709,6 +731,9 @@ class Simulation:
                 elif kind == "crash":
                     assert actor is not None
                     self._crash(actor)
+                elif kind == "drop":
+                    assert actor is not None
+                    self._drop(actor)
                 else:
                     self._jump()
                 self._settle()

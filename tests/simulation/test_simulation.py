@@ -39,10 +39,11 @@ from .conftest import EXPLORED
 
 # Everything at once: producers with committed and rolled-back transactions,
 # workers that ack, retry, fail, heartbeat, release or walk away, lock
-# holders, stream publishers and readers, two crashes and two clock jumps.
+# holders, stream publishers and readers, two crashes, two dropped
+# connections and two clock jumps.
 RICH = Config(
     jobs=6, producers=2, workers=3, lock_holders=2, publishers=2, readers=2,
-    crashes=2, clock_jumps=2,
+    crashes=2, drops=2, clock_jumps=2,
 )  # fmt: skip
 BUDGET_S = float(os.environ.get("ALKSTORE_SIM_BUDGET", "20"))
 ENGINES = sorted({BACKENDS[b].engine for b in selected_backends()})
@@ -141,6 +142,11 @@ EXHAUSTIVE = {
         jobs=0, producers=0, workers=0, publishers=1, events=1, readers=1, crashes=0,
         clock_jumps=0, rollback_txs=False,
     ),
+    # the connection dies under any open transaction; the worker carries on
+    "1 worker x 1 job x heartbeat/ack x <=1 dropped connection x <=1 clock jump": Config(
+        jobs=1, producers=0, workers=1, pre_enqueued=True, crashes=0, drops=1,
+        clock_jumps=1, worker_actions=("heartbeat", "ack"), rollback_txs=False,
+    ),
 }  # fmt: skip
 
 # On Postgres every actor can hold a write transaction at once, so the same
@@ -167,6 +173,9 @@ EXHAUSTIVE_PG = {
     ),
     "1 publisher x 1 reader (read, save, re-read)": EXHAUSTIVE[
         "1 publisher x 1 reader (read, save, re-read)"
+    ],
+    "1 worker x 1 job x heartbeat/ack x <=1 dropped connection x <=1 clock jump": EXHAUSTIVE[
+        "1 worker x 1 job x heartbeat/ack x <=1 dropped connection x <=1 clock jump"
     ],
 }  # fmt: skip
 
