@@ -61,6 +61,8 @@ class PgListener:
         self._own_pids = own_pids if own_pids is not None else set()
         self._refs: dict[str, int] = {}
         self._channels: dict[str, str] = {}  # identifier -> channel name
+        self._listening: set[str] = set()  # channels whose LISTEN went through
+        self._sending: dict[str, Signal] = {}  # channel -> its LISTEN in flight
         self._conn: PgConnection | None = None
         self._command_lock = runtime.lock()
         self._pending: _Pending | None = None
@@ -70,31 +72,51 @@ class PgListener:
 
     # -- receivers' side -------------------------------------------------------
     async def listen(self, channel: str) -> None:
+        """Return once the server is LISTENing on ``channel`` for us (or,
+        while disconnected, once the reconnect is sure to LISTEN on it)."""
         self._refs[channel] = self._refs.get(channel, 0) + 1
-        if self._refs[channel] > 1:
-            return
-        self._channels[self._identifier(channel)] = channel
         try:
-            await self._command(self._listen_sql(channel))
+            while channel not in self._listening:
+                sending = self._sending.get(channel)
+                if sending is not None:
+                    # Another receiver's LISTEN is on its way: its outcome is
+                    # ours. If its caller is cancelled before it is sent, we
+                    # loop and send our own.
+                    await sending.wait()
+                    continue
+                await self._send_listen(channel)
         except BaseException:
-            # Cancelled or failed: not known to be listening. Forget the
-            # channel, or the next receiver on it would count on a LISTEN
-            # that was never sent and stay deaf to other processes.
             count = self._refs.get(channel, 0) - 1
             if count > 0:
                 self._refs[channel] = count
             else:
-                self._refs.pop(channel, None)
-                self._channels.pop(self._identifier(channel), None)
+                self._forget(channel)
             raise
+
+    async def _send_listen(self, channel: str) -> None:
+        sending = self._runtime.signal()
+        self._sending[channel] = sending
+        # Registered before the LISTEN is sent: a reconnect meanwhile must
+        # LISTEN on it too.
+        self._channels[self._identifier(channel)] = channel
+        try:
+            await self._command(self._listen_sql(channel))
+            self._listening.add(channel)
+        finally:
+            del self._sending[channel]
+            sending.set()
+
+    def _forget(self, channel: str) -> None:
+        self._refs.pop(channel, None)
+        self._listening.discard(channel)
+        self._channels.pop(self._identifier(channel), None)
 
     async def unlisten(self, channel: str) -> None:
         count = self._refs.get(channel, 0) - 1
         if count > 0:
             self._refs[channel] = count
             return
-        self._refs.pop(channel, None)
-        self._channels.pop(self._identifier(channel), None)
+        self._forget(channel)
         # A dropped connection forgets its LISTENs anyway.
         with contextlib.suppress(AlkstoreError):
             await self._command(self._unlisten_sql(channel))
