@@ -22,7 +22,7 @@ import logging
 import os
 import secrets
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..protocol.errors import AlkstoreError, Closed
@@ -43,6 +43,10 @@ from ..protocol.worker import (
 )
 from ..runner.runtime import Runtime, Signal
 from .queue import Job
+
+# Added to what is left of a claim when bounding shielded settling: one round
+# trip's worth, generously.
+SETTLE_GRACE_S = 2.0
 
 if TYPE_CHECKING:
     from .queue import Queue
@@ -163,8 +167,13 @@ async def run_worker(
                     await kick.wait(max(0, action.until_us - store.now_us()) / US_PER_S)
     finally:
         if held:
-            with runtime.shield():
-                await _hand_back(queue, list(held.values()))
+            jobs = list(held.values())
+            bound = _settle_bound(store.now_us(), [j.record for j in jobs])
+            with runtime.shield(bound) as scope:
+                await _hand_back(queue, jobs)
+            if scope.cancelled_caught:
+                log.warning("worker could not hand back %d job(s) within %.1f s; they return "
+                            "after their claims lapse", len(jobs), bound)  # fmt: skip
 
 
 async def _run_job(
@@ -250,17 +259,39 @@ async def _settle(queue: Queue, job: _WorkerJob, error: Exception | None) -> Out
             log.info("job %s on %s raised after it was settled", job.id, queue.name,
                      exc_info=error)  # fmt: skip
         return Outcome.RETRIED if job.settled == "retry" else Outcome.ACKED
-    with queue.store.runtime.shield():
-        if error is None:
-            if await _guard(job.ack(), "ack") is False:
-                log.warning("ack of job %s on %s refused: claim lost", job.id, queue.name)
-            return Outcome.ACKED
-        log.info(
-            "job %s on %s raised %s; retrying", job.id, queue.name, type(error).__name__,
-            exc_info=error,
-        )  # fmt: skip
-        await _guard(job.retry(error=error), "retry")
-        return Outcome.RETRIED
+    store = queue.store
+    bound = _settle_bound(store.now_us(), [job.record])
+    with store.runtime.shield(bound) as scope:
+        outcome = await _settle_now(queue, job, error)
+    if scope.cancelled_caught:
+        # The database did not answer while the claim lasted: the job will
+        # be delivered again (at least once), and shutdown is not held up.
+        log.warning("settling job %s on %s gave up after %.1f s: no answer while its claim "
+                    "lasted; it will be delivered again", job.id, queue.name, bound)  # fmt: skip
+        return Outcome.LOST
+    return outcome
+
+
+async def _settle_now(queue: Queue, job: _WorkerJob, error: Exception | None) -> Outcome:
+    if error is None:
+        if await _guard(job.ack(), "ack") is False:
+            log.warning("ack of job %s on %s refused: claim lost", job.id, queue.name)
+        return Outcome.ACKED
+    log.info(
+        "job %s on %s raised %s; retrying", job.id, queue.name, type(error).__name__,
+        exc_info=error,
+    )  # fmt: skip
+    await _guard(job.retry(error=error), "retry")
+    return Outcome.RETRIED
+
+
+def _settle_bound(now_us: int, records: Sequence[JobRecord]) -> float:
+    """How long shielded settling may wait: while a claim lasts, plus a grace
+    for the round trip. Past that an ack or release is refused anyway (the
+    job is someone else's to claim), so a database that does not answer must
+    not hold a shutdown longer."""
+    left = max((r.claim_expires_at_us for r in records), default=now_us) - now_us
+    return max(0.0, left / US_PER_S) + SETTLE_GRACE_S
 
 
 class _WorkerJob(Job):
@@ -300,7 +331,7 @@ def _capture(plan: Plan[ClaimResult], seen: list[ClaimResult]) -> Plan[ClaimResu
     return result
 
 
-async def _hand_back(queue: Queue, jobs: list[Job]) -> None:
+async def _hand_back(queue: Queue, jobs: Sequence[Job]) -> None:
     """Shutdown: release unfinished jobs, due now, attempts refunded."""
     store = queue.store
     plan = release_all(store.dialect, [j.record for j in jobs], store.origin, store.now_us())

@@ -177,11 +177,27 @@ class AsyncioRuntime:
             scope.cancelled_caught = True
 
     @contextmanager
-    def shield(self) -> Iterator[None]:
+    def shield(self, timeout: float | None = None) -> Iterator[_CancelScope]:
         # asyncio cancellation is delivered once, at one await: the cleanup
         # that runs inside this block after it is not interrupted again
-        # unless someone cancels twice. Nothing to do here.
-        yield
+        # unless someone cancels twice. Only the timeout needs doing.
+        scope = _CancelScope()
+        task = asyncio.current_task()
+        if timeout is None or task is None:
+            yield scope
+            return
+        # Cancellations already under way when the block started (the one
+        # that began a shutdown, say) are not ours to absorb.
+        before = task.cancelling()
+        timer = asyncio.get_running_loop().call_later(timeout, scope.cancel)
+        try:
+            yield scope
+        except asyncio.CancelledError:
+            if not scope._requested or task.uncancel() > before:
+                raise
+            scope.cancelled_caught = True
+        finally:
+            timer.cancel()
 
     def is_cancellation(self, exc: BaseException) -> bool:
         return isinstance(exc, asyncio.CancelledError)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any, TypeVar
@@ -120,8 +121,9 @@ class TrioRuntime:
             yield scope
 
     @contextmanager
-    def shield(self) -> Iterator[trio.CancelScope]:
-        with trio.CancelScope(shield=True) as scope:
+    def shield(self, timeout: float | None = None) -> Iterator[trio.CancelScope]:
+        deadline = math.inf if timeout is None else trio.current_time() + timeout
+        with trio.CancelScope(shield=True, deadline=deadline) as scope:
             yield scope
 
     def is_cancellation(self, exc: BaseException) -> bool:
