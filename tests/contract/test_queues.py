@@ -255,6 +255,23 @@ async def test_enqueue_batch_adds_every_payload_in_order(store: Store, clock: Ma
     assert {j.priority for j in jobs} == {2}
 
 
+async def test_each_batch_id_names_its_own_payload_across_statements(store: Store) -> None:
+    """A batch larger than one INSERT (1,000 jobs) still hands back, in
+    order, the id of each payload, with expiry set or not."""
+    q = store.queue("jobs")
+    await q.enqueue("before")
+    payloads = [{"i": i} for i in range(2345)]
+    ids = await q.enqueue_batch(payloads, expires=3600)
+    more = await q.enqueue_batch(["x", "y"])
+    assert len(set(ids)) == len(payloads) and ids == sorted(ids)
+    assert ids[-1] < more[0] < more[1]
+    for i in (0, 999, 1000, 1001, 2344):
+        got = await info(q, ids[i])
+        assert got.payload == payloads[i] and got.expires_at is not None
+    assert (await info(q, more[1])).payload == "y"
+    assert (await info(q, more[1])).expires_at is None
+
+
 # -- ownership ------------------------------------------------------------------
 
 

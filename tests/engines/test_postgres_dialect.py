@@ -356,6 +356,7 @@ SAMPLE_CALLS: dict[str, tuple[Any, ...]] = {
     "last_notification_id": (),
     "prune_notifications": (T0,),
     "enqueue": (new_job(expires=T0 + US), T0),
+    "enqueue_many": ([new_job(expires=T0 + US), new_job()], T0),
     "claim": ("q", "w", 3, T0, T0 + US),
     "ack": (1, "w", 1, T0),
     "ack_batch": ("q", [1, 2], "w", T0),

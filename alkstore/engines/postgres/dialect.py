@@ -100,6 +100,15 @@ class PostgresDialect:
             "created_at, expires_at, visible_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $5) "
             "RETURNING id"
         )
+        # Many jobs in one statement: one array per column. WITH ORDINALITY
+        # and ORDER BY make the identity hand out ids in the jobs' order.
+        self._enqueue_many = (
+            f"INSERT INTO {jobs} (queue, payload, priority, max_attempts, run_at, "
+            "created_at, expires_at, visible_at) "
+            "SELECT q, p, pr, ma, ra, $7, ex, ra FROM unnest($1::text[], $2::text[], "
+            "$3::int[], $4::bigint[], $5::bigint[], $6::bigint[]) "
+            "WITH ORDINALITY AS t(q, p, pr, ma, ra, ex, ord) ORDER BY ord RETURNING id"
+        )
         # Claim = pick and update in one statement. The CTE walks the partial
         # claim index in claim order and locks what it picks; SKIP LOCKED
         # makes concurrent claimers take disjoint rows instead of queueing
@@ -341,6 +350,21 @@ class PostgresDialect:
                 job.expires_at_us,
             ),
             Fetch.ONE,
+        )
+
+    def enqueue_many(self, jobs: Sequence[NewJob], now_us: int) -> Statement:
+        return Statement(
+            self._enqueue_many,
+            (
+                [j.queue for j in jobs],
+                [j.payload_json for j in jobs],
+                [j.priority for j in jobs],
+                [j.max_attempts for j in jobs],
+                [j.run_at_us for j in jobs],
+                [j.expires_at_us for j in jobs],
+                now_us,
+            ),
+            Fetch.ALL,
         )
 
     def claim(self, queue: str, worker: str, n: int, now_us: int, until_us: int) -> Statement:

@@ -30,6 +30,10 @@ _ENQUEUE = (
     "INSERT INTO __alkstore_jobs (queue, payload, priority, max_attempts, run_at, "
     "created_at, expires_at, visible_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"
 )
+_ENQUEUE_MANY = (
+    "INSERT INTO __alkstore_jobs (queue, payload, priority, max_attempts, run_at, "
+    "created_at, expires_at, visible_at) VALUES"
+)
 _CLAIM = f"""UPDATE __alkstore_jobs
     SET state = {STATE_PROCESSING}, attempts = attempts + 1, claims = claims + 1,
         claimed_by = ?, run_at = visible_at, visible_at = ?
@@ -89,6 +93,16 @@ class SqliteDialect:
             ),
             Fetch.ONE,
         )
+
+    def enqueue_many(self, jobs: Sequence[NewJob], now_us: int) -> Statement:
+        params: list[object] = []
+        for job in jobs:
+            params += (
+                job.queue, job.payload_json, job.priority, job.max_attempts, job.run_at_us,
+                now_us, job.expires_at_us, job.run_at_us,
+            )  # fmt: skip
+        rows = ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?)"] * len(jobs))
+        return Statement(f"{_ENQUEUE_MANY} {rows} RETURNING id", tuple(params), Fetch.ALL)
 
     def claim(self, queue: str, worker: str, n: int, now_us: int, until_us: int) -> Statement:
         return Statement(_CLAIM, (worker, until_us, queue, now_us, now_us, n), Fetch.ALL)
