@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..protocol import claim, codec, locks, queues, streams
+from ..protocol import claim, codec, locks, queues, schedule, streams
 from ..protocol.errors import AlkstoreError, DatabaseError
 from ..protocol.names import check_name
 from ..protocol.plan import Plan, Statement
@@ -195,6 +195,7 @@ class Ledger:
         self.read_upto: dict[str, int] = {}
         self.saved: dict[tuple[str, str], int] = {}
         self.max_attempts: dict[int, int] = {}
+        self.fired: dict[str, list[int]] = {}
 
     def fail(self, message: str) -> None:
         raise _Violation(message)
@@ -264,6 +265,16 @@ class Ledger:
         if held is not None and held.token == record.token:
             del self.lock_holder[record.name]
 
+    # scheduler
+    def fired_at(self, name: str, fire_at_us: int) -> None:
+        times = self.fired.setdefault(name, [])
+        # each fire time of a schedule is enqueued once, and fire times only move forward
+        if fire_at_us in times:
+            self.fail(f"schedule {name} fired twice for {fire_at_us}")
+        if times and fire_at_us < times[-1]:
+            self.fail(f"schedule {name} fired for {fire_at_us} after {times[-1]}")
+        times.append(fire_at_us)
+
     # streams
     def read(self, stream: str, after: int, offsets: list[int]) -> None:
         committed = [o for o in self.published.get(stream, []) if o > after]
@@ -298,6 +309,10 @@ class Config:
     publishers: int = 0
     events: int = 3
     readers: int = 0
+    # Scheduler tickers racing on one "@every" schedule (into the workers' queue).
+    tickers: int = 0
+    ticks: int = 3
+    schedule_every_s: int = 5
     visibility_timeout_s: float = 10.0
     lock_ttl_s: float = 10.0
     max_attempts: int = 3
@@ -374,6 +389,15 @@ class Simulation:
             self._actor(f"publisher{i}", "publisher", self._publisher)
         for i in range(c.readers):
             self._actor(f"reader{i}", "reader", self._reader)
+        if c.tickers:
+            expr = schedule.parse(f"@every {c.schedule_every_s}s")
+            self._run_alone(Op("register", lambda now: [schedule.register(
+                self.d, "S", self.queue, expr, codec.encode({"marker": "scheduled"}),
+                schedule.ScheduleOptions(), now,
+            )]), "setup")  # fmt: skip
+            self.now += c.schedule_every_s * US  # due when the tickers start
+        for i in range(c.tickers):
+            self._actor(f"ticker{i}", "ticker", self._ticker)
 
     def _run_alone(self, op: Op, who: str) -> list[Any]:
         """Run ``op`` to its end on the driver connection (no actor runs)."""
@@ -530,6 +554,13 @@ class Simulation:
                 meta={"consumer": consumer},
             )
 
+    def _ticker(self, actor: Actor) -> Program:
+        attempts = self.config.max_attempts
+        for _ in range(self.config.ticks):
+            got = yield Op("tick", lambda now: [schedule.tick(self.d, now, "sim", attempts)])
+            if not got[0]:
+                yield WAIT  # nothing due: a clock jump may make it due
+
     def _quiet(self) -> bool:
         """No producer or publisher has work left: idle actors may finish."""
         return all(a.done for a in self.actors if a.kind in ("producer", "publisher"))
@@ -559,6 +590,10 @@ class Simulation:
             led.granted(values[0], now)
         elif kind == "lock_release" and values[0]:
             led.lock_ended(op.meta["lock"])
+        elif kind == "tick":
+            for fire in values[0] or []:
+                led.fired_at(fire.schedule, fire.fire_at_us)
+                led.enqueued[fire.job_id] = "scheduled"
         elif kind == "publish":
             led.published.setdefault("log", []).append(values[0])
         elif kind == "read":

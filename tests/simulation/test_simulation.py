@@ -39,11 +39,11 @@ from .conftest import EXPLORED
 
 # Everything at once: producers with committed and rolled-back transactions,
 # workers that ack, retry, fail, heartbeat, release or walk away, lock
-# holders, stream publishers and readers, two crashes, two dropped
-# connections and two clock jumps.
+# holders, stream publishers and readers, two scheduler tickers racing on
+# one schedule, two crashes, two dropped connections and two clock jumps.
 RICH = Config(
     jobs=6, producers=2, workers=3, lock_holders=2, publishers=2, readers=2,
-    crashes=2, drops=2, clock_jumps=2,
+    tickers=2, crashes=2, drops=2, clock_jumps=2,
 )  # fmt: skip
 BUDGET_S = float(os.environ.get("ALKSTORE_SIM_BUDGET", "20"))
 ENGINES = sorted({BACKENDS[b].engine for b in selected_backends()})
@@ -142,6 +142,11 @@ EXHAUSTIVE = {
         jobs=0, producers=0, workers=0, publishers=1, events=1, readers=1, crashes=0,
         clock_jumps=0, rollback_txs=False,
     ),
+    # one fire time, enqueued exactly once
+    "2 tickers x 1 due schedule": Config(
+        jobs=0, producers=0, workers=0, tickers=2, ticks=1, crashes=0, clock_jumps=0,
+        rollback_txs=False,
+    ),
     # the connection dies under any open transaction; the worker carries on
     "1 worker x 1 job x heartbeat/ack x <=1 dropped connection x <=1 clock jump": Config(
         jobs=1, producers=0, workers=1, pre_enqueued=True, crashes=0, drops=1,
@@ -177,6 +182,8 @@ EXHAUSTIVE_PG = {
     "1 worker x 1 job x heartbeat/ack x <=1 dropped connection x <=1 clock jump": EXHAUSTIVE[
         "1 worker x 1 job x heartbeat/ack x <=1 dropped connection x <=1 clock jump"
     ],
+    # two tickers race on one due schedule inside the server
+    "2 tickers x 1 due schedule": EXHAUSTIVE["2 tickers x 1 due schedule"],
 }  # fmt: skip
 
 EXHAUSTIVE_CASES = [
@@ -260,6 +267,44 @@ class PgClaimWithoutRowLock(PostgresDialect):
         self._claim = self._claim.replace("FOR UPDATE SKIP LOCKED", "")
 
 
+class PgTickWithoutGuards(PostgresDialect):
+    """The scheduler's two guards taken out: due schedules read without
+    ``FOR UPDATE SKIP LOCKED``, advanced without the compare-and-set on the
+    fire time. (Either guard alone keeps each fire time to one job: see
+    ``test_either_scheduler_guard_alone_fires_once``.)"""
+
+    def __init__(self, schema: str) -> None:
+        super().__init__(schema)
+        self._due_schedules = self._due_schedules.replace(" FOR UPDATE SKIP LOCKED", "")
+        self._advance_schedule = self._advance_schedule.replace(
+            " AND next_fire_at = $3", " AND $3::bigint IS NOT NULL"
+        )
+
+
+class PgTickWithoutCas(PostgresDialect):
+    def __init__(self, schema: str) -> None:
+        super().__init__(schema)
+        self._advance_schedule = PgTickWithoutGuards(schema)._advance_schedule
+
+
+class PgTickWithoutRowLock(PostgresDialect):
+    def __init__(self, schema: str) -> None:
+        super().__init__(schema)
+        self._due_schedules = PgTickWithoutGuards(schema)._due_schedules
+
+
+@pytest.mark.skipif("postgres" not in ENGINES, reason="Postgres not selected")
+@pytest.mark.parametrize("dialect", [PgTickWithoutCas, PgTickWithoutRowLock])
+def test_either_scheduler_guard_alone_fires_once(dialect: type[PostgresDialect]) -> None:
+    """Every interleaving of two tickers with one guard left enqueues each fire time once."""
+    backend = _broken_backend("postgres", dialect)
+    try:
+        result = explore(EXHAUSTIVE["2 tickers x 1 due schedule"], backend=backend)
+    finally:
+        backend.close()
+    assert result.interleavings > 100
+
+
 BROKEN = {
     "ack-without-ownership": (AckWithoutOwnership, PgAckWithoutOwnership, Config(), "ownership"),
     "lock-ignoring-expiry": (
@@ -273,6 +318,12 @@ BROKEN = {
         PgClaimIgnoringVisibility,
         Config(),
         "unexpired claim",
+    ),
+    "scheduler-without-guards": (
+        None,
+        PgTickWithoutGuards,
+        Config(jobs=0, producers=0, workers=0, tickers=2, ticks=1, crashes=0, clock_jumps=0),
+        "fired twice",
     ),
     "claim-without-row-lock": (
         None,
