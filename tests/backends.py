@@ -1,8 +1,11 @@
 """The backends every contract test runs on.
 
 A backend knows how to open a fresh store on its engine x driver pair. Add a
-pair here (``postgres-trio``, ``sqlite-asyncio``, ...) and every test that
-takes the ``backend`` or ``store`` fixture runs on it, unedited.
+pair here and every test that takes the ``backend`` or ``store`` fixture runs
+on it, unedited: a test on a trio backend runs under pytest-trio, one on an
+asyncio backend on an asyncio event loop of its own (``tests/conftest.py``).
+Test bodies written against trio itself (``tests/worker``, ``tests/process``)
+take their ``backend`` from ``selected_backends(driver="trio")`` instead.
 """
 
 from __future__ import annotations
@@ -50,6 +53,12 @@ def _sqlite_trio(location: str, **kw: Any) -> AbstractAsyncContextManager[Store]
     return open_sqlite(location, **kw)
 
 
+def _sqlite_asyncio(location: str, **kw: Any) -> AbstractAsyncContextManager[Store]:
+    from alkstore.io_asyncio import open_sqlite
+
+    return open_sqlite(location, **kw)
+
+
 PG_DSN = os.environ.get("ALKSTORE_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 # Every Postgres test gets its own schema, named for the test process so that
 # concurrent test runs never drop each other's: alk_t_<pid>_<random>.
@@ -67,19 +76,33 @@ def _postgres_trio(location: str, **kw: Any) -> AbstractAsyncContextManager[Stor
     return open_postgres(PG_DSN, options=options, **kw)
 
 
+def _postgres_asyncio(location: str, **kw: Any) -> AbstractAsyncContextManager[Store]:
+    from alkstore.io_asyncio import PostgresOptions, open_postgres
+
+    options = kw.pop("options", None) or PostgresOptions(schema=location, pool_size=4)
+    return open_postgres(PG_DSN, options=options, **kw)
+
+
+# The trio backends' tests run under pytest-trio; the asyncio backends' tests
+# run on a fresh asyncio event loop each (tests/conftest.py).
 BACKENDS: dict[str, Backend] = {
     "sqlite-trio": Backend("sqlite-trio", "sqlite", "trio", _sqlite_trio, _sqlite_location),
     "postgres-trio": Backend("postgres-trio", "postgres", "trio", _postgres_trio, _pg_location),
+    "sqlite-asyncio": Backend(
+        "sqlite-asyncio", "sqlite", "asyncio", _sqlite_asyncio, _sqlite_location
+    ),
+    "postgres-asyncio": Backend(
+        "postgres-asyncio", "postgres", "asyncio", _postgres_asyncio, _pg_location
+    ),
 }
 
 
-def selected_backends() -> list[str]:
-    """All backends, or those named in ALKSTORE_BACKENDS (comma-separated)."""
+def selected_backends(*, driver: str | None = None) -> list[str]:
+    """All backends, or those named in ALKSTORE_BACKENDS (comma-separated);
+    only those of ``driver`` when it is given."""
     wanted = os.environ.get("ALKSTORE_BACKENDS")
-    if not wanted:
-        return list(BACKENDS)
-    names = [n.strip() for n in wanted.split(",") if n.strip()]
+    names = [n.strip() for n in wanted.split(",") if n.strip()] if wanted else list(BACKENDS)
     unknown = [n for n in names if n not in BACKENDS]
     if unknown:
         raise RuntimeError(f"unknown backends in ALKSTORE_BACKENDS: {unknown}")
-    return names
+    return [n for n in names if driver is None or BACKENDS[n].driver == driver]

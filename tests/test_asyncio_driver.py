@@ -1,13 +1,15 @@
 """The asyncio driver runs the same facades over ``AsyncioRuntime``.
 
-The full contract suite plugs ``sqlite-asyncio`` in with the asyncio driver
-issue; these tests pin that the seam is complete today: every mechanism
-works, background tasks end with the store, and cancellation is honoured.
+The contract suite runs on ``sqlite-asyncio`` and ``postgres-asyncio`` too
+(tests/backends.py); these tests pin a few things from plain ``asyncio.run``:
+every mechanism works, background tasks and their connections end with the
+store, and cancellation is honoured.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from pathlib import Path
 
@@ -105,3 +107,16 @@ def test_hold_lock_renews_and_releases(tmp_path: Path) -> None:
             assert other is not None and other.token == lock.token + 1
 
     run(main, tmp_path)
+
+
+def test_a_store_closed_before_its_watcher_ran_closes_every_connection(tmp_path: Path) -> None:
+    """An asyncio task cancelled before its first step never runs, not even its
+    ``finally``: the watcher's connection must be closed all the same."""
+
+    async def main(path: str) -> None:
+        async with open_sqlite(path):
+            pass  # nothing awaited: the watcher task never started
+
+    fds_before = set(os.listdir("/proc/self/fd"))
+    run(main, tmp_path)
+    assert set(os.listdir("/proc/self/fd")) <= fds_before

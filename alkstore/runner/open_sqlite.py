@@ -69,6 +69,7 @@ async def open_sqlite_store(
     store = Store(
         executor=executor, runtime=runtime, clock=clock or SystemClock(), hub=hub, seed=seed
     )
+    watch_conn: sqlite3.Connection | None = None
     try:
         async with runtime.task_group() as group:
             if not memory:
@@ -86,8 +87,15 @@ async def open_sqlite_store(
             finally:
                 group.cancel()
     finally:
-        with runtime.shield():
-            await store.aclose()
+        try:
+            with runtime.shield():
+                await store.aclose()
+        finally:
+            # The watcher closes its connection when it ends, but an asyncio
+            # task cancelled before its first step never runs at all (a trio
+            # task runs to its first checkpoint): closing is the opener's job.
+            if watch_conn is not None:
+                sqlite_conn.close(watch_conn)
 
 
 def _watcher_connection(target: str, opts: SqliteOptions) -> sqlite3.Connection:

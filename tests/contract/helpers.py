@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-import trio
-
 from alkstore.api.store import Store
 from alkstore.runner.runtime import ManualClock
+
+from . import aio
 
 US = 1_000_000
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -56,8 +56,8 @@ async def order_rows(store: Store) -> list[tuple[int, str]]:
 
 async def wait_until(predicate, timeout: float = SOON, step: float = 0.005) -> None:  # type: ignore[no-untyped-def]
     """Poll a synchronous predicate (real time) until it holds."""
-    with trio.fail_after(timeout):
+    async with aio.fail_after(timeout):
         while True:
             if predicate():
                 return
-            await trio.sleep(step)
+            await aio.sleep(step)

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
-import trio
 
 from alkstore import InvalidArgument, InvalidName, Lock, LockLost
 from alkstore.api.store import Store
 from alkstore.runner.runtime import ManualClock
 from tests.backends import Backend
 
+from . import aio
 from .helpers import SOON, at, wait_until
 
 
@@ -200,25 +200,23 @@ async def test_hold_lock_waits_for_the_holder_up_to_its_timeout(
         async with store.hold_lock("res", "alice", 10, timeout=SOON, poll=0.01) as lock:
             entered.append(lock.token)
 
-    with trio.fail_after(SOON):
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(wait_for_it)
-            await trio.sleep(0.05)
-            assert entered == []
-            assert await holder.release() is True
+    async with aio.fail_after(SOON), aio.open_task_group() as nursery:
+        nursery.start_soon(wait_for_it)
+        await aio.sleep(0.05)
+        assert entered == []
+        assert await holder.release() is True
     assert len(entered) == 1 and entered[0] > holder.token
 
 
 async def test_hold_lock_renews_in_the_background(store: Store, clock: ManualClock) -> None:
-    with trio.fail_after(SOON):
-        async with store.hold_lock("res", "alice", 0.3) as lock:
-            first_expiry = lock.expires_at
-            clock.advance(0.2)
-            # The helper renews every ttl/3 of real time; wait for one renewal.
-            await wait_until(lambda: lock.expires_at > first_expiry)
-            assert lock.expires_at == at(clock, 0.3)
-            clock.advance(0.2)  # past the original TTL
-            assert await store.try_lock("res", "bob", 10) is None
+    async with aio.fail_after(SOON), store.hold_lock("res", "alice", 0.3) as lock:
+        first_expiry = lock.expires_at
+        clock.advance(0.2)
+        # The helper renews every ttl/3 of real time; wait for one renewal.
+        await wait_until(lambda: lock.expires_at > first_expiry)
+        assert lock.expires_at == at(clock, 0.3)
+        clock.advance(0.2)  # past the original TTL
+        assert await store.try_lock("res", "bob", 10) is None
 
 
 async def test_hold_lock_cancels_the_body_with_lock_lost_when_the_lock_is_lost(
@@ -230,12 +228,13 @@ async def test_hold_lock_cancels_the_body_with_lock_lost_when_the_lock_is_lost(
     ):
         reached_end = False
         thief: Lock | None = None
-        with trio.fail_after(SOON), pytest.raises(LockLost) as caught:
-            async with mine.hold_lock("res", "alice", 0.3) as lock:
-                clock.advance(1)  # our TTL lapses before the next renewal
-                thief = await acquire(thief_store, "res", "thief", 60)
-                await trio.sleep(SOON * 2)  # cancelled when the renewal fails
-                reached_end = True
+        async with aio.fail_after(SOON):
+            with pytest.raises(LockLost) as caught:
+                async with mine.hold_lock("res", "alice", 0.3) as lock:
+                    clock.advance(1)  # our TTL lapses before the next renewal
+                    thief = await acquire(thief_store, "res", "thief", 60)
+                    await aio.sleep(SOON * 2)  # cancelled when the renewal fails
+                    reached_end = True
         assert reached_end is False
         if thief is None:  # the renewal noticed the lapse before the thief struck
             thief = await acquire(thief_store, "res", "thief", 60)

@@ -5,13 +5,21 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import trio
+import sniffio
 
 from alkstore import Closed, QueueStats
+from alkstore.api.store import Store
 from alkstore.runner.runtime import ManualClock
 from tests.backends import Backend
 
+from . import aio
 from .helpers import SOON
+
+
+async def test_each_backend_runs_on_its_own_driver(backend: Backend, store: Store) -> None:
+    """The suite itself: a backend's tests run under its async library and driver."""
+    assert sniffio.current_async_library() == backend.driver
+    assert store.runtime.name == backend.driver
 
 
 async def test_several_stores_can_open_a_fresh_database_at_once(
@@ -29,10 +37,9 @@ async def test_several_stores_can_open_a_fresh_database_at_once(
                 await s.queue("jobs").enqueue(i)
                 opened.append(i)
 
-        with trio.fail_after(SOON * 2):
-            async with trio.open_nursery() as nursery:
-                for i in range(3):
-                    nursery.start_soon(open_and_use, i)
+        async with aio.fail_after(SOON * 2), aio.open_task_group() as nursery:
+            for i in range(3):
+                nursery.start_soon(open_and_use, i)
         assert sorted(opened) == [0, 1, 2]
         async with backend.open(location, clock=clock) as s:
             assert await s.queue("jobs").stats() == QueueStats(3, 0, 0, 0)

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import pytest
-import trio
-import trio.testing
 
 from alkstore import Closed, InvalidArgument, InvalidName, StreamEvent
 from alkstore.api.store import Store
 from alkstore.runner.runtime import ManualClock
 from tests.backends import Backend
 
+from . import aio
 from .helpers import QUIET, SOON, at
 
 
@@ -158,7 +157,7 @@ async def test_no_event_is_skipped_when_publishers_commit_out_of_order(
         backend.open(location, clock=clock) as reader,
     ):
         seen: list[int] = []
-        done = trio.Event()
+        done = aio.event()
 
         async def read_forever() -> None:
             last = 0
@@ -168,19 +167,18 @@ async def test_no_event_is_skipped_when_publishers_commit_out_of_order(
                     last = event.offset
                 if done.is_set() and len(seen) >= 4:
                     return
-                await trio.sleep(0.005)
+                await aio.sleep(0.005)
 
-        with trio.fail_after(SOON * 2):
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(read_forever)
-                for _ in range(2):
-                    # The nursery outlives the transaction: B's publish may
-                    # have to wait for A's commit.
-                    async with trio.open_nursery() as publishers, a.transaction() as tx:
-                        await tx.publish("race", "slow")
-                        publishers.start_soon(b.stream("race").publish, "fast")
-                        await trio.sleep(0.1)  # B publishes while A is uncommitted
-                done.set()
+        async with aio.fail_after(SOON * 2), aio.open_task_group() as nursery:
+            nursery.start_soon(read_forever)
+            for _ in range(2):
+                # The nursery outlives the transaction: B's publish may
+                # have to wait for A's commit.
+                async with aio.open_task_group() as publishers, a.transaction() as tx:
+                    await tx.publish("race", "slow")
+                    publishers.start_soon(b.stream("race").publish, "fast")
+                    await aio.sleep(0.1)  # B publishes while A is uncommitted
+            done.set()
         everything = [e.offset for e in await reader.stream("race").read_since(0)]
         assert everything == [1, 2, 3, 4]
         assert seen == everything
@@ -246,14 +244,13 @@ async def test_subscribe_receives_events_published_while_it_waits(store: Store) 
             got.append(await events.recv())
 
         # Well under the receiver's backstop poll: delivery must come from the wake.
-        with trio.fail_after(2):
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(consume)
-                await trio.testing.wait_all_tasks_blocked()
-                assert got == []
-                await s.publish("one")
-                await trio.testing.wait_all_tasks_blocked()
-                await s.publish_with_key("k", "two")
+        async with aio.fail_after(2), aio.open_task_group() as nursery:
+            nursery.start_soon(consume)
+            await aio.wait_all_tasks_blocked()
+            assert got == []
+            await s.publish("one")
+            await aio.wait_all_tasks_blocked()
+            await s.publish_with_key("k", "two")
     assert [(e.offset, e.key, e.payload) for e in got if e is not None] == [
         (1, None, "one"),
         (2, "k", "two"),
@@ -273,11 +270,10 @@ async def test_subscribe_receives_events_published_by_another_store(
         async def consume() -> None:
             got.append(await events.recv())
 
-        with trio.fail_after(SOON):
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(consume)
-                await trio.sleep(0.05)
-                await pub_store.stream("s").publish({"from": "elsewhere"})
+        async with aio.fail_after(SOON), aio.open_task_group() as nursery:
+            nursery.start_soon(consume)
+            await aio.sleep(0.05)
+            await pub_store.stream("s").publish({"from": "elsewhere"})
     assert [e.payload for e in got if e is not None] == [{"from": "elsewhere"}]
 
 
@@ -316,11 +312,10 @@ async def test_recv_timeout_wakes_on_publish(store: Store) -> None:
         async def consume() -> None:
             got.append(await events.recv_timeout(SOON))
 
-        with trio.fail_after(SOON):
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(consume)
-                await trio.testing.wait_all_tasks_blocked()
-                await s.publish("x")
+        async with aio.fail_after(SOON), aio.open_task_group() as nursery:
+            nursery.start_soon(consume)
+            await aio.wait_all_tasks_blocked()
+            await s.publish("x")
     assert [e.payload for e in got if e is not None] == ["x"]
 
 
@@ -362,16 +357,19 @@ async def test_receiver_closes_when_the_store_closes(
     backend: Backend, location: str, clock: ManualClock
 ) -> None:
     got: list[object] = []
-    with trio.fail_after(SOON):
-        async with trio.open_nursery() as nursery, backend.open(location, clock=clock) as s:
-            events = s.stream("s").subscribe("c")
-            await events.__aenter__()
+    async with (
+        aio.fail_after(SOON),
+        aio.open_task_group() as nursery,
+        backend.open(location, clock=clock) as s,
+    ):
+        events = s.stream("s").subscribe("c")
+        await events.__aenter__()
 
-            async def consume() -> None:
-                got.append(await events.recv())
+        async def consume() -> None:
+            got.append(await events.recv())
 
-            nursery.start_soon(consume)
-            await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(consume)
+        await aio.wait_all_tasks_blocked()
     assert got == [None]
     with pytest.raises(Closed):
         events.try_recv()
@@ -384,9 +382,8 @@ async def test_closing_the_receiver_ends_a_waiting_recv_with_none(store: Store) 
         async def consume() -> None:
             got.append(await events.recv())
 
-        with trio.fail_after(SOON):
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(consume)
-                await trio.testing.wait_all_tasks_blocked()
-                events.close()
+        async with aio.fail_after(SOON), aio.open_task_group() as nursery:
+            nursery.start_soon(consume)
+            await aio.wait_all_tasks_blocked()
+            events.close()
     assert got == [None]

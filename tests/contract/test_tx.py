@@ -5,13 +5,13 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
-import trio
 
 from alkstore import Closed, DatabaseError, QueueStats, Transaction, Wake
 from alkstore.api.store import Store
 from alkstore.runner.runtime import ManualClock
 from tests.backends import Backend
 
+from . import aio
 from .helpers import QUIET, SOON, at, create_orders_table, order_rows, orders, placeholders
 
 
@@ -132,10 +132,9 @@ async def test_a_rolled_back_notify_wakes_no_other_store(
 
 async def test_cancellation_rolls_back(store: Store) -> None:
     q = store.queue("jobs")
-    with trio.move_on_after(0.05):
-        async with store.transaction() as tx:
-            await tx.enqueue("jobs", "cancelled")
-            await trio.sleep(SOON)
+    async with aio.move_on_after(0.05), store.transaction() as tx:
+        await tx.enqueue("jobs", "cancelled")
+        await aio.sleep(SOON)
     assert await q.stats() == QueueStats(0, 0, 0, 0)
     assert await q.enqueue("after") > 0
 

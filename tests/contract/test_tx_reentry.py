@@ -9,11 +9,12 @@ connections it runs as its own transaction. Other tasks wait their turn.
 from __future__ import annotations
 
 import pytest
-import trio
 
 from alkstore import UsageError
 from alkstore.api.store import Store
 from tests.backends import Backend
+
+from . import aio
 
 
 async def test_auto_commit_call_inside_own_transaction(backend: Backend, store: Store) -> None:
@@ -35,7 +36,7 @@ async def test_auto_commit_call_inside_own_transaction(backend: Backend, store: 
                     pass  # pragma: no cover
             # A task spawned from inside the transaction inherits the rule.
             with pytest.RaisesGroup(UsageError):
-                async with trio.open_nursery() as nursery:
+                async with aio.open_task_group() as nursery:
                     nursery.start_soon(child)
         else:  # pragma: no cover - runs on the Postgres backends
             await q.enqueue(2)
@@ -48,18 +49,18 @@ async def test_auto_commit_call_inside_own_transaction(backend: Backend, store: 
 async def test_other_tasks_wait_for_the_transaction(backend: Backend, store: Store) -> None:
     q = store.queue("q")
     order: list[str] = []
-    inside = trio.Event()
+    inside = aio.event()
 
     async def outsider() -> None:
         await inside.wait()
         await q.enqueue("outside")
         order.append("outsider done")
 
-    async with trio.open_nursery() as nursery:
+    async with aio.open_task_group() as nursery:
         nursery.start_soon(outsider)  # spawned outside the transaction
         async with store.transaction() as tx:
             inside.set()
-            await trio.sleep(0.05)
+            await aio.sleep(0.05)
             await tx.enqueue(q, "inside")
             order.append("tx body done")
     if backend.engine == "sqlite":  # the writer slot: the outsider queues behind

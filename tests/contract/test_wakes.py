@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import pytest
-import trio
-import trio.testing
 
 from alkstore import Closed, PayloadTooLarge, Wake
 from alkstore.api.store import Store
 from alkstore.runner.runtime import ManualClock
 from tests.backends import Backend
 
+from . import aio
 from .helpers import QUIET, SOON, wait_until
 
 
@@ -18,7 +17,7 @@ async def test_notify_wakes_a_listener(store: Store) -> None:
     async with store.listen("ch") as wakes:
         assert wakes.try_recv() is None
         await store.notify("ch", {"ignored": "payload"})
-        with trio.fail_after(SOON):
+        async with aio.fail_after(SOON):
             wake = await wakes.recv()
         assert wake == Wake("ch")
         assert wake.channel == "ch"
@@ -31,19 +30,18 @@ async def test_a_wake_reaches_a_listener_already_waiting(store: Store) -> None:
         async def wait() -> None:
             got.append(await wakes.recv())
 
-        with trio.fail_after(SOON):
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(wait)
-                await trio.testing.wait_all_tasks_blocked()
-                assert got == []
-                await store.notify("ch")
+        async with aio.fail_after(SOON), aio.open_task_group() as nursery:
+            nursery.start_soon(wait)
+            await aio.wait_all_tasks_blocked()
+            assert got == []
+            await store.notify("ch")
     assert got == [Wake("ch")]
 
 
 async def test_every_listener_of_the_channel_is_woken(store: Store) -> None:
     async with store.listen("ch") as one, store.listen("ch") as two:
         await store.notify("ch")
-        with trio.fail_after(SOON):
+        async with aio.fail_after(SOON):
             assert await one.recv() == Wake("ch")
             assert await two.recv() == Wake("ch")
 
@@ -79,11 +77,10 @@ async def test_recv_timeout_returns_a_wake_or_none(store: Store) -> None:
         async def wait() -> None:
             got.append(await wakes.recv_timeout(SOON))
 
-        with trio.fail_after(SOON):
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(wait)
-                await trio.testing.wait_all_tasks_blocked()
-                await store.notify("ch")
+        async with aio.fail_after(SOON), aio.open_task_group() as nursery:
+            nursery.start_soon(wait)
+            await aio.wait_all_tasks_blocked()
+            await store.notify("ch")
         assert got == [Wake("ch")]
 
 
@@ -95,13 +92,12 @@ async def test_async_for_yields_wakes_and_ends_when_the_receiver_closes(store: S
             async for wake in wakes:
                 got.append(wake)
 
-        with trio.fail_after(SOON):
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(consume)
-                await trio.testing.wait_all_tasks_blocked()
-                await store.notify("ch")
-                await wait_until(lambda: len(got) == 1)
-                wakes.close()  # the loop ends; the nursery can exit
+        async with aio.fail_after(SOON), aio.open_task_group() as nursery:
+            nursery.start_soon(consume)
+            await aio.wait_all_tasks_blocked()
+            await store.notify("ch")
+            await wait_until(lambda: len(got) == 1)
+            wakes.close()  # the loop ends; the nursery can exit
     assert got == [Wake("ch")]
 
 
@@ -133,16 +129,19 @@ async def test_receivers_close_when_the_store_closes(
     backend: Backend, location: str, clock: ManualClock
 ) -> None:
     got: list[Wake | None] = []
-    with trio.fail_after(SOON):
-        async with trio.open_nursery() as nursery, backend.open(location, clock=clock) as s:
-            wakes = s.listen("ch")
-            await wakes.__aenter__()
+    async with (
+        aio.fail_after(SOON),
+        aio.open_task_group() as nursery,
+        backend.open(location, clock=clock) as s,
+    ):
+        wakes = s.listen("ch")
+        await wakes.__aenter__()
 
-            async def wait() -> None:
-                got.append(await wakes.recv())
+        async def wait() -> None:
+            got.append(await wakes.recv())
 
-            nursery.start_soon(wait)
-            await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(wait)
+        await aio.wait_all_tasks_blocked()
     assert got == [None]
     with pytest.raises(Closed):
         wakes.try_recv()

@@ -70,11 +70,18 @@ async def helper_process(*args: str) -> AsyncIterator[trio.Process]:
             await proc.wait()
 
 
+# These tests (and the helper process) drive the store with trio itself: they
+# run on the trio backends, one per engine.
+@pytest.fixture(params=selected_backends(driver="trio"))
+def backend(request: pytest.FixtureRequest) -> Backend:
+    return BACKENDS[request.param]
+
+
 # Each engine's wake sources: SQLite's watcher on inotify and on pure
 # polling; Postgres's LISTEN. Generated per engine, so nothing is skipped.
 WAKE_SOURCES = [
     (name, mode)
-    for name in selected_backends()
+    for name in selected_backends(driver="trio")
     for mode in (("inotify", "polling") if BACKENDS[name].engine == "sqlite" else ("listen",))
 ]
 

@@ -1,16 +1,18 @@
-"""Driving a trio-async store from Hypothesis's synchronous state machines.
+"""Driving an async store from Hypothesis's synchronous state machines.
 
 Each state-machine example gets its own ``StoreSession``: a thread running
-``trio.run`` that opens a store on a fresh database and keeps it open until
-``close()``. Rules call into it with ``session.call(async_fn, ...)``, which
-runs ``async_fn`` on that trio loop (``trio.from_thread.run``) and hands back
-its result or exception. The store is opened and closed by one task, so its
-nursery and background tasks live and die inside one ``async with`` block,
-and ``close()`` joins the thread: nothing outlives the example.
+the backend's event loop (``trio.run`` or ``asyncio.run``) that opens a store
+on a fresh database and keeps it open until ``close()``. Rules call into it
+with ``session.call(async_fn, ...)``, which runs ``async_fn`` on that loop
+(``trio.from_thread.run`` or ``asyncio.run_coroutine_threadsafe``) and hands
+back its result or exception. The store is opened and closed by one task, so
+its task group and background tasks live and die inside one ``async with``
+block, and ``close()`` joins the thread: nothing outlives the example.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import tempfile
@@ -60,7 +62,7 @@ def run_machine(factory: Callable[[], RuleBasedStateMachine], config: settings) 
 
 
 class StoreSession:
-    """A store on a fresh database, open on a private trio thread."""
+    """A store on a fresh database, open on a private event-loop thread."""
 
     def __init__(self, backend: Backend, clock: ManualClock) -> None:
         self._backend = backend
@@ -69,10 +71,13 @@ class StoreSession:
         self._location = backend.new_location(Path(self._tmp))
         self._ready = threading.Event()
         self._error: BaseException | None = None
-        self._token: trio.lowlevel.TrioToken | None = None
-        self._stop: trio.Event | None = None
+        self._token: trio.lowlevel.TrioToken | None = None  # on trio
+        self._loop: asyncio.AbstractEventLoop | None = None  # on asyncio
+        self._stop: trio.Event | asyncio.Event | None = None
         self._store: Store | None = None
-        self._thread = threading.Thread(target=self._main, name="alkstore-prop-trio", daemon=True)
+        self._thread = threading.Thread(
+            target=self._main, name=f"alkstore-prop-{backend.driver}", daemon=True
+        )
         self._thread.start()
         self._ready.wait()
         if self._store is None:
@@ -88,29 +93,45 @@ class StoreSession:
 
     def _main(self) -> None:
         try:
-            trio.run(self._serve)
+            if self._backend.driver == "trio":
+                trio.run(self._serve)
+            else:
+                asyncio.run(self._serve())
         except BaseException as exc:
             self._error = exc
         finally:
             self._ready.set()
 
     async def _serve(self) -> None:
-        self._token = trio.lowlevel.current_trio_token()
-        self._stop = trio.Event()
+        if self._backend.driver == "trio":
+            self._token = trio.lowlevel.current_trio_token()
+            self._stop = trio.Event()
+        else:
+            self._loop = asyncio.get_running_loop()
+            self._stop = asyncio.Event()
         async with self._backend.open(self._location, clock=self._clock) as store:
             self._store = store
             self._ready.set()
             await self._stop.wait()
 
     def call(self, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
-        """Run ``await fn(*args)`` on the store's trio loop and return its result."""
-        return trio.from_thread.run(fn, *args, trio_token=self._token)
+        """Run ``await fn(*args)`` on the store's loop and return its result."""
+        if self._loop is None:
+            return trio.from_thread.run(fn, *args, trio_token=self._token)
+
+        async def on_loop() -> T:
+            return await fn(*args)
+
+        return asyncio.run_coroutine_threadsafe(on_loop(), self._loop).result()
 
     def close(self) -> None:
-        """Close the store, end the trio loop, join its thread, remove the files."""
+        """Close the store, end the event loop, join its thread, remove the files."""
         try:
             if self._thread.is_alive() and self._stop is not None:
-                trio.from_thread.run_sync(self._stop.set, trio_token=self._token)
+                if self._loop is not None:
+                    self._loop.call_soon_threadsafe(self._stop.set)
+                else:
+                    trio.from_thread.run_sync(self._stop.set, trio_token=self._token)
             self._thread.join()
         finally:
             shutil.rmtree(self._tmp, ignore_errors=True)

@@ -18,7 +18,7 @@ import trio
 from alkstore.api.queue import Job, Queue
 from alkstore.api.store import Store
 from alkstore.protocol.backoff import Backoff
-from tests.backends import Backend
+from tests.backends import BACKENDS, Backend, selected_backends
 
 SOON = 5.0  # upper bound for anything that must happen "promptly"
 NEVER = 60.0  # a poll interval no test may rely on
@@ -62,6 +62,12 @@ async def until(check: Callable[[], Awaitable[bool]], timeout: float = SOON) -> 
 async def gone(q: Queue, *job_ids: int) -> bool:
     """Every job acked (or cancelled): no live or dead row left."""
     return all([await q.get_job(i) is None for i in job_ids])
+
+
+@pytest.fixture(params=selected_backends(driver="trio"))
+def backend(request: pytest.FixtureRequest) -> Backend:
+    """These tests drive workers with trio itself: the trio backends only."""
+    return BACKENDS[request.param]
 
 
 @pytest.fixture
