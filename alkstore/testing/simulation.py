@@ -36,14 +36,31 @@ START_US = 1_700_000_000 * US
 
 
 class SimulationFailure(AssertionError):
-    """An invariant broke. Carries the seed (when seeded) and the trace."""
+    """An invariant broke. Carries the seed (when seeded), the trace, the
+    choices that led there and, once shrunk, the smallest failing trace."""
 
-    def __init__(self, message: str, trace: list[str], seed: int | None) -> None:
+    def __init__(
+        self,
+        message: str,
+        trace: list[str],
+        seed: int | None,
+        choices: list[int] | None = None,
+        shrunk_trace: list[str] | None = None,
+    ) -> None:
+        self.violation = message
         self.trace = trace
         self.seed = seed
-        tail = "\n".join(trace[-60:])
+        self.choices = choices
+        self.shrunk_trace = shrunk_trace
         replay = f"\nreplay: pytest --alkstore-seed={seed}" if seed is not None else ""
-        super().__init__(f"{message}\nseed: {seed}{replay}\ntrace (last steps):\n{tail}")
+        if shrunk_trace is not None:
+            shown = (
+                f"smallest failing interleaving found by shrinking ({len(shrunk_trace)} "
+                f"of {len(trace)} steps):\n" + "\n".join(shrunk_trace)
+            )
+        else:
+            shown = "trace (last steps):\n" + "\n".join(trace[-60:])
+        super().__init__(f"{message}\nseed: {seed}{replay}\n{shown}")
 
 
 # -- operations ---------------------------------------------------------------
@@ -695,7 +712,9 @@ class Simulation:
         run = actor.run
         assert run is not None
         if run.stage == "begin":
-            what = "BEGIN"
+            # The operation's clock reading, taken when it was issued (a
+            # CLOCK step may come between it and its statements).
+            what = f"BEGIN (now +{(run.now - START_US) / US:g}s)"
         elif run.stage == "stmts" and run.statement is not None:
             what = " ".join(run.statement.sql.split()[:3])
         else:
@@ -782,7 +801,8 @@ class Simulation:
             self._drain()
         except _Violation as exc:
             seed = getattr(self.chooser, "seed", None)
-            raise SimulationFailure(str(exc), self.trace, seed) from None
+            taken = getattr(self.chooser, "taken", None)
+            raise SimulationFailure(str(exc), self.trace, seed, taken) from None
         finally:
             self.close()
         return steps
@@ -816,9 +836,24 @@ def _notify(d: Any, channel: str, now: int) -> Plan[None]:
     yield d.notify(channel, "sim", now)
 
 
-def run_seed(config: Config, seed: int, **kw: Any) -> int:
-    """One seeded run; raises ``SimulationFailure`` with the seed and trace."""
-    return Simulation(config, SeededChooser(seed), **kw).run()
+def run_seed(config: Config, seed: int, *, shrink_failures: bool = False, **kw: Any) -> int:
+    """One seeded run; raises ``SimulationFailure`` with the seed and trace.
+
+    With ``shrink_failures`` a failure is first shrunk (see ``shrink``) and
+    reported with the smallest interleaving that breaks the same invariant,
+    beside the seed that replays the original run.
+    """
+    try:
+        return Simulation(config, SeededChooser(seed), **kw).run()
+    except SimulationFailure as failure:
+        if not shrink_failures or failure.choices is None:
+            raise
+        _, smallest = shrink(
+            config, failure.choices, dialect=kw.get("dialect"), backend=kw.get("backend")
+        )
+        raise SimulationFailure(
+            failure.violation, failure.trace, seed, failure.choices, smallest.trace
+        ) from None
 
 
 def seeds(start: int = 0) -> Iterator[int]:

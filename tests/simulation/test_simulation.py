@@ -94,12 +94,12 @@ def test_seeded_simulations_within_budget(
     """Every seed in the budget (or the one given by --alkstore-seed) keeps every invariant."""
     seed = request.config.getoption("--alkstore-seed")
     if seed is not None:
-        run_seed(RICH, seed, backend=engine)
+        run_seed(RICH, seed, backend=engine, shrink_failures=True)
         return
     deadline = time.monotonic() + BUDGET_S
     runs = steps = 0
     while time.monotonic() < deadline:
-        steps += run_seed(RICH, runs, backend=engine)
+        steps += run_seed(RICH, runs, backend=engine, shrink_failures=True)
         runs += 1
     EXPLORED[f"{engine.name}: seeded (rich config)"] = (
         f"{runs} seeds, {steps} steps in {BUDGET_S:g} s"
@@ -387,3 +387,10 @@ def test_a_failure_replays_exactly_and_shrinks() -> None:
     assert len(shrunk.trace) <= len(first.trace)
     assert len(smaller) <= len(chooser.taken)
     assert "without ownership" in str(shrunk)
+    # run_seed can do the shrinking and print the small trace with the seed
+    with pytest.raises(SimulationFailure) as reported:
+        run_seed(config, seed, dialect=broken, shrink_failures=True)
+    shown = reported.value
+    assert shown.seed == seed and f"--alkstore-seed={seed}" in str(shown)
+    assert shown.shrunk_trace is not None and len(shown.shrunk_trace) <= len(first.trace)
+    assert "smallest failing interleaving" in str(shown) and "without ownership" in str(shown)
