@@ -37,6 +37,9 @@ class _Pending:
         self.done: Signal = runtime.signal()
         self.results: list[pq.abc.PGresult] = []
         self.error: BaseException | None = None
+        # The connection died under the command: the reconnect LISTENs on
+        # every registered channel anyway, so the caller need not fail.
+        self.lost = False
 
 
 class PgListener:
@@ -150,6 +153,8 @@ class PgListener:
                 self._pending = None
                 raise DatabaseError(f"PostgreSQL: listener connection failed: {exc}") from exc
             await pending.done.wait()
+            if pending.lost:
+                return
             if pending.error is not None:
                 raise pending.error
             for res in pending.results:
@@ -165,8 +170,7 @@ class PgListener:
                     conn = await PgConnection.connect(
                         self._runtime, self._dsn, timeout=self._options.connect_timeout
                     )
-                    for ident in list(self._channels):
-                        await conn.command(self._listen_sql(self._channels[ident]))
+                    await self._listen_all(conn)
                 except AlkstoreError:
                     await self._runtime.sleep(delay)
                     delay = min(self._options.reconnect_cap, delay * 2)
@@ -185,10 +189,22 @@ class PgListener:
                 finally:
                     self._conn = None
                     self._connected = self._runtime.signal()
-                    self._fail_pending(DatabaseError("PostgreSQL: listener connection lost"))
+                    self._fail_pending(
+                        DatabaseError("PostgreSQL: listener connection lost"), lost=True
+                    )
                     conn.close()
         finally:
             self._fail_pending(DatabaseError("PostgreSQL: listener closed"))
+
+    async def _listen_all(self, conn: PgConnection) -> None:
+        """LISTEN on every registered channel, including any registered while
+        this runs: until the connection is published, a receiver's listen()
+        counts on this loop to send its LISTEN."""
+        done: set[str] = set()
+        while todo := [c for c in self._channels.values() if c not in done]:
+            for channel in todo:
+                await conn.command(self._listen_sql(channel))
+                done.add(channel)
 
     async def _read(self, conn: PgConnection) -> None:
         pgconn = conn.pgconn
@@ -215,10 +231,11 @@ class PgListener:
                     break
                 pending.results.append(res)
 
-    def _fail_pending(self, error: BaseException) -> None:
+    def _fail_pending(self, error: BaseException, *, lost: bool = False) -> None:
         pending, self._pending = self._pending, None
         if pending is not None:
             pending.error = error
+            pending.lost = lost
             pending.done.set()
 
     @property

@@ -1,6 +1,7 @@
 """Rule: a receiver hears its channel once ``listen()`` has returned, even
 when another receiver's ``listen()`` on the same channel was cancelled
-before its LISTEN reached the server (contract section 3, notify/listen).
+before its LISTEN reached the server, and even when it opened while the
+listener was reconnecting (contract section 3, notify/listen).
 
 The listening connection sends one command at a time, so a LISTEN can be
 queued behind another; this test holds the queue, starts two receivers on
@@ -10,12 +11,14 @@ checks the second one hears a NOTIFY from another store.
 
 from __future__ import annotations
 
+import pytest
 import trio
 import trio.testing
 
-from alkstore import Wake
+from alkstore import LISTENER_RECONNECTED, Wake
+from alkstore.runner.pg_conn import PgConnection
 
-from .pg import SOON, open_pg
+from .pg import SOON, open_pg, terminate_backend
 from .test_reconnect import wait_listener
 
 
@@ -54,3 +57,38 @@ async def test_second_receiver_hears_after_the_first_listen_is_cancelled(schema:
             with trio.fail_after(SOON):
                 await second_heard.wait()
         assert heard == [Wake("alpha")]
+
+
+async def test_a_channel_listened_to_during_a_reconnect_is_heard_after_it(
+    schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reconnect LISTENs again on every channel; one whose receiver
+    opened while those LISTENs were on their way is included."""
+    gate, entered = trio.Event(), trio.Event()
+    real_command = PgConnection.command
+
+    async def held_command(self: PgConnection, sql: str) -> None:
+        if sql.startswith("LISTEN") and not gate.is_set():
+            entered.set()
+            await gate.wait()
+        await real_command(self, sql)
+
+    async with (
+        open_pg(schema) as store,
+        open_pg(schema, pool_size=1) as other,
+        store.listen("alpha") as alpha,
+    ):
+        old = await wait_listener(store)
+        monkeypatch.setattr(PgConnection, "command", held_command)
+        await terminate_backend(old)
+        with trio.fail_after(SOON):
+            await entered.wait()  # the reconnect is re-LISTENing on "alpha"
+        async with store.listen("beta") as beta:
+            gate.set()
+            await wait_listener(store, not_pid=old)
+            assert await beta.recv_timeout(SOON) == Wake(LISTENER_RECONNECTED)
+            await other.notify("beta")
+            assert await beta.recv_timeout(SOON) == Wake("beta")
+        await other.notify("alpha")
+        assert await alpha.recv_timeout(SOON) == Wake(LISTENER_RECONNECTED)
+        assert await alpha.recv_timeout(SOON) == Wake("alpha")
