@@ -6,7 +6,8 @@ per step. A statement may finish at once or wait on a lock another actor's
 open transaction holds; after every step the backend *settles*: it waits
 until each in-flight statement has either finished or is provably waiting on
 a lock. Nothing is left running between steps, which is what makes a run
-depend on its choices alone and so replay exactly.
+depend on its choices alone and so replay exactly (within the limit
+``sim_postgres`` states for three or more waiters on one row).
 """
 
 from __future__ import annotations

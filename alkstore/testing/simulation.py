@@ -17,6 +17,7 @@ Runs are deterministic: a seed (``SeededChooser``) or a path of choices
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -420,7 +421,9 @@ class Simulation:
         """Run ``op`` to its end on the driver connection (no actor runs)."""
         run = _TxRun(op, self.driver, self.now)
         while (outcome := run.step()) != "done":
-            if outcome == "blocked" or run.stage == "sent":
+            if outcome == "blocked":  # no actor runs now: nobody could let it in
+                self.ledger.fail(f"{who}: {op.kind} refused: a transaction was left open")
+            if run.stage == "sent":
                 self.db.settle([self.driver])
                 if run.stage == "sent":
                     if self.driver.waiting:
@@ -731,7 +734,7 @@ class Simulation:
             if run.error is None:
                 # a rollback op is recorded too: its marker must leave no trace
                 self._committed(run.op, run.values, run.now, actor.identity)
-            found_nothing = run.op.kind in ("claim", "read") and not run.values[0]
+            found_nothing = run.op.kind in ("claim", "read", "tick") and not run.values[0]
             if run.committing and not found_nothing:
                 for other in self.actors:
                     other.waiting = False  # something changed: idle actors look again
@@ -798,6 +801,7 @@ class Simulation:
                 if self._ended:
                     self._ended = False
                     self._check_store()
+            self._abandon_open_transactions()
             self._drain()
         except _Violation as exc:
             seed = getattr(self.chooser, "seed", None)
@@ -806,6 +810,17 @@ class Simulation:
         finally:
             self.close()
         return steps
+
+    def _abandon_open_transactions(self) -> None:
+        """A run cut short by ``max_steps`` may leave transactions open: they
+        roll back (as if their actors crashed) so the drain is not blocked
+        by, or blind to, rows they lock."""
+        for actor in self.actors:
+            if actor.run is not None and actor.run.stage != "begin":
+                self.trace.append(f"{actor.identity}: {actor.run.op.kind}: abandoned (max_steps)")
+                actor.conn.crash()
+                actor.conn = self.db.connect()
+                actor.run = None
 
     def _drain(self) -> None:
         """After the run: time passes, the sweep and a fresh worker finish
@@ -848,9 +863,14 @@ def run_seed(config: Config, seed: int, *, shrink_failures: bool = False, **kw: 
     except SimulationFailure as failure:
         if not shrink_failures or failure.choices is None:
             raise
-        _, smallest = shrink(
-            config, failure.choices, dialect=kw.get("dialect"), backend=kw.get("backend")
-        )
+        try:
+            _, smallest = shrink(
+                config, failure.choices, dialect=kw.get("dialect"), backend=kw.get("backend")
+            )
+        except ValueError:
+            # The choices did not fail again (a run that does not replay
+            # exactly, see sim_postgres): report the original failure.
+            raise failure from None
         raise SimulationFailure(
             failure.violation, failure.trace, seed, failure.choices, smallest.trace
         ) from None
@@ -891,7 +911,7 @@ def shrink(
     best = attempt(choices)
     if best is None:
         raise ValueError("the given choices do not fail")
-    key = best.violation.split(" ")[0]
+    key = _violation_kind(best.violation)
     current = list(choices)
     runs = 0
     changed = True
@@ -909,7 +929,7 @@ def shrink(
                 failure = attempt(candidate)
                 if (
                     failure is not None
-                    and failure.violation.split(" ")[0] == key
+                    and _violation_kind(failure.violation) == key
                     and size(failure) < size(best)
                 ):
                     current, best, changed = candidate, failure, True
@@ -917,6 +937,12 @@ def shrink(
             if changed:
                 break
     return current, best
+
+
+def _violation_kind(message: str) -> str:
+    """The invariant a violation broke, without its ids, actors and times:
+    shrinking must keep breaking the same one."""
+    return re.sub(r"[\w-]+#\d+|\[[^\]]*\]|\d+", "_", message)
 
 
 def _is_fault(line: str) -> bool:

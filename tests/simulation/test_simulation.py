@@ -118,6 +118,13 @@ def test_a_seed_replays_the_same_interleaving(engine: SimBackend) -> None:
     assert any("CRASH" in line for line in traces[0])
 
 
+def test_a_run_cut_short_mid_transaction_still_drains(engine: SimBackend) -> None:
+    """Runs stopped by max_steps with transactions open roll them back and drain cleanly."""
+    config = Config(jobs=4, workers=2, crashes=0, clock_jumps=0, max_steps=7)
+    for seed in range(10):
+        run_seed(config, seed, backend=engine)
+
+
 EXHAUSTIVE = {
     # the issue's example: 2 workers x 2 jobs x up to one crash
     "2 workers x 2 jobs x <=1 crash": Config(
