@@ -264,10 +264,12 @@ async def _settle(queue: Queue, job: _WorkerJob, error: Exception | None) -> Out
     with store.runtime.shield(bound) as scope:
         outcome = await _settle_now(queue, job, error)
     if scope.cancelled_caught:
-        # The database did not answer while the claim lasted: the job will
-        # be delivered again (at least once), and shutdown is not held up.
-        log.warning("settling job %s on %s gave up after %.1f s: no answer while its claim "
-                    "lasted; it will be delivered again", job.id, queue.name, bound)  # fmt: skip
+        # No answer while the claim lasted: shutdown is not held up. The
+        # outcome is unknown (the statement may still commit); if it does
+        # not, the job is delivered again once its claim lapses.
+        log.warning("settling job %s on %s: no answer within %.1f s, while its claim lasted; "
+                    "outcome unknown, the job is delivered again unless it commits",
+                    job.id, queue.name, bound)  # fmt: skip
         return Outcome.LOST
     return outcome
 
