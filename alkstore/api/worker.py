@@ -40,13 +40,10 @@ from ..protocol.worker import (
     WorkerPolicy,
     claim_for_worker,
     release_all,
+    settle_bound,
 )
 from ..runner.runtime import Runtime, Signal
 from .queue import Job
-
-# Added to what is left of a claim when bounding shielded settling: one round
-# trip's worth, generously.
-SETTLE_GRACE_S = 2.0
 
 if TYPE_CHECKING:
     from .queue import Queue
@@ -168,7 +165,7 @@ async def run_worker(
     finally:
         if held:
             jobs = list(held.values())
-            bound = _settle_bound(store.now_us(), [j.record for j in jobs])
+            bound = settle_bound(store.now_us(), [j.record for j in jobs])
             with runtime.shield(bound) as scope:
                 await _hand_back(queue, jobs)
             if scope.cancelled_caught:
@@ -260,7 +257,7 @@ async def _settle(queue: Queue, job: _WorkerJob, error: Exception | None) -> Out
                      exc_info=error)  # fmt: skip
         return Outcome.RETRIED if job.settled == "retry" else Outcome.ACKED
     store = queue.store
-    bound = _settle_bound(store.now_us(), [job.record])
+    bound = settle_bound(store.now_us(), [job.record])
     with store.runtime.shield(bound) as scope:
         outcome = await _settle_now(queue, job, error)
     if scope.cancelled_caught:
@@ -285,15 +282,6 @@ async def _settle_now(queue: Queue, job: _WorkerJob, error: Exception | None) ->
     )  # fmt: skip
     await _guard(job.retry(error=error), "retry")
     return Outcome.RETRIED
-
-
-def _settle_bound(now_us: int, records: Sequence[JobRecord]) -> float:
-    """How long shielded settling may wait: while a claim lasts, plus a grace
-    for the round trip. Past that an ack or release is refused anyway (the
-    job is someone else's to claim), so a database that does not answer must
-    not hold a shutdown longer."""
-    left = max((r.claim_expires_at_us for r in records), default=now_us) - now_us
-    return max(0.0, left / US_PER_S) + SETTLE_GRACE_S
 
 
 class _WorkerJob(Job):

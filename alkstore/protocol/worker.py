@@ -278,3 +278,18 @@ def release_all(
     for queue in dict.fromkeys(released):
         yield d.notify(queue_channel(queue), origin, now_us)
     return len(released)
+
+
+# Added to what is left of a claim when bounding shielded settling: one round
+# trip's worth, generously.
+SETTLE_GRACE_S = 2.0
+
+
+def settle_bound(now_us: int, records: Sequence[JobRecord]) -> float:
+    """Seconds that shielded settling (ack, retry, the shutdown hand-back)
+    may wait: while the longest claim lasts, plus a grace for the round trip.
+    Past that an ack or release is refused anyway (the job is someone else's
+    to claim), so a database that does not answer must not hold a shutdown
+    longer."""
+    left = max((r.claim_expires_at_us for r in records), default=now_us) - now_us
+    return max(0.0, left / US_PER_S) + SETTLE_GRACE_S

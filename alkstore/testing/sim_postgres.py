@@ -64,19 +64,17 @@ class _Session:
         self.wire = Wire(self.pg)
         self.pid = self.pg.backend_pid
 
-    def rows(self, text: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+    def _exec(self, text: str, params: Sequence[Any]) -> pq.abc.PGresult:
         values, types, formats = self.wire.dump(params)
-        res = self.pg.exec_params(
+        return self.pg.exec_params(
             self.wire.encode_sql(text), values, param_types=types, param_formats=formats
         )
-        return self.wire.rows(res)
+
+    def rows(self, text: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        return self.wire.rows(self._exec(text, params))
 
     def run(self, statement: Statement) -> Any:
-        values, types, formats = self.wire.dump(statement.params)
-        res = self.pg.exec_params(
-            self.wire.encode_sql(statement.sql), values, param_types=types, param_formats=formats
-        )
-        return self.wire.result(res, statement.fetch)
+        return self.wire.result(self._exec(statement.sql, statement.params), statement.fetch)
 
     def close(self) -> None:
         self.pg.finish()

@@ -106,6 +106,7 @@ class _TxRun:
         self.statement: Statement | None = None
         self.values: list[Any] = []
         self.error: BaseException | None = None
+        self.waited = False  # its statement in flight was seen waiting on a lock
 
     def _advance(self, result: Any, first: bool) -> None:
         """Get the next statement to run, moving across plans as they finish."""
@@ -394,7 +395,7 @@ class Simulation:
         c = self.config
         if c.pre_enqueued:
             for _ in range(c.jobs):
-                self._commit_direct(self._enqueue_op(self._next_marker()))
+                self._run_alone(self._enqueue_op(self._next_marker()), "setup")
         else:
             share = [c.jobs // c.producers + (i < c.jobs % c.producers) for i in range(c.producers)]
             for i, n in enumerate(share):
@@ -431,9 +432,6 @@ class Simulation:
                     run.collect()
         self._committed(op, run.values, self.now, who)
         return run.values
-
-    def _commit_direct(self, op: Op) -> list[Any]:
-        return self._run_alone(op, "setup")
 
     def _next_marker(self) -> str:
         self._marker += 1
@@ -703,11 +701,12 @@ class Simulation:
             run = actor.run
             assert run is not None
             if actor.conn.waiting:
-                if not run.op.meta.get("_waits"):
-                    run.op.meta["_waits"] = True
+                if not run.waited:
+                    run.waited = True
                     self.trace.append(f"{actor.identity}: {run.op.kind}: waits on a lock")
                 continue
-            if run.op.meta.pop("_waits", False):
+            if run.waited:
+                run.waited = False
                 self.trace.append(f"{actor.identity}: {run.op.kind}: lock granted")
             run.collect()
 

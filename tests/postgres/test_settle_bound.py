@@ -15,7 +15,7 @@ from __future__ import annotations
 import psycopg
 import trio
 
-from alkstore.api.worker import SETTLE_GRACE_S
+from alkstore.protocol.worker import SETTLE_GRACE_S
 from tests.backends import PG_DSN
 
 from .pg import open_pg, table, terminate_backend

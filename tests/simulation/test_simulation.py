@@ -54,10 +54,17 @@ def _schema() -> str:
     return f"{PG_TEST_SCHEMA_PREFIX}{os.getpid()}_sim_{os.urandom(4).hex()}"
 
 
-def open_backend(engine: str) -> SimBackend:
+def open_backend(engine: str, dialect: type[Dialect] | None = None) -> SimBackend:
+    """A simulation backend on ``engine``, with the engine's own dialect or a
+    (deliberately broken) subclass of it."""
     if engine == "sqlite":
-        return SqliteSimBackend()
-    return PostgresSimBackend(PG_DSN, _schema())
+        return SqliteSimBackend(dialect() if dialect is not None else None)
+    schema = _schema()
+    return PostgresSimBackend(
+        PG_DSN,
+        schema,
+        dialect(schema) if dialect is not None else None,  # type: ignore[call-arg]
+    )
 
 
 class Engines:
@@ -304,7 +311,7 @@ class PgTickWithoutRowLock(PostgresDialect):
 @pytest.mark.parametrize("dialect", [PgTickWithoutCas, PgTickWithoutRowLock])
 def test_either_scheduler_guard_alone_fires_once(dialect: type[PostgresDialect]) -> None:
     """Every interleaving of two tickers with one guard left enqueues each fire time once."""
-    backend = _broken_backend("postgres", dialect)
+    backend = open_backend("postgres", dialect)
     try:
         result = explore(EXHAUSTIVE["2 tickers x 1 due schedule"], backend=backend)
     finally:
@@ -347,20 +354,13 @@ BROKEN_CASES = [
 ]
 
 
-def _broken_backend(engine_name: str, broken: type[Dialect]) -> SimBackend:
-    if engine_name == "sqlite":
-        return SqliteSimBackend(broken())
-    schema = _schema()
-    return PostgresSimBackend(PG_DSN, schema, broken(schema))  # type: ignore[call-arg]
-
-
 @pytest.mark.parametrize(("engine_name", "name"), BROKEN_CASES)
 def test_broken_engines_are_caught(engine_name: str, name: str) -> None:
     """A deliberately broken statement breaks an invariant within a few seeds."""
     lite, pg, config, message = BROKEN[name]
     broken = lite if engine_name == "sqlite" else pg
     assert broken is not None
-    backend = _broken_backend(engine_name, broken)
+    backend = open_backend(engine_name, broken)
     try:
         for seed in range(200):
             try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from alkstore.protocol.errors import InvalidArgument
+from alkstore.protocol.types import JobRecord
 from alkstore.protocol.worker import (
     Beat,
     Claim,
@@ -13,6 +14,7 @@ from alkstore.protocol.worker import (
     Sweep,
     Wait,
     WorkerPolicy,
+    settle_bound,
 )
 from alkstore.runner.sqlite_watcher import WatchCadence, WatcherOptions
 
@@ -224,3 +226,14 @@ def test_polling_cadence_lingers_then_backs_off_to_the_slowest() -> None:
         c.unchanged(now)
         now += c.next_wait(now)[0]
     assert c.next_wait(now) == (0.05, "sleep")
+
+
+def _claimed_until(expires_us: int) -> JobRecord:
+    return JobRecord(1, "q", None, 0, 1, 3, T0, T0, None, "w", expires_us, 1)
+
+
+def test_settling_waits_while_the_longest_claim_lasts_plus_a_grace() -> None:
+    """The shield over settling ends with the claims (plus 2 s), never before now."""
+    assert settle_bound(T0, [_claimed_until(T0 + 10 * S), _claimed_until(T0 + 4 * S)]) == 12.0
+    assert settle_bound(T0, [_claimed_until(T0 - 5 * S)]) == 2.0  # lapsed: grace only
+    assert settle_bound(T0, []) == 2.0
