@@ -58,6 +58,8 @@ async def test_worker_shutdown_is_bounded_when_the_ack_gets_no_answer(schema: st
                 took = trio.current_time() - cancelled_at
                 outer.cancel_scope.cancel()
             blocker.rollback()
-        assert took < VT + SETTLE_GRACE_S + 1.0, f"shutdown took {took:.1f} s"
+        # The bound, plus room for the statement's cancel on a loaded machine;
+        # without the bound it would take the watchdog's 20 s.
+        assert took < VT + SETTLE_GRACE_S + 3.0, f"shutdown took {took:.1f} s"
         info = await q.get_job(job_id)
         assert info is not None and info.state == "processing"  # not acked: comes back
