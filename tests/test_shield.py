@@ -34,9 +34,9 @@ def test_asyncio_shield_gives_up_after_its_timeout() -> None:
     async def main() -> tuple[bool, bool, bool]:
         rt = AsyncioRuntime()
         with rt.shield(0.05) as quick:
-            await asyncio.sleep(0.01)
+            await rt.sleep(0.01)
         with rt.shield(0.05) as slow:
-            await asyncio.sleep(10)
+            await rt.sleep(10)
         task = asyncio.current_task()
         assert task is not None
         # The timeout's cancel was absorbed: nothing is left pending.
@@ -55,8 +55,9 @@ def test_asyncio_shield_keeps_a_cancel_that_was_already_under_way() -> None:
         try:
             await asyncio.sleep(10)
         except asyncio.CancelledError:
-            with AsyncioRuntime().shield(0.05) as scope:
-                await asyncio.sleep(10)  # settling that never gets an answer
+            rt = AsyncioRuntime()
+            with rt.shield(0.05) as scope:
+                await rt.sleep(10)  # settling that never gets an answer
             log.append(f"gave up={scope.cancelled_caught}")
             raise
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..protocol import codec, locks
 from ..protocol.backoff import Backoff
-from ..protocol.errors import Closed, PayloadTooLarge, UsageError
+from ..protocol.errors import Closed, CommitUnknown, PayloadTooLarge, UsageError
 from ..protocol.names import check_identifier, check_name
 from ..protocol.plan import Plan
 from ..protocol.timeconv import US_PER_S, Duration, duration_us
@@ -94,7 +94,16 @@ class Store:
         if self._executor.exclusive_transactions and id(self) in _IN_TRANSACTION.get():
             plan.close()
             raise _reentry()
-        value, wakes = await self._executor.run(plan, write=write)
+        # Every operation is a cancellation point at its start: its waits
+        # are shielded (work handed to the database is not abandoned), so a
+        # cancel that came before it must be taken before anything is done.
+        await self._runtime.cancel_point()
+        try:
+            value, wakes = await self._executor.run(plan, write=write)
+        except CommitUnknown as exc:
+            if exc.wakes:
+                self._hub.wake(exc.wakes)  # it may have committed: look again
+            raise
         if wakes:
             self._hub.wake(wakes)
         return value
@@ -194,14 +203,20 @@ class Store:
         inside = _IN_TRANSACTION.get()
         if self._executor.exclusive_transactions and id(self) in inside:
             raise _reentry()
-        async with self._executor.transaction() as session:
-            tx = Transaction(self, session)
-            marker = _IN_TRANSACTION.set(inside | {id(self)})
-            try:
-                yield tx
-            finally:
-                _IN_TRANSACTION.reset(marker)
-                tx._close()
+        await self._runtime.cancel_point()
+        try:
+            async with self._executor.transaction() as session:
+                tx = Transaction(self, session)
+                marker = _IN_TRANSACTION.set(inside | {id(self)})
+                try:
+                    yield tx
+                finally:
+                    _IN_TRANSACTION.reset(marker)
+                    tx._close()
+        except CommitUnknown as exc:
+            if exc.wakes:
+                self._hub.wake(exc.wakes)
+            raise
         if session.wakes:
             self._hub.wake(session.wakes)
 

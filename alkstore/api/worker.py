@@ -25,7 +25,7 @@ import socket
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..protocol.errors import AlkstoreError, Closed
+from ..protocol.errors import AlkstoreError, Closed, CommitUnknown
 from ..protocol.names import check_identifier, queue_channel
 from ..protocol.plan import Plan
 from ..protocol.timeconv import US_PER_S, Duration, duration_us
@@ -140,14 +140,29 @@ async def run_worker(
                         result = await store.run(plan)
                     except Closed:
                         raise
+                    except CommitUnknown:
+                        # The claim may have committed: hand back what it
+                        # would have taken (refused harmlessly if it did not),
+                        # rather than leave it claimed by nobody until the
+                        # visibility timeout.
+                        log.warning("worker %s: claim on %s: outcome unknown; handing back",
+                                    wid, queue.name, exc_info=True)  # fmt: skip
+                        taken = [_WorkerJob(queue, r) for got in seen for r in got.jobs]
+                        if taken:
+                            held.update((j.id, j) for j in taken)  # if cancelled meanwhile
+                            await _hand_back(queue, taken)
+                            for j in taken:
+                                held.pop(j.id, None)
+                        policy.claim_failed(store.now_us())
+                        continue
                     except AlkstoreError:
                         log.exception("worker %s: claim on %s failed", wid, queue.name)
                         policy.claim_failed(store.now_us())
                         continue
                     except BaseException:
-                        # Cancelled while the claim ran (a driver may deliver
-                        # that after the claim committed): what it took is
-                        # ours to hand back.
+                        # Cancelled while the claim ran. Drivers report a
+                        # claim that committed as returned, but be sure: what
+                        # it took is ours to hand back.
                         for got in seen:
                             held.update((r.id, _WorkerJob(queue, r)) for r in got.jobs)
                         raise

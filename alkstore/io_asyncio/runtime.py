@@ -1,8 +1,34 @@
-"""The asyncio side of the runtime seam."""
+"""The asyncio side of the runtime seam.
+
+asyncio delivers a cancel request once, as a ``CancelledError`` thrown in
+at one ``await``, and has no cancel scopes. alkstore needs trio's two
+guarantees on asyncio too, so this module provides them for every wait that
+goes through the runtime:
+
+- **No cancellation is dropped.** Work handed to a thread (a plan on the
+  SQLite writer, ``run_in_thread``) is never abandoned: its waiter absorbs a
+  cancel, waits for the true result, returns it, and the cancel is delivered
+  again at the task's next await. A cancel request withdrawn meanwhile (an
+  ``asyncio.timeout`` that expired while the work completed and then ended
+  normally) is not re-delivered.
+- **``shield()`` protects.** Inside a shield block, the task's waits
+  (``sleep``, ``wait_signal``, ``wait_readable``/``wait_writable``,
+  ``checkpoint``) absorb cancels the same way, and the block's own deadline,
+  if any, ends them instead. The cancels absorbed are delivered once the
+  block exits. A shield applies to the task that entered it, not to tasks it
+  starts.
+
+Re-delivery is scheduled with ``call_soon`` and re-checks the task's
+``cancelling()`` count first, so it fires only while the request it stands
+for is still outstanding (Python 3.11 and 3.12 do not rescind a pending
+cancel on ``uncancel()``; this never sets one that could go stale).
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any, TypeVar
@@ -10,36 +36,182 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
-async def _wait_through_cancel(future: asyncio.Future[T]) -> T:
-    """Wait for ``future`` to finish even if cancelled meanwhile, then
-    re-deliver the cancellation: work handed to a thread is never abandoned."""
-    cancelled = False
-    while not future.done():
+# -- cancellation bookkeeping -----------------------------------------------------
+def _redeliver(task: asyncio.Task[Any], base: int, message: Any) -> None:
+    """Cancel ``task`` again soon, if a request made after ``base`` (its
+    ``cancelling()`` count before the wait) is still outstanding then."""
+
+    def again() -> None:
+        if not task.done() and task.cancelling() > base:
+            # Replace the absorbed request with a fresh one: same count.
+            task.uncancel()
+            task.cancel(message)
+
+    asyncio.get_running_loop().call_soon(again)
+
+
+class _Shield:
+    """One ``shield()`` block of one task. Also its ``cancelled_caught``."""
+
+    __slots__ = ("absorbed", "base", "cancelled_caught", "deadline", "message", "task")
+
+    def __init__(self, task: asyncio.Task[Any], deadline: float | None) -> None:
+        self.task = task
+        self.deadline = deadline
+        self.base = task.cancelling()
+        self.absorbed = False
+        self.message: Any = None
+        self.cancelled_caught = False
+
+    def absorb(self, exc: asyncio.CancelledError) -> None:
+        self.absorbed = True
+        self.message = exc.args[0] if exc.args else None
+
+
+_SHIELD: contextvars.ContextVar[_Shield | None] = contextvars.ContextVar(
+    "alkstore_asyncio_shield", default=None
+)
+
+
+def _active_shield() -> _Shield | None:
+    shield = _SHIELD.get()
+    # A task started inside a block inherits the context, not the shield.
+    if shield is not None and shield.task is asyncio.current_task():
+        return shield
+    return None
+
+
+class _Expired(asyncio.CancelledError):
+    """A shield block's own deadline passed; caught by the block itself."""
+
+
+async def _wait_private(fut: asyncio.Future[Any], timeout: float | None) -> bool:
+    """Wait until ``fut`` (owned by this wait alone) is done: True, or False
+    when ``timeout`` passed first. Inside a shield, outside cancels are
+    absorbed and the block's deadline raises ``_Expired``."""
+    shield = _active_shield()
+    if shield is None:
+        if timeout is None:
+            await fut
+            return True
         try:
-            await asyncio.shield(future)
-        except asyncio.CancelledError:
-            if future.done():
-                break
-            cancelled = True
-    if cancelled:
-        raise asyncio.CancelledError
-    return future.result()
+            async with asyncio.timeout(timeout):
+                await fut
+            return True
+        except TimeoutError:
+            return False
+    loop = asyncio.get_running_loop()
+    until = None if timeout is None else loop.time() + timeout
+    while not fut.done():
+        limit, by_shield = until, False
+        if shield.deadline is not None and (limit is None or shield.deadline <= limit):
+            limit, by_shield = shield.deadline, True
+        remaining = None if limit is None else limit - loop.time()
+        if remaining is not None and remaining <= 0:
+            if by_shield:
+                raise _Expired
+            return False
+        try:
+            await asyncio.wait((fut,), timeout=remaining)
+        except asyncio.CancelledError as exc:
+            shield.absorb(exc)
+    return True
+
+
+# -- the pieces the seam hands out ----------------------------------------------------
+class _Signal:
+    """A one-shot event whose waits honour shields (``asyncio.Event``'s do not)."""
+
+    __slots__ = ("_flag", "_waiters")
+
+    def __init__(self) -> None:
+        self._flag = False
+        self._waiters: list[asyncio.Future[None]] = []
+
+    def set(self) -> None:
+        if self._flag:
+            return
+        self._flag = True
+        for waiter in self._waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        self._waiters.clear()
+
+    def is_set(self) -> bool:
+        return self._flag
+
+    async def wait_for(self, timeout: float | None) -> bool:
+        if self._flag:
+            return True
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            return await _wait_private(waiter, timeout)
+        finally:
+            if waiter in self._waiters:
+                self._waiters.remove(waiter)
+
+    async def wait(self) -> bool:
+        return await self.wait_for(None)
+
+
+class _Lock:
+    """A FIFO lock whose waits honour shields (``asyncio.Lock``'s do not)."""
+
+    __slots__ = ("_locked", "_waiters")
+
+    def __init__(self) -> None:
+        self._locked = False
+        self._waiters: deque[asyncio.Future[None]] = deque()
+
+    async def __aenter__(self) -> None:
+        if not self._locked and not self._waiters:
+            self._locked = True
+            return
+        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(turn)
+        try:
+            await _wait_private(turn, None)
+        except BaseException:
+            if turn in self._waiters:
+                self._waiters.remove(turn)
+            elif turn.done() and not turn.cancelled():
+                self._release()  # handed the lock as we were cancelled: pass it on
+            raise
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self._release()
+
+    def _release(self) -> None:
+        while self._waiters:
+            turn = self._waiters.popleft()
+            if not turn.done():
+                turn.set_result(None)  # ownership passes straight to the next waiter
+                return
+        self._locked = False
 
 
 class _Completion:
-    __slots__ = ("_future", "_loop")
+    """A thread's result for one task. The future is only the wake-up: when
+    a cancel cancels it, the waiter makes a new one and waits on, and the
+    result (kept here, set on the loop's thread) is never lost."""
+
+    __slots__ = ("_arrived", "_error", "_future", "_loop", "_value")
 
     def __init__(self) -> None:
         self._loop = asyncio.get_running_loop()
-        self._future: asyncio.Future[Any] = self._loop.create_future()
+        self._future: asyncio.Future[None] = self._loop.create_future()
+        self._arrived = False
+        self._value: Any = None
+        self._error: BaseException | None = None
 
     def _set(self, value: Any, error: BaseException | None) -> None:
-        if self._future.done():
+        if self._arrived:
             return
-        if error is None:
-            self._future.set_result(value)
-        else:
-            self._future.set_exception(error)
+        self._arrived = True
+        self._value, self._error = value, error
+        if not self._future.done():
+            self._future.set_result(None)
 
     def resolve(self, value: Any) -> None:
         self._loop.call_soon_threadsafe(self._set, value, None)
@@ -48,7 +220,28 @@ class _Completion:
         self._loop.call_soon_threadsafe(self._set, None, error)
 
     async def wait(self) -> Any:
-        return await _wait_through_cancel(self._future)
+        """The result, through any cancel and any shield deadline (work
+        handed to a thread is never abandoned); every cancel absorbed is
+        delivered again afterwards."""
+        task = asyncio.current_task()
+        base = 0 if task is None else task.cancelling()
+        absorbed: asyncio.CancelledError | None = None
+        while not self._arrived:
+            try:
+                await self._future
+            except asyncio.CancelledError as exc:
+                absorbed = exc
+                if not self._arrived:
+                    self._future = self._loop.create_future()
+        if absorbed is not None and task is not None:
+            shield = _active_shield()
+            if shield is not None:
+                shield.absorb(absorbed)  # delivered when the block exits
+            else:
+                _redeliver(task, base, absorbed.args[0] if absorbed.args else None)
+        if self._error is not None:
+            raise self._error
+        return self._value
 
 
 class _TaskGroup:
@@ -69,13 +262,13 @@ class _TaskGroup:
 class _CancelScope:
     """Cancels the task that entered it; absorbs only that cancellation."""
 
-    def __init__(self) -> None:
-        self._task = asyncio.current_task()
+    def __init__(self, task: asyncio.Task[Any] | None) -> None:
+        self._task = task
         self._requested = False
         self.cancelled_caught = False
 
     def cancel(self) -> None:
-        if not self._requested and self._task is not None:
+        if not self._requested and self._task is not None and not self._task.done():
             self._requested = True
             self._task.cancel()
 
@@ -83,38 +276,57 @@ class _CancelScope:
 class AsyncioRuntime:
     name = "asyncio"
 
-    def signal(self) -> asyncio.Event:
-        return asyncio.Event()
+    def signal(self) -> _Signal:
+        return _Signal()
 
-    def lock(self) -> asyncio.Lock:
-        return asyncio.Lock()
+    def lock(self) -> _Lock:
+        return _Lock()
 
     def monotonic(self) -> float:
         return asyncio.get_running_loop().time()
 
     async def sleep(self, seconds: float) -> None:
-        await asyncio.sleep(seconds)
+        shield = _active_shield()
+        if shield is None:
+            await asyncio.sleep(seconds)
+        elif seconds <= 0:
+            try:
+                await asyncio.sleep(0)
+            except asyncio.CancelledError as exc:
+                shield.absorb(exc)
+        else:
+            fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            await _wait_private(fut, seconds)
 
     async def checkpoint(self) -> None:
-        await asyncio.sleep(0)
+        await self.sleep(0)
+
+    async def cancel_point(self) -> None:
+        # A cancel can be pending without having been thrown in yet (one
+        # re-delivered after a thread hop, say): yield once so it lands
+        # here, before an operation starts, rather than inside its wait.
+        # No request outstanding means nothing can be pending: no yield.
+        task = asyncio.current_task()
+        if task is not None and task.cancelling() and _active_shield() is None:
+            await asyncio.sleep(0)
 
     async def wait_signal(self, signal: Any, timeout: float | None) -> bool:
-        if timeout is None:
-            await signal.wait()
-            return True
-        try:
-            async with asyncio.timeout(timeout):
-                await signal.wait()
-        except TimeoutError:
-            pass
-        return bool(signal.is_set())
+        return bool(await signal.wait_for(timeout))
 
     def completion(self) -> _Completion:
         return _Completion()
 
     async def run_in_thread(self, fn: Callable[[], T]) -> T:
-        loop = asyncio.get_running_loop()
-        return await _wait_through_cancel(loop.run_in_executor(None, fn))
+        done = _Completion()
+
+        def work() -> None:
+            try:
+                done.resolve(fn())
+            except BaseException as exc:
+                done.reject(exc)
+
+        asyncio.get_running_loop().run_in_executor(None, work)
+        return await done.wait()  # type: ignore[no-any-return]
 
     async def wait_readable(self, fd: int, timeout: float | None) -> bool:
         return await self._wait_fd(fd, timeout, writable=False)
@@ -135,15 +347,7 @@ class AsyncioRuntime:
         )
         add(fd, mark)
         try:
-            if timeout is None:
-                await ready
-                return True
-            try:
-                async with asyncio.timeout(timeout):
-                    await ready
-                return True
-            except TimeoutError:
-                return False
+            return await _wait_private(ready, timeout)
         finally:
             remove(fd)
 
@@ -164,40 +368,41 @@ class AsyncioRuntime:
 
     @contextmanager
     def cancel_scope(self) -> Iterator[_CancelScope]:
-        scope = _CancelScope()
+        task = asyncio.current_task()
+        scope = _CancelScope(task)
+        before = 0 if task is None else task.cancelling()
         try:
             yield scope
         except asyncio.CancelledError:
-            task = asyncio.current_task()
             if not scope._requested or task is None:
                 raise
             # Ours, and nobody else's: absorb it and undo our request.
-            if task.uncancel() > 0:
+            if task.uncancel() > before:
                 raise
             scope.cancelled_caught = True
+        else:
+            if scope._requested and task is not None:
+                # Requested, never delivered (the body finished first, say
+                # in a thread hop that absorbed it): take the request back,
+                # so it cannot land after the scope on the scope's behalf.
+                task.uncancel()
 
     @contextmanager
-    def shield(self, timeout: float | None = None) -> Iterator[_CancelScope]:
-        # asyncio cancellation is delivered once, at one await: the cleanup
-        # that runs inside this block after it is not interrupted again
-        # unless someone cancels twice. Only the timeout needs doing.
-        scope = _CancelScope()
+    def shield(self, timeout: float | None = None) -> Iterator[_Shield]:
         task = asyncio.current_task()
-        if timeout is None or task is None:
-            yield scope
-            return
-        # Cancellations already under way when the block started (the one
-        # that began a shutdown, say) are not ours to absorb.
-        before = task.cancelling()
-        timer = asyncio.get_running_loop().call_later(timeout, scope.cancel)
+        if task is None:  # pragma: no cover - only inside a task
+            raise RuntimeError("shield() needs a running task")
+        deadline = None if timeout is None else asyncio.get_running_loop().time() + timeout
+        scope = _Shield(task, deadline)
+        token = _SHIELD.set(scope)
         try:
             yield scope
-        except asyncio.CancelledError:
-            if not scope._requested or task.uncancel() > before:
-                raise
+        except _Expired:
             scope.cancelled_caught = True
         finally:
-            timer.cancel()
+            _SHIELD.reset(token)
+            if scope.absorbed:
+                _redeliver(task, scope.base, scope.message)
 
     def is_cancellation(self, exc: BaseException) -> bool:
         return isinstance(exc, asyncio.CancelledError)

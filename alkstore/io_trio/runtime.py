@@ -78,6 +78,9 @@ class TrioRuntime:
     async def checkpoint(self) -> None:
         await trio.lowlevel.checkpoint()
 
+    async def cancel_point(self) -> None:
+        await trio.lowlevel.checkpoint_if_cancelled()
+
     async def wait_signal(self, signal: Any, timeout: float | None) -> bool:
         if timeout is None:
             await signal.wait()

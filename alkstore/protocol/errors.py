@@ -66,6 +66,19 @@ class DatabaseError(AlkstoreError):
     """Anything else the engine reports; the driver's exception is ``__cause__``."""
 
 
+class CommitUnknown(DatabaseError):
+    """A COMMIT was sent but its outcome cannot be known: the connection was
+    lost before the answer came, or no answer came within the engine's
+    bound. The work may or may not have committed; look before you redo it.
+    Raised instead of a cancellation or a plain ``DatabaseError``."""
+
+    def __init__(self, message: str, wakes: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        # Channels the transaction notified: woken locally all the same
+        # (a spurious wake costs a look; a missed one costs a poll interval).
+        self.wakes = wakes
+
+
 class UsageError(AlkstoreError, RuntimeError):
     """A call that cannot work where it was made, such as a store's auto-commit
     method inside that store's own transaction on SQLite (it would wait for

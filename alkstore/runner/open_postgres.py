@@ -11,7 +11,7 @@ from ..api.store import Store
 from ..engines.postgres import PostgresDialect, migrate
 from ..engines.postgres.names import channel_identifier
 from .hub import WakeHub
-from .pg_executor import PgExecutor, run_in_transaction
+from .pg_executor import END_TIMEOUT, PgExecutor, run_in_transaction
 from .pg_listener import ListenerOptions, PgListener
 from .pg_pool import PgPool
 from .runtime import Clock, Runtime, SystemClock
@@ -28,6 +28,10 @@ class PostgresOptions:
     schema: str = "alkstore"
     pool_size: int = 10
     connect_timeout: float = 10.0
+    # Longest a sent COMMIT or ROLLBACK is waited for, even by a cancelled
+    # caller; past it the connection is dropped (a COMMIT then raises
+    # CommitUnknown).
+    commit_timeout: float = END_TIMEOUT
     listener: ListenerOptions = field(default_factory=ListenerOptions)
 
 
@@ -46,7 +50,9 @@ async def open_postgres_store(
     pool = PgPool(runtime, target, size=opts.pool_size, connect_timeout=opts.connect_timeout)
     try:
         async with pool.connection() as conn:
-            await run_in_transaction(runtime, conn, migrate(opts.schema), [])
+            await run_in_transaction(
+                runtime, conn, migrate(opts.schema), [], opts.commit_timeout
+            )
     except BaseException:
         pool.close()
         raise
@@ -61,7 +67,7 @@ async def open_postgres_store(
         opts.listener,
         own_pids=pool.backend_pids,
     )
-    executor = PgExecutor(runtime, pool, dialect, listener)
+    executor = PgExecutor(runtime, pool, dialect, listener, end_timeout=opts.commit_timeout)
     store = Store(
         executor=executor, runtime=runtime, clock=clock or SystemClock(), hub=hub, seed=seed
     )

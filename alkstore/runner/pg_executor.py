@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 from ..engines.postgres import control
 from ..protocol.dialect import Dialect
-from ..protocol.errors import Closed
+from ..protocol.errors import Closed, CommitUnknown, DatabaseError
 from ..protocol.plan import Plan, Statement, noting_wakes, run_async
 from .pg_conn import PgConnection
 from .pg_listener import PgListener
@@ -23,31 +23,68 @@ async def drive(conn: PgConnection, plan: Plan[T], wakes: list[str]) -> T:
     return await run_async(plan, noting_wakes(conn.execute, wakes))
 
 
-async def end_transaction(runtime: Runtime, conn: PgConnection, commit: bool) -> None:
+# Longest a COMMIT or ROLLBACK is waited for once sent, cancelled caller or
+# not (the default of ``PostgresOptions.commit_timeout``).
+END_TIMEOUT = 10.0
+
+
+async def rollback(runtime: Runtime, conn: PgConnection, timeout: float) -> None:
+    """Shielded and bounded: past ``timeout`` the connection is dropped (the
+    server rolls back when it notices) rather than hold up a cancelled caller."""
     if conn.broken:
         return
-    if commit:
-        await conn.command(control.COMMIT)
-        conn.in_transaction = False
-        return
-    with runtime.shield():
+    with runtime.shield(timeout):
         await conn.command(control.ROLLBACK)
     conn.in_transaction = False
 
 
+async def commit(runtime: Runtime, conn: PgConnection, timeout: float, wakes: list[str]) -> None:
+    """Send COMMIT and learn its outcome, even if the caller is cancelled
+    meanwhile (the cancellation is delivered afterwards): a cancelled caller
+    must never be told "cancelled" about work that committed.
+
+    Returns when it committed; raises ``DatabaseError`` when the server
+    refused (rolled back), ``CommitUnknown`` when the answer never came (the
+    connection was lost, or ``timeout`` passed)."""
+    lost_already = conn.broken  # (a local: the round trip below changes conn.broken)
+    if lost_already:
+        # Lost before COMMIT was sent: the server rolled back.
+        raise DatabaseError("PostgreSQL: connection lost before the commit was sent; rolled back")
+    with runtime.shield(timeout) as scope:
+        try:
+            await conn.command(control.COMMIT)
+        except DatabaseError as exc:
+            if not conn.broken:
+                conn.in_transaction = False  # the server ended it: rolled back
+                raise
+            unknown = CommitUnknown(
+                f"PostgreSQL: connection lost while committing; it may or may not have committed "
+                f"({exc})",
+                tuple(wakes),
+            )
+            raise unknown from (exc.__cause__ or exc)  # the driver's error, as for any
+    if scope.cancelled_caught:
+        raise CommitUnknown(
+            f"PostgreSQL: no answer to the commit within {timeout} s; the connection was dropped "
+            "and the transaction may or may not have committed",
+            tuple(wakes),
+        )
+    conn.in_transaction = False
+
+
 async def run_in_transaction(
-    runtime: Runtime, conn: PgConnection, plan: Plan[T], wakes: list[str]
+    runtime: Runtime, conn: PgConnection, plan: Plan[T], wakes: list[str], timeout: float
 ) -> T:
-    """BEGIN, the plan, COMMIT; ROLLBACK (shielded) if anything fails."""
+    """BEGIN, the plan, COMMIT; ROLLBACK (shielded) if anything before COMMIT fails."""
     await conn.command(control.BEGIN)
     conn.in_transaction = True
     try:
         value = await drive(conn, plan, wakes)
     except BaseException:
         plan.close()
-        await end_transaction(runtime, conn, False)
+        await rollback(runtime, conn, timeout)
         raise
-    await end_transaction(runtime, conn, True)
+    await commit(runtime, conn, timeout, wakes)
     return value
 
 
@@ -55,9 +92,10 @@ class PgTx:
     """A caller's transaction: each step in a savepoint, so a failed step is
     undone alone and the transaction stays usable (as on SQLite)."""
 
-    def __init__(self, runtime: Runtime, conn: PgConnection) -> None:
+    def __init__(self, runtime: Runtime, conn: PgConnection, timeout: float) -> None:
         self._runtime = runtime
         self._conn = conn
+        self._timeout = timeout
         self._wakes: list[str] = []
         self.open = True
 
@@ -74,9 +112,11 @@ class PgTx:
             value = await body()
         except BaseException:
             if not conn.broken:
-                with self._runtime.shield():
+                with self._runtime.shield(self._timeout) as scope:
                     await conn.command(control.STEP_ROLLBACK)
                     await conn.command(control.STEP_RELEASE)
+                if scope.cancelled_caught:
+                    conn.close()  # no answer: the transaction cannot go on
             raise
         await conn.command(control.STEP_RELEASE)
         return value
@@ -110,9 +150,16 @@ class PgExecutor:
     exclusive_transactions = False
 
     def __init__(
-        self, runtime: Runtime, pool: PgPool, dialect: Dialect, listener: PgListener
+        self,
+        runtime: Runtime,
+        pool: PgPool,
+        dialect: Dialect,
+        listener: PgListener,
+        *,
+        end_timeout: float = END_TIMEOUT,
     ) -> None:
         self._runtime = runtime
+        self._end_timeout = end_timeout
         self._pool = pool
         self._dialect = dialect
         self._listener = listener
@@ -128,29 +175,28 @@ class PgExecutor:
             raise Closed("store is closed")
         wakes: list[str] = []
         async with self._pool.connection() as conn:
-            value = await run_in_transaction(self._runtime, conn, plan, wakes)
+            value = await run_in_transaction(self._runtime, conn, plan, wakes, self._end_timeout)
         return value, wakes
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[PgTx]:
         if self._closed:
             raise Closed("store is closed")
+        runtime, timeout = self._runtime, self._end_timeout
         async with self._pool.connection() as conn:
             await conn.command(control.BEGIN)
             conn.in_transaction = True
-            tx = PgTx(self._runtime, conn)
+            tx = PgTx(runtime, conn, timeout)
             try:
                 yield tx
+                # A cancel that came before COMMIT is sent rolls back.
+                await runtime.cancel_point()
             except BaseException:
                 tx.open = False
-                await end_transaction(self._runtime, conn, False)
+                await rollback(runtime, conn, timeout)
                 raise
             tx.open = False
-            try:
-                await end_transaction(self._runtime, conn, True)
-            except BaseException:
-                await end_transaction(self._runtime, conn, False)
-                raise
+            await commit(runtime, conn, timeout, tx.wakes)
 
     def join(self, connection: Any) -> Any:
         from .pg_join import JoinedTx

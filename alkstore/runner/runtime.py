@@ -67,7 +67,15 @@ class Runtime(Protocol):
     def lock(self) -> AsyncLock: ...
     def monotonic(self) -> float: ...
     async def sleep(self, seconds: float) -> None: ...
-    async def checkpoint(self) -> None: ...
+    async def checkpoint(self) -> None:
+        """Yield to other tasks; a cancellation may be delivered here."""
+        ...
+    async def cancel_point(self) -> None:
+        """Raise the caller's cancellation if one is pending; otherwise return
+        without yielding. Every operation starts with one: its own waits are
+        shielded (work handed to the database is never abandoned), so a cancel
+        that came before the operation must be taken before it starts."""
+        ...
     async def wait_signal(self, signal: Signal, timeout: float | None) -> bool:
         """Wait for ``signal`` at most ``timeout`` seconds; True when it was set."""
         ...
@@ -77,7 +85,9 @@ class Runtime(Protocol):
         ...
 
     async def run_in_thread(self, fn: Callable[[], T]) -> T:
-        """Run blocking ``fn`` on a worker thread; not abandoned on cancel."""
+        """Run blocking ``fn`` on a worker thread; not abandoned on cancel:
+        its result is returned and the cancellation delivered at the next
+        checkpoint (never dropped)."""
         ...
 
     async def wait_readable(self, fd: int, timeout: float | None) -> bool:
@@ -93,10 +103,13 @@ class Runtime(Protocol):
 
     def cancel_scope(self) -> AbstractContextManager[CancelScope]: ...
     def shield(self, timeout: float | None = None) -> AbstractContextManager[Any]:
-        """Protect the block from outside cancellation. With ``timeout``, the
-        block is cancelled after that many seconds all the same, and the
-        context's ``cancelled_caught`` is then True: shielded cleanup that
-        waits on a peer that never answers must not hang a shutdown."""
+        """Protect the block from outside cancellation: a cancel arriving
+        inside is delivered after it. With ``timeout``, the block is
+        cancelled after that many seconds all the same, and the context's
+        ``cancelled_caught`` is then True: shielded cleanup that waits on a
+        peer that never answers must not hang a shutdown. Work handed to a
+        thread (``Completion.wait``, ``run_in_thread``) runs to its end even
+        then."""
         ...
     def is_cancellation(self, exc: BaseException) -> bool: ...
 

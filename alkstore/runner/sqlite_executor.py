@@ -29,6 +29,10 @@ class SqliteTx:
         return self._wakes
 
     async def _step(self, kind: str, fn: Any = None) -> Any:
+        if kind == "run":
+            # A step is an operation: a cancel that came before it lands
+            # here, before it is handed to the writer (its wait is shielded).
+            await self._runtime.cancel_point()
         done = self._runtime.completion()
         self._item.steps.put(TxStep(kind, done, fn))
         return await done.wait()
@@ -88,6 +92,8 @@ class SqliteExecutor:
         tx = SqliteTx(self._runtime, item)
         try:
             yield tx
+            # A cancel that came before COMMIT is handed over rolls back.
+            await self._runtime.cancel_point()
         except BaseException:
             # Shielded: a cancelled caller must still end the transaction,
             # or the writer thread would wait for it forever.

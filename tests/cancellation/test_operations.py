@@ -1,0 +1,194 @@
+"""Cancelling an operation at a random moment, on every backend.
+
+Invariant: a cancel at any point leaves the store as if the operation
+happened entirely or not at all, and the caller is told which: the
+operation returned (it happened; the cancel lands at the caller's next
+checkpoint) or raised the cancellation (nothing of it happened). Either way
+the cancelled task ends promptly.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from alkstore.api.store import Store
+from tests.contract import aio
+from tests.contract.helpers import create_orders_table, orders, placeholders
+
+ROUNDS = 30
+BOUND = 10.0  # a cancelled task ends within this; it needs milliseconds
+
+
+@dataclass
+class Tally:
+    """What the operations that returned have done, so far."""
+
+    returned: int = 0
+    values: list[Any] = field(default_factory=list)
+
+
+async def cancel_at_random(
+    rng: random.Random, op: Callable[[], Awaitable[Any]]
+) -> tuple[bool, Any]:
+    """Run ``op`` in a task of its own and cancel that task after a random
+    delay (sometimes at once, mostly while the operation is in flight).
+    Returns (returned, value). Fails if the task outlives the cancel by
+    more than BOUND: a lost cancel would leave it sleeping."""
+    outcome: list[Any] = []
+
+    async def attempt() -> None:
+        outcome.append(await op())
+        await aio.sleep(60)  # the cancel must land here at the latest
+
+    delay = 0.0 if rng.random() < 0.15 else rng.uniform(0, 0.004)
+    async with aio.fail_after(BOUND), aio.open_task_group() as group:
+        group.start_soon(attempt)
+        if delay:
+            await aio.sleep(delay)
+        group.cancel()
+    return bool(outcome), (outcome[0] if outcome else None)
+
+
+async def run_rounds(
+    op: Callable[[int], Awaitable[Any]],
+    check: Callable[[int, bool, Tally], Awaitable[None]],
+    seed: int,
+) -> Tally:
+    """ROUNDS rounds of ``op(i)`` cancelled at random; after each,
+    ``check(i, returned, tally)`` compares the store with what the caller
+    was told."""
+    rng = random.Random(seed)
+    tally = Tally()
+    for i in range(ROUNDS):
+        returned, value = await cancel_at_random(rng, lambda i=i: op(i))  # type: ignore[misc]
+        if returned:
+            tally.returned += 1
+            tally.values.append(value)
+        await check(i, returned, tally)
+    # The rounds hit both outcomes (else the test proves little).
+    assert 0 < tally.returned < ROUNDS, tally.returned
+    return tally
+
+
+async def test_enqueue(store: Store) -> None:
+    q = store.queue("q")
+
+    async def check(i: int, returned: bool, tally: Tally) -> None:
+        assert (await q.stats()).ready == tally.returned
+
+    await run_rounds(lambda i: q.enqueue({"i": i}), check, seed=1)
+
+
+async def test_enqueue_batch(store: Store) -> None:
+    q = store.queue("q")
+
+    async def check(i: int, returned: bool, tally: Tally) -> None:
+        assert (await q.stats()).ready == 3 * tally.returned
+
+    await run_rounds(lambda i: q.enqueue_batch([i, i, i]), check, seed=2)
+
+
+async def test_publish(store: Store) -> None:
+    s = store.stream("s")
+
+    async def check(i: int, returned: bool, tally: Tally) -> None:
+        events = await s.read_since(0, 1000)
+        assert [e.offset for e in events] == sorted(tally.values)
+
+    await run_rounds(lambda i: s.publish(i), check, seed=3)
+
+
+async def test_transaction_with_own_sql(store: Store) -> None:
+    """The caller's row, the job and the event: all three or none."""
+    await create_orders_table(store)
+    q, s = store.queue("q"), store.stream("s")
+    a, b = placeholders(store, 2)
+
+    async def op(i: int) -> int:
+        async with store.transaction() as tx:
+            await tx.execute(f"INSERT INTO {orders(store)} (id, note) VALUES ({a}, {b})", (i, "x"))
+            await tx.enqueue(q, i)
+            await tx.publish("s", i)
+        return i
+
+    async def check(i: int, returned: bool, tally: Tally) -> None:
+        async with store.transaction() as tx:
+            rows = await tx.execute(f"SELECT id FROM {orders(store)} ORDER BY id")
+        assert [r[0] for r in rows] == sorted(tally.values)
+        assert (await q.stats()).ready == tally.returned
+        assert len(await s.read_since(0, 1000)) == tally.returned
+
+    await run_rounds(op, check, seed=4)
+
+
+async def test_try_lock(store: Store) -> None:
+    async def check(i: int, returned: bool, tally: Tally) -> None:
+        other = await store.try_lock(f"L{i}", "other", 30)
+        assert (other is None) == returned, "the lock is held iff try_lock returned it"
+
+    await run_rounds(lambda i: store.try_lock(f"L{i}", "me", 30), check, seed=5)
+
+
+async def test_claim_one(store: Store) -> None:
+    q = store.queue("q")
+    await q.enqueue_batch(list(range(ROUNDS)))
+
+    async def check(i: int, returned: bool, tally: Tally) -> None:
+        assert (await q.stats()).processing == tally.returned
+
+    await run_rounds(lambda i: q.claim_one("w"), check, seed=6)
+
+
+async def test_ack(store: Store) -> None:
+    q = store.queue("q")
+    await q.enqueue_batch(list(range(ROUNDS)))
+    jobs = await q.claim_batch("w", ROUNDS)
+    assert len(jobs) == ROUNDS
+
+    async def check(i: int, returned: bool, tally: Tally) -> None:
+        assert all(tally.values)
+        assert (await q.get_job(jobs[i].id) is None) == returned
+        assert (await q.stats()).processing == ROUNDS - tally.returned
+
+    await run_rounds(lambda i: jobs[i].ack(), check, seed=7)
+
+
+async def test_save_offset(store: Store) -> None:
+    s = store.stream("s")
+    for n in range(ROUNDS):
+        await s.publish(n)
+
+    async def check(i: int, returned: bool, tally: Tally) -> None:
+        assert await s.get_offset("c") == max([0, *tally.values])
+
+    async def op(i: int) -> int:
+        await s.save_offset("c", i + 1)
+        return i + 1
+
+    await run_rounds(op, check, seed=8)
+
+
+@pytest.mark.parametrize("outcome", ["commit", "rollback"])
+async def test_retry_and_fail(store: Store, outcome: str) -> None:
+    """retry/fail move a job (to pending or dead) or leave it processing."""
+    q = store.queue("q", max_attempts=5)
+    await q.enqueue_batch(list(range(ROUNDS)))
+    jobs = await q.claim_batch("w", ROUNDS)
+
+    async def op(i: int) -> bool:
+        if outcome == "commit":
+            return await jobs[i].retry(delay=3600)
+        return await jobs[i].fail("boom")
+
+    async def check(i: int, returned: bool, tally: Tally) -> None:
+        stats = await q.stats()
+        assert stats.processing == ROUNDS - tally.returned
+        moved = stats.scheduled if outcome == "commit" else stats.dead
+        assert moved == tally.returned
+
+    await run_rounds(op, check, seed=9)
