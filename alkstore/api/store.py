@@ -16,7 +16,7 @@ from ..protocol.names import check_identifier, check_name
 from ..protocol.plan import Plan
 from ..protocol.timeconv import US_PER_S, Duration, duration_us
 from ..protocol.types import OUTBOX_OPTIONS, QueueOptions
-from ..runner.executor import Executor
+from ..runner.executor import Executor, TxSession
 from ..runner.hub import WakeHub
 from ..runner.runtime import Clock, Runtime
 from .wakes import WakeReceiver
@@ -118,7 +118,7 @@ class Store:
 
     def subscribe_channel(self, channel: str) -> WakeReceiver:
         """A receiver on any channel, internal ones included (no name check)."""
-        return WakeReceiver(self._hub, channel, self._executor)
+        return WakeReceiver(self._hub, channel, self._executor, lambda: self._closed)
 
     # -- notify / listen --------------------------------------------------------
     async def notify(self, channel: str, payload: codec.JSON = None) -> None:
@@ -133,7 +133,9 @@ class Store:
         await self.run(_notify_plan(self.dialect, channel, self.origin, now))
 
     def listen(self, channel: str) -> WakeReceiver:
-        return WakeReceiver(self._hub, check_name(channel, "channel"), self._executor)
+        return WakeReceiver(
+            self._hub, check_name(channel, "channel"), self._executor, lambda: self._closed
+        )
 
     # -- mechanism handles (no IO) ---------------------------------------------
     def queue(
@@ -204,6 +206,7 @@ class Store:
         if self._executor.exclusive_transactions and id(self) in inside:
             raise _reentry()
         await self._runtime.cancel_point()
+        tx: Transaction | None = None
         try:
             async with self._executor.transaction() as session:
                 tx = Transaction(self, session)
@@ -214,10 +217,21 @@ class Store:
                     _IN_TRANSACTION.reset(marker)
                     tx._close()
         except CommitUnknown as exc:
-            if exc.wakes:
-                self._hub.wake(exc.wakes)
+            if tx is not None and not tx.finished:
+                self._hub.wake(exc.wakes)  # it may have committed: look again
             raise
-        if session.wakes:
+        assert tx is not None
+        if not tx.finished and session.wakes:
+            self._hub.wake(session.wakes)
+
+    async def end_transaction(self, session: TxSession, commit: bool) -> None:
+        """Commit or roll back ``session`` now, waking after a commit."""
+        try:
+            await session.finish(commit)
+        except CommitUnknown as exc:
+            self._hub.wake(exc.wakes)
+            raise
+        if commit and session.wakes:
             self._hub.wake(session.wakes)
 
     @asynccontextmanager
@@ -231,7 +245,7 @@ class Store:
         if self._closed:
             raise Closed("store is closed")
         session = self._executor.join(connection)
-        tx = Transaction(self, session)
+        tx = Transaction(self, session, joined=True)
         try:
             yield tx
         finally:

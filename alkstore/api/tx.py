@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ..protocol import codec, queues, streams
-from ..protocol.errors import Closed
+from ..protocol.errors import Closed, UsageError
 from ..protocol.names import check_identifier, check_key, check_name, outbox_queue_name
 from ..protocol.plan import Plan
 from ..protocol.timeconv import Duration
@@ -30,13 +30,38 @@ class Transaction:
     raises ``Closed``.
     """
 
-    def __init__(self, store: Store, session: TxSession) -> None:
+    def __init__(self, store: Store, session: TxSession, *, joined: bool = False) -> None:
         self._store = store
         self._session = session
+        self._joined = joined
         self._open = True
+        # Committed or rolled back through the handle, before the block ended.
+        self.finished = False
 
     def _close(self) -> None:
         self._open = False
+
+    async def commit(self) -> None:
+        """Commit now. The handle is closed afterwards (every method raises
+        ``Closed``) and the end of the block does nothing more. Raises
+        ``DatabaseError`` if the database refused (nothing committed) and
+        ``CommitUnknown`` if its answer never came."""
+        await self._finish(True)
+
+    async def rollback(self) -> None:
+        """Roll back now; the handle is closed, the block's end does nothing more."""
+        await self._finish(False)
+
+    async def _finish(self, commit: bool) -> None:
+        if not self._open:
+            raise Closed("transaction is closed")
+        if self._joined:
+            raise UsageError(
+                "a joined transaction is the application's: commit or roll back its connection"
+            )
+        self._open = False
+        self.finished = True
+        await self._store.end_transaction(self._session, commit)
 
     async def _run(self, plan: Plan[Any]) -> Any:
         if not self._open:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import TracebackType
 from typing import Protocol
 
@@ -25,9 +26,16 @@ class WakeReceiver:
     Wakes coalesce: several notifies before a ``recv`` may arrive as one.
     """
 
-    def __init__(self, hub: WakeHub, channel: str, source: WakeSource) -> None:
+    def __init__(
+        self,
+        hub: WakeHub,
+        channel: str,
+        source: WakeSource,
+        store_closed: Callable[[], bool] = lambda: False,
+    ) -> None:
         self._hub = hub
         self._source = source
+        self._store_closed = store_closed
         self.channel = channel
         self._box: Mailbox | None = None
         self._exited = False
@@ -36,6 +44,8 @@ class WakeReceiver:
     async def __aenter__(self) -> WakeReceiver:
         if self._box is not None or self._exited:
             raise Closed("a WakeReceiver can be entered once")
+        if self._store_closed():
+            raise Closed("store is closed")
         self._box = self._hub.open(self.channel)
         try:
             # On Postgres this LISTENs before returning, so no notify that

@@ -22,6 +22,15 @@ class TxSession(Protocol):
         """Channels notified so far; woken locally only after commit."""
         ...
 
+    @property
+    def ended(self) -> bool:
+        """True once ``finish`` was called: the block's end then does nothing."""
+        ...
+
+    async def finish(self, commit: bool) -> None:
+        """Commit (or roll back) now; the session is closed whatever happens."""
+        ...
+
 
 class Executor(Protocol):
     @property
@@ -42,7 +51,8 @@ class Executor(Protocol):
         ...
 
     def transaction(self) -> AbstractAsyncContextManager[TxSession]:
-        """Commit when the block ends normally, roll back when it raises."""
+        """Commit when the block ends normally, roll back when it raises;
+        neither when the session was finished inside the block."""
         ...
 
     def join(self, connection: Any) -> Any:

@@ -38,7 +38,9 @@ async def rollback(runtime: Runtime, conn: PgConnection, timeout: float) -> None
     conn.in_transaction = False
 
 
-async def commit(runtime: Runtime, conn: PgConnection, timeout: float, wakes: list[str]) -> None:
+async def commit_transaction(
+    runtime: Runtime, conn: PgConnection, timeout: float, wakes: list[str]
+) -> None:
     """Send COMMIT and learn its outcome, even if the caller is cancelled
     meanwhile (the cancellation is delivered afterwards): a cancelled caller
     must never be told "cancelled" about work that committed.
@@ -84,7 +86,7 @@ async def run_in_transaction(
         plan.close()
         await rollback(runtime, conn, timeout)
         raise
-    await commit(runtime, conn, timeout, wakes)
+    await commit_transaction(runtime, conn, timeout, wakes)
     return value
 
 
@@ -102,6 +104,19 @@ class PgTx:
     @property
     def wakes(self) -> list[str]:
         return self._wakes
+
+    @property
+    def ended(self) -> bool:
+        return not self.open
+
+    async def finish(self, commit: bool) -> None:
+        if not self.open:
+            raise Closed("transaction is closed")
+        self.open = False
+        if commit:
+            await commit_transaction(self._runtime, self._conn, self._timeout, self._wakes)
+        else:
+            await rollback(self._runtime, self._conn, self._timeout)
 
     async def _step(self, body: Any) -> Any:
         if not self.open:
@@ -189,14 +204,15 @@ class PgExecutor:
             tx = PgTx(runtime, conn, timeout)
             try:
                 yield tx
-                # A cancel that came before COMMIT is sent rolls back.
-                await runtime.cancel_point()
+                if not tx.ended:
+                    # A cancel that came before COMMIT is sent rolls back.
+                    await runtime.cancel_point()
             except BaseException:
-                tx.open = False
-                await rollback(runtime, conn, timeout)
+                if not tx.ended:
+                    await tx.finish(False)
                 raise
-            tx.open = False
-            await commit(runtime, conn, timeout, tx.wakes)
+            if not tx.ended:
+                await tx.finish(True)
 
     def join(self, connection: Any) -> Any:
         from .pg_join import JoinedTx

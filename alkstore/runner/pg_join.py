@@ -109,6 +109,14 @@ class JoinedTx:
     def wakes(self) -> list[str]:
         return []
 
+    @property
+    def ended(self) -> bool:
+        return not self.open
+
+    async def finish(self, commit: bool) -> None:
+        """Never called: the handle refuses (the application owns the commit)."""
+        raise AssertionError("a joined transaction is finished by the application")
+
     async def run(self, plan: Plan[T]) -> T:
         if not self.open:
             plan.close()

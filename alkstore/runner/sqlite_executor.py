@@ -28,6 +28,10 @@ class SqliteTx:
     def wakes(self) -> list[str]:
         return self._wakes
 
+    @property
+    def ended(self) -> bool:
+        return not self.open
+
     async def _step(self, kind: str, fn: Any = None) -> Any:
         if kind == "run":
             # A step is an operation: a cancel that came before it lands
@@ -53,8 +57,16 @@ class SqliteTx:
         return await self._step("run", lambda conn: sqlite_conn.execute_user(conn, sql, params))  # type: ignore[no-any-return]
 
     async def finish(self, commit: bool) -> None:
+        if not self.open:
+            raise Closed("transaction is closed")
         self.open = False
-        await self._step("commit" if commit else "rollback")
+        if commit:
+            await self._step("commit")
+            return
+        # Shielded: a cancelled caller must still end the transaction, or
+        # the writer thread would wait for it forever.
+        with self._runtime.shield():
+            await self._step("rollback")
 
 
 class SqliteExecutor:
@@ -92,15 +104,14 @@ class SqliteExecutor:
         tx = SqliteTx(self._runtime, item)
         try:
             yield tx
-            # A cancel that came before COMMIT is handed over rolls back.
-            await self._runtime.cancel_point()
+            if not tx.ended:
+                # A cancel that came before COMMIT is handed over rolls back.
+                await self._runtime.cancel_point()
         except BaseException:
-            # Shielded: a cancelled caller must still end the transaction,
-            # or the writer thread would wait for it forever.
-            with self._runtime.shield():
+            if not tx.ended:
                 await tx.finish(False)
             raise
-        else:
+        if not tx.ended:
             await tx.finish(True)
 
     def join(self, connection: Any) -> Any:

@@ -59,6 +59,16 @@ class _InlineTx:
     def wakes(self) -> list[str]:
         return self._wakes
 
+    @property
+    def ended(self) -> bool:
+        return not self.open
+
+    async def finish(self, commit: bool) -> None:
+        if not self.open:
+            raise Closed("transaction is closed")
+        self.open = False
+        sqlite_conn.finish(self._conn, commit)
+
     async def run(self, plan: Plan[T]) -> T:
         if not self.open:
             plan.close()
@@ -107,11 +117,11 @@ class InlineSqliteExecutor:
             try:
                 yield tx
             except BaseException:
-                tx.open = False
-                sqlite_conn.finish(self._conn, False)
+                if not tx.ended:
+                    await tx.finish(False)
                 raise
-            tx.open = False
-            sqlite_conn.finish(self._conn, True)
+            if not tx.ended:
+                await tx.finish(True)
 
     def join(self, connection: Any) -> Any:
         raise UsageError("join() is for Postgres connections")

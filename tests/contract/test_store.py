@@ -120,12 +120,14 @@ async def _never(payload: object) -> None:
     raise AssertionError("delivered on a closed store")
 
 
-async def test_a_listener_opened_on_a_closed_store_is_closed(
+async def test_entering_a_listener_on_a_closed_store_raises_closed(
     backend: Backend, location: str, clock: ManualClock
 ) -> None:
     async with backend.open(location, clock=clock) as s:
         pass
-    async with s.listen("ch") as wakes:
-        assert await wakes.recv() is None
-        with pytest.raises(Closed):
-            wakes.try_recv()
+    with pytest.raises(Closed):
+        async with s.listen("ch"):
+            pytest.fail("a listener entered on a closed store")
+    with pytest.raises(Closed):
+        async with s.stream("s").subscribe("c"):
+            pytest.fail("a subscriber entered on a closed store")

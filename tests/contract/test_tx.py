@@ -218,6 +218,8 @@ async def use_every_method(tx: Transaction) -> list[str]:
         "notify": lambda: tx.notify("ch"),
         "save_offset": lambda: tx.save_offset("s", "c", 1),
         "outbox_enqueue": lambda: tx.outbox_enqueue("mail", 1),
+        "commit": tx.commit,
+        "rollback": tx.rollback,
     }
     survivors = []
     for name, call in calls.items():
@@ -244,3 +246,55 @@ async def test_the_handle_is_closed_after_rollback(store: Store) -> None:
     assert await use_every_method(tx) == []
     assert await store.queue("jobs").stats() == QueueStats(0, 0, 0, 0)
     assert await store.stream("s").get_offset("c") == 0
+
+
+async def test_commit_inside_the_block_commits_at_once_and_closes_the_handle(
+    backend: Backend, location: str, clock: ManualClock
+) -> None:
+    """``tx.commit()``: everything is visible (and wakes fire) before the
+    block ends; the handle is closed; the block's end does nothing more."""
+    async with (
+        backend.open(location, clock=clock) as store,
+        backend.open(location, clock=clock) as observer,
+    ):
+        q = observer.queue("jobs")
+        async with store.listen("ch") as wakes:
+            async with store.transaction() as tx:
+                job_id = await tx.enqueue("jobs", 1)
+                await tx.notify("ch")
+                await tx.commit()
+                assert await wakes.recv_timeout(SOON) == Wake("ch")
+                got = await q.get_job(job_id)
+                assert got is not None and got.state == "pending"
+                assert await use_every_method(tx) == []
+            assert await wakes.recv_timeout(QUIET) is None  # not woken twice
+        assert (await q.stats()).ready == 1
+
+
+async def test_an_error_after_commit_leaves_the_commit_standing(store: Store) -> None:
+    with pytest.raises(Boom):
+        async with store.transaction() as tx:
+            await tx.enqueue("jobs", 1)
+            await tx.commit()
+            raise Boom
+    assert (await store.queue("jobs").stats()).ready == 1
+
+
+async def test_rollback_inside_the_block_undoes_everything_and_closes_the_handle(
+    store: Store,
+) -> None:
+    async with store.listen("ch") as wakes:
+        async with store.transaction() as tx:
+            await tx.enqueue("jobs", 1)
+            await tx.publish("s", 1)
+            await tx.notify("ch")
+            await tx.rollback()
+            assert await use_every_method(tx) == []
+            # The writer is free again (SQLite): the store works inside the block.
+        assert await wakes.recv_timeout(QUIET) is None
+    assert await store.queue("jobs").stats() == QueueStats(0, 0, 0, 0)
+    assert await store.stream("s").read_since(0) == []
+    # Nothing was left half-open: a new transaction commits normally.
+    async with store.transaction() as tx:
+        await tx.enqueue("jobs", 2)
+    assert (await store.queue("jobs").stats()).ready == 1

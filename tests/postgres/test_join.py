@@ -10,9 +10,10 @@ from __future__ import annotations
 import asyncio
 
 import psycopg
+import pytest
 import trio
 
-from alkstore import Wake
+from alkstore import UsageError, Wake
 from alkstore.io_asyncio import PostgresOptions
 from alkstore.io_asyncio import open_postgres as open_postgres_asyncio
 from tests.backends import PG_DSN
@@ -140,3 +141,20 @@ def test_join_async_connection_under_asyncio(schema: str) -> None:
             assert await cur.fetchall() == [(len("commit"),)]
 
     asyncio.run(main())
+
+
+async def test_a_joined_handle_refuses_commit_and_rollback(schema: str) -> None:
+    """The application owns a joined transaction: ``tx.commit()`` and
+    ``tx.rollback()`` raise ``UsageError`` and leave the handle usable."""
+    async with open_pg(schema) as store:
+        conn = psycopg.connect(PG_DSN)
+        try:
+            async with store.join(conn) as tx:
+                for end in (tx.commit, tx.rollback):
+                    with pytest.raises(UsageError):
+                        await end()
+                await tx.enqueue("jobs", 1)  # still open
+            conn.commit()
+        finally:
+            conn.close()
+        assert (await store.queue("jobs").stats()).ready == 1
