@@ -10,7 +10,7 @@ from ..protocol import codec
 from ..protocol.names import outbox_queue_name
 from ..protocol.types import JobInfo, QueueOptions, QueueStats
 from .queue import Job, Queue
-from .worker import default_worker_id
+from .worker import default_worker_id, retry_failed
 
 if TYPE_CHECKING:
     from .store import Store
@@ -51,7 +51,7 @@ class Outbox:
             try:
                 await deliver(job.payload)
             except Exception as exc:
-                await job.retry(error=exc)
+                await retry_failed(job, exc)
             else:
                 delivered.append(job.id)
         if not delivered:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -15,6 +17,21 @@ if TYPE_CHECKING:
     from .store import Store
 
 T = TypeVar("T")
+
+
+log = logging.getLogger("alkstore.queue")
+
+
+def log_buried(queue: str, buried: Sequence[tuple[int, str]]) -> None:
+    """Jobs the sweep moved to the dead letters: someone must look at them."""
+    reasons = Counter(reason for _, reason in buried)
+    shown = ", ".join(str(job_id) for job_id, _ in buried[:10])
+    more = f" and {len(buried) - 10} more" if len(buried) > 10 else ""
+    log.error(
+        "%d job(s) of queue %s moved to dead letters by the sweep (%s): %s%s",
+        len(buried), queue, ", ".join(f"{r}: {n}" for r, n in sorted(reasons.items())),
+        shown, more,
+    )  # fmt: skip
 
 
 def error_text(error: BaseException | str | None) -> str | None:
@@ -220,14 +237,18 @@ class Queue:
         return await self.store.run(plan, write=False)
 
     async def sweep_expired(self) -> int:
-        """Move expired and stranded jobs of this queue to dead; returns how many."""
+        """Move expired and stranded jobs of this queue to dead; returns how many.
+
+        Each round that buries jobs logs them at ERROR, with the reasons."""
         total = 0
         while True:
-            moved = await self.store.run(
+            buried = await self.store.run(
                 claim.sweep(self.store.dialect, self.name, self.store.now_us())
             )
-            total += moved
-            if moved < 1000:
+            total += len(buried)
+            if buried:
+                log_buried(self.name, buried)
+            if len(buried) < claim.SWEEP_PAGE:
                 return total
 
     async def stats(self) -> QueueStats:

@@ -25,6 +25,7 @@ import socket
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..protocol.claim import retry_decision
 from ..protocol.errors import AlkstoreError, Closed, CommitUnknown
 from ..protocol.names import check_identifier, queue_channel
 from ..protocol.plan import Plan
@@ -43,7 +44,7 @@ from ..protocol.worker import (
     settle_bound,
 )
 from ..runner.runtime import Runtime, Signal
-from .queue import Job
+from .queue import Job, error_text
 
 if TYPE_CHECKING:
     from .queue import Queue
@@ -268,8 +269,8 @@ async def _settle(queue: Queue, job: _WorkerJob, error: Exception | None) -> Out
     """
     if job.settled is not None:
         if error is not None:
-            log.info("job %s on %s raised after it was settled", job.id, queue.name,
-                     exc_info=error)  # fmt: skip
+            log.warning("job %s on %s raised after its handler settled it (%s)", job.id,
+                    queue.name, job.settled, exc_info=error)  # fmt: skip
         return Outcome.RETRIED if job.settled == "retry" else Outcome.ACKED
     store = queue.store
     bound = settle_bound(store.now_us(), [job.record])
@@ -291,12 +292,29 @@ async def _settle_now(queue: Queue, job: _WorkerJob, error: Exception | None) ->
         if await _guard(job.ack(), "ack") is False:
             log.warning("ack of job %s on %s refused: claim lost", job.id, queue.name)
         return Outcome.ACKED
-    log.info(
-        "job %s on %s raised %s; retrying", job.id, queue.name, type(error).__name__,
-        exc_info=error,
-    )  # fmt: skip
-    await _guard(job.retry(error=error), "retry")
+    await retry_failed(job, error)
     return Outcome.RETRIED
+
+
+async def retry_failed(job: Job, error: Exception) -> None:
+    """Retry a job whose handler raised (or bury it, out of attempts), and
+    say so: a retry at WARNING, a burial at ERROR, each with the job, its
+    attempt and the error."""
+    record = job.record
+    # The retry plan decides the same way, from the same counts, while owned.
+    burial = retry_decision(record.attempts, record.max_attempts)
+    owned = await _guard(job.retry(error=error), "retry")
+    if owned is False:
+        log.warning("job %s on %s raised on attempt %d, but its claim was lost: not retried",
+                    job.id, job.queue, record.attempts, exc_info=error)  # fmt: skip
+    elif owned and burial is not None:
+        log.error("job %s on %s moved to dead letters (%s) after attempt %d of %d: %s",
+                  job.id, job.queue, burial, record.attempts, record.max_attempts,
+                  error_text(error), exc_info=error)  # fmt: skip
+    elif owned:
+        log.warning("job %s on %s failed on attempt %d of %d, retrying: %s",
+                    job.id, job.queue, record.attempts, record.max_attempts, error_text(error),
+                    exc_info=error)  # fmt: skip
 
 
 class _WorkerJob(Job):
@@ -322,7 +340,11 @@ class _WorkerJob(Job):
 
     async def fail(self, error: BaseException | str | None = None) -> bool:
         self.settled = self.settled or "fail"
-        return await super().fail(error)
+        failed = await super().fail(error)
+        if failed:
+            log.error("job %s on %s moved to dead letters (failed) by its handler: %s",
+                      self.id, self.queue, error_text(error))  # fmt: skip
+        return failed
 
     async def release(self, *, refund: bool = True) -> bool:
         self.settled = self.settled or "release"

@@ -144,9 +144,16 @@ def sweep_decision(c: SweepCandidate, now_us: int) -> DeadReason | None:
     return None
 
 
-def sweep(d: Dialect, queue: str | None, now_us: int, limit: int = 1000) -> Plan[int]:
+# Candidates a sweep looks at per transaction; a full page means sweep again.
+SWEEP_PAGE = 1000
+
+
+def sweep(
+    d: Dialect, queue: str | None, now_us: int, limit: int = SWEEP_PAGE
+) -> Plan[list[tuple[int, DeadReason]]]:
+    """Bury what the sweep rules say; returns the buried jobs and why."""
     rows = yield d.sweep_candidates(queue, now_us, limit)
-    moved = 0
+    buried: list[tuple[int, DeadReason]] = []
     for row in rows:
         candidate = sweep_candidate(row)
         reason = sweep_decision(candidate, now_us)
@@ -154,5 +161,5 @@ def sweep(d: Dialect, queue: str | None, now_us: int, limit: int = 1000) -> Plan
             continue
         for statement in d.bury(candidate.id, reason, None, now_us):
             yield statement
-        moved += 1
-    return moved
+        buried.append((candidate.id, reason))
+    return buried
