@@ -18,6 +18,7 @@ from .protocol.errors import (
     InvalidName,
     PayloadTooLarge,
     ReservedName,
+    TransactionConflict,
     UsageError,
 )
 from .protocol.names import LISTENER_RECONNECTED, RESERVED_PREFIX
@@ -50,6 +51,7 @@ __all__ = [
     "Stream",
     "StreamEvent",
     "Transaction",
+    "TransactionConflict",
     "UsageError",
     "Wake",
     "WakeReceiver",

@@ -79,6 +79,14 @@ class CommitUnknown(DatabaseError):
         self.wakes = wakes
 
 
+class TransactionConflict(DatabaseError):
+    """The database refused the transaction because of concurrent ones: a
+    deadlock, a serialization failure, a lock that could not be had in time
+    (on SQLite: the write lock stayed taken past ``busy_timeout``). It was
+    rolled back and nothing of it committed, so running the whole
+    transaction again is safe and may succeed."""
+
+
 class UsageError(AlkstoreError, RuntimeError):
     """A call that cannot work where it was made, such as a store's auto-commit
     method inside that store's own transaction on SQLite (it would wait for

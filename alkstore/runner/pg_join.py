@@ -17,8 +17,9 @@ from typing import Any, TypeVar
 import psycopg
 
 from ..engines.postgres import control
-from ..protocol.errors import Closed, DatabaseError, InvalidArgument
+from ..protocol.errors import Closed, InvalidArgument
 from ..protocol.plan import Fetch, Plan, Statement, run_async, run_sync
+from .pg_wire import wrap_error
 from .runtime import Runtime
 
 T = TypeVar("T")
@@ -126,7 +127,7 @@ class JoinedTx:
                 return await _drive_async(self._conn, plan)
             return await self._runtime.run_in_thread(lambda: _drive_sync(self._conn, plan))
         except psycopg.Error as exc:
-            raise DatabaseError(f"PostgreSQL: {exc}") from exc
+            raise wrap_error(exc, exc.sqlstate) from exc
 
     async def execute(
         self, sql: str, params: Sequence[Any] | dict[str, Any]

@@ -15,7 +15,8 @@ import psycopg
 from psycopg import pq
 from psycopg.adapt import PyFormat, Transformer
 
-from ..protocol.errors import DatabaseError
+from ..engines.postgres import control
+from ..protocol.errors import DatabaseError, TransactionConflict
 from ..protocol.plan import Fetch, Statement
 
 _OK = (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK, pq.ExecStatus.EMPTY_QUERY)
@@ -77,10 +78,15 @@ def check(res: pq.abc.PGresult) -> None:
 
 
 def error_from_result(res: pq.abc.PGresult) -> DatabaseError:
-    cause = psycopg.errors.lookup(
-        (res.error_field(pq.DiagnosticField.SQLSTATE) or b"XX000").decode()
-    )(res.error_message.decode("utf-8", "replace").strip())
-    error = DatabaseError(f"PostgreSQL: {cause}")
+    state = (res.error_field(pq.DiagnosticField.SQLSTATE) or b"XX000").decode()
+    cause = psycopg.errors.lookup(state)(res.error_message.decode("utf-8", "replace").strip())
+    return wrap_error(cause, state)
+
+
+def wrap_error(cause: BaseException, state: str | None) -> DatabaseError:
+    """The taxonomy's error for a server error with SQLSTATE ``state``."""
+    kind = TransactionConflict if state in control.CONFLICT_SQLSTATES else DatabaseError
+    error = kind(f"PostgreSQL: {cause}")
     error.__cause__ = cause
     return error
 

@@ -13,10 +13,17 @@ from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from ..engines.sqlite import control, migrate
-from ..protocol.errors import AlkstoreError, DatabaseError
+from ..protocol.errors import AlkstoreError, DatabaseError, TransactionConflict
 from ..protocol.plan import Fetch, Plan, Statement, noting_wakes, run_sync
 
 T = TypeVar("T")
+
+
+def error(exc: sqlite3.Error, what: str = "SQLite") -> DatabaseError:
+    """The taxonomy's error for ``exc`` (not raised; the caller chains it)."""
+    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+    kind = TransactionConflict if code in control.CONFLICT_CODES else DatabaseError
+    return kind(f"{what}: {exc}")
 
 
 def connect(path: str, *, busy_timeout: float, pragmas: dict[str, str]) -> sqlite3.Connection:
@@ -30,7 +37,7 @@ def connect(path: str, *, busy_timeout: float, pragmas: dict[str, str]) -> sqlit
             uri=path.startswith("file:"),
         )
     except sqlite3.Error as exc:
-        raise DatabaseError(f"cannot open SQLite database {path!r}: {exc}") from exc
+        raise error(exc, f"cannot open SQLite database {path!r}") from exc
     try:
         for statement in control.setup_statements(busy_timeout, pragmas):
             _execute_retrying_busy(conn, statement, busy_timeout)
@@ -39,7 +46,7 @@ def connect(path: str, *, busy_timeout: float, pragmas: dict[str, str]) -> sqlit
         raise
     except sqlite3.Error as exc:
         conn.close()
-        raise DatabaseError(f"cannot configure SQLite database {path!r}: {exc}") from exc
+        raise error(exc, f"cannot configure SQLite database {path!r}") from exc
     return conn
 
 
@@ -97,7 +104,7 @@ def run_plan(conn: sqlite3.Connection, plan: Plan[T], *, write: bool) -> tuple[T
                 conn.execute(control.ROLLBACK)
             raise
     except sqlite3.Error as exc:
-        raise DatabaseError(f"SQLite: {exc}") from exc
+        raise error(exc) from exc
     return value, wakes
 
 
@@ -119,7 +126,7 @@ def run_in_tx(conn: sqlite3.Connection, plan: Plan[T]) -> tuple[T, list[str]]:
             raise
         conn.execute(control.STEP_RELEASE)
     except sqlite3.Error as exc:
-        raise DatabaseError(f"SQLite: {exc}") from exc
+        raise error(exc) from exc
     return value, wakes
 
 
@@ -149,7 +156,7 @@ def execute_user(
             raise
         conn.execute(control.STEP_RELEASE)
     except sqlite3.Error as exc:
-        raise DatabaseError(f"SQLite: {exc}") from exc
+        raise error(exc) from exc
     return rows
 
 
@@ -163,7 +170,7 @@ def guarded(fn: Any, *args: Any) -> Any:
     try:
         return fn(*args)
     except sqlite3.Error as exc:
-        raise DatabaseError(f"SQLite: {exc}") from exc
+        raise error(exc) from exc
 
 
 def migrate_schema(conn: sqlite3.Connection) -> int:
@@ -180,5 +187,5 @@ def close(conn: sqlite3.Connection) -> None:
     try:
         conn.close()
     except sqlite3.Error as exc:  # pragma: no cover - close rarely fails
-        raise DatabaseError(f"SQLite: {exc}") from exc
+        raise error(exc) from exc
 

@@ -223,7 +223,7 @@ def _rolled_back(cause: BaseException | None) -> DatabaseError:
 
 def _as_error(exc: BaseException) -> BaseException:
     if isinstance(exc, sqlite3.Error):
-        error = DatabaseError(f"SQLite: {exc}")
+        error = sqlite_conn.error(exc)
         error.__cause__ = exc
         return error
     return exc

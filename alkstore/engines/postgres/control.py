@@ -12,3 +12,8 @@ STEP_RELEASE = "RELEASE SAVEPOINT alkstore_step"
 # joining it: psycopg sends BEGIN first, so the application's transaction is
 # open and alkstore's steps become savepoints inside it.
 OPEN_IMPLICIT = "SELECT 1"
+
+# SQLSTATEs that mean "rolled back because of concurrent transactions; run it
+# again": serialization_failure, deadlock_detected, lock_not_available (a
+# lock_timeout or NOWAIT).
+CONFLICT_SQLSTATES = frozenset({"40001", "40P01", "55P03"})

@@ -21,6 +21,9 @@ STEP_SAVEPOINT = "SAVEPOINT alkstore_step"
 STEP_ROLLBACK = "ROLLBACK TO alkstore_step"
 STEP_RELEASE = "RELEASE alkstore_step"
 DATA_VERSION = "PRAGMA data_version"
+# Primary result codes that mean "another connection holds the lock; run it
+# again": SQLITE_BUSY (past busy_timeout) and SQLITE_LOCKED.
+CONFLICT_CODES = frozenset({5, 6})
 
 _WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _VALUE = re.compile(r"^-?[A-Za-z0-9_]+$")
