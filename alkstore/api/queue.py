@@ -234,7 +234,7 @@ class Queue:
     async def get_job(self, job_id: int) -> JobInfo | None:
         """State of a live or dead job; ``None`` once acked or cancelled."""
         plan = queues.get_job(self.store.dialect, self.name, job_id)
-        return await self.store.run(plan, write=False)
+        return await self.store.run(plan)
 
     async def sweep_expired(self) -> int:
         """Move expired and stranded jobs of this queue to dead; returns how many.
@@ -253,11 +253,11 @@ class Queue:
 
     async def stats(self) -> QueueStats:
         plan = queues.stats(self.store.dialect, self.name, self.store.now_us())
-        return await self.store.run(plan, write=False)
+        return await self.store.run(plan)
 
     async def dead_letters(self, limit: int = 100) -> list[JobInfo]:
         plan = queues.dead_letters(self.store.dialect, self.name, limit)
-        return await self.store.run(plan, write=False)
+        return await self.store.run(plan)
 
     async def requeue_dead(self, job_id: int) -> bool:
         store = self.store
@@ -270,7 +270,7 @@ class Queue:
 
     async def next_due(self) -> datetime | None:
         """When the next job becomes claimable; ``None`` when the queue is empty."""
-        us = await self.store.run(claim.next_due(self.store.dialect, self.name), write=False)
+        us = await self.store.run(claim.next_due(self.store.dialect, self.name))
         return None if us is None else to_datetime(us)
 
     async def work(

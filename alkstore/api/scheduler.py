@@ -68,7 +68,7 @@ async def run_scheduler(
     while True:
         try:
             await tick(store)
-            nxt = await store.run(plans.next_fire(store.dialect), write=False)
+            nxt = await store.run(plans.next_fire(store.dialect))
         except AlkstoreError:
             # A failed round trip (database busy, disk full): try again soon
             # rather than after a whole max_sleep.

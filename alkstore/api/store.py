@@ -13,7 +13,7 @@ from ..protocol import codec, locks
 from ..protocol.backoff import Backoff
 from ..protocol.errors import Closed, CommitUnknown, PayloadTooLarge, UsageError
 from ..protocol.names import check_identifier, check_name
-from ..protocol.plan import Plan
+from ..protocol.plan import Plan, is_read_only
 from ..protocol.timeconv import US_PER_S, Duration, duration_us
 from ..protocol.types import OUTBOX_OPTIONS, QueueOptions
 from ..runner.executor import Executor, TxSession
@@ -87,11 +87,15 @@ class Store:
     def dialect(self) -> Any:
         return self._executor.dialect
 
-    async def run(self, plan: Plan[T], *, write: bool = True) -> T:
+    async def run(self, plan: Plan[T]) -> T:
         if self._closed:
             plan.close()
             raise Closed("store is closed")
-        if self._executor.exclusive_transactions and id(self) in _IN_TRANSACTION.get():
+        if (
+            self._executor.exclusive_transactions
+            and id(self) in _IN_TRANSACTION.get()
+            and not (self._executor.separate_readers and is_read_only(plan))
+        ):
             plan.close()
             raise _reentry()
         # Every operation is a cancellation point at its start: its waits
@@ -99,7 +103,7 @@ class Store:
         # cancel that came before it must be taken before anything is done.
         await self._runtime.cancel_point()
         try:
-            value, wakes = await self._executor.run(plan, write=write)
+            value, wakes = await self._executor.run(plan)
         except CommitUnknown as exc:
             if exc.wakes:
                 self._hub.wake(exc.wakes)  # it may have committed: look again

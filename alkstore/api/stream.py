@@ -42,13 +42,13 @@ class Stream:
     async def read_since(self, offset: int, limit: int = 100) -> list[StreamEvent]:
         """Events with offsets above ``offset``, ascending, at most ``limit``."""
         plan = streams.read_since(self.store.dialect, self.name, offset, limit)
-        return await self.store.run(plan, write=False)
+        return await self.store.run(plan)
 
     async def read_from_consumer(self, consumer: str, limit: int = 100) -> list[StreamEvent]:
         """Events after ``consumer``'s saved offset (does not move it)."""
         consumer = check_identifier(consumer, "consumer")
         plan = streams.read_from_consumer(self.store.dialect, self.name, consumer, limit)
-        return await self.store.run(plan, write=False)
+        return await self.store.run(plan)
 
     async def save_offset(self, consumer: str, offset: int) -> None:
         """Checkpoint ``consumer`` at ``offset``; never moves an offset back."""
@@ -58,7 +58,7 @@ class Stream:
     async def get_offset(self, consumer: str) -> int:
         consumer = check_identifier(consumer, "consumer")
         plan = streams.get_offset(self.store.dialect, self.name, consumer)
-        return await self.store.run(plan, write=False)
+        return await self.store.run(plan)
 
     async def trim_to(self, offset: int) -> int:
         """Drop events below ``offset`` (retention); returns how many were dropped."""

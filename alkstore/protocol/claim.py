@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from .backoff import Backoff
 from .dialect import STATE_PENDING, Dialect
-from .plan import Plan, Row
+from .plan import Plan, Row, reads
 from .queues import check_limit
 from .rows import _int, _opt_int, _shape, job_record
 from .types import DeadReason, JobRecord
@@ -30,6 +30,7 @@ def claim(
     return jobs
 
 
+@reads
 def next_due(d: Dialect, queue: str) -> Plan[int | None]:
     """When the next live job of ``queue`` becomes claimable (None: no job)."""
     row = yield d.next_due(queue)

@@ -9,11 +9,13 @@ read a clock or a random source: both are arguments.
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 Row = tuple[Any, ...]
 
@@ -36,6 +38,49 @@ class Statement:
 
 
 Plan = Generator[Statement, Any, T]
+
+
+class ReadPlan(Generator[Statement, Any, T]):
+    """A plan that only reads, marked so by the core.
+
+    Engines may run it apart from writers (SQLite: on a reader connection in
+    a deferred transaction, never in the writer's group, so it never waits
+    for the write lock), and may run it again from the start on a fresh
+    connection after a connection failure, since it changes nothing.
+    """
+
+    __slots__ = ("_make", "_plan")
+
+    def __init__(self, make: Callable[[], Plan[T]]) -> None:
+        self._make = make
+        self._plan = make()
+
+    def again(self) -> ReadPlan[T]:
+        """The same read, from the start."""
+        return ReadPlan(self._make)
+
+    def send(self, value: Any) -> Statement:
+        return self._plan.send(value)
+
+    def throw(self, typ: Any, val: Any = None, tb: Any = None) -> Statement:
+        return self._plan.throw(typ, val, tb)
+
+    def close(self) -> None:
+        self._plan.close()
+
+
+def reads(fn: Callable[P, Plan[T]]) -> Callable[P, ReadPlan[T]]:
+    """Mark a plan function as read-only (see ``ReadPlan``)."""
+
+    @functools.wraps(fn)
+    def plan(*args: P.args, **kwargs: P.kwargs) -> ReadPlan[T]:
+        return ReadPlan(lambda: fn(*args, **kwargs))
+
+    return plan
+
+
+def is_read_only(plan: Plan[Any]) -> bool:
+    return isinstance(plan, ReadPlan)
 
 
 def const(value: T) -> Plan[T]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from .dialect import Dialect
 from .errors import DatabaseError, InvalidArgument, brief
 from .names import queue_channel
-from .plan import Plan
+from .plan import Plan, reads
 from .rows import dead_info, job_info
 from .types import JobInfo, NewJob, QueueStats
 
@@ -38,6 +38,7 @@ def enqueue_many(d: Dialect, jobs: list[NewJob], origin: str, now_us: int) -> Pl
     return ids
 
 
+@reads
 def get_job(d: Dialect, queue: str, job_id: int) -> Plan[JobInfo | None]:
     job_id = check_job_id(job_id)
     row = yield d.get_job(queue, job_id)
@@ -54,12 +55,14 @@ def cancel(d: Dialect, queue: str, job_id: int) -> Plan[bool]:
     return bool(count)
 
 
+@reads
 def stats(d: Dialect, queue: str, now_us: int) -> Plan[QueueStats]:
     ready, scheduled, processing = yield d.queue_counts(queue, now_us)
     (dead,) = yield d.dead_count(queue)
     return QueueStats(int(ready), int(scheduled), int(processing), int(dead))
 
 
+@reads
 def dead_letters(d: Dialect, queue: str, limit: int) -> Plan[list[JobInfo]]:
     rows = yield d.dead_letters(queue, check_limit(limit))
     return [dead_info(r) for r in rows]

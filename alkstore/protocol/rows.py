@@ -12,7 +12,7 @@ from typing import Any
 
 from . import codec
 from .dialect import STATE_PENDING, STATE_PROCESSING
-from .errors import CodecError, brief
+from .errors import CodecError, DatabaseError, brief
 from .plan import Row
 from .timeconv import to_datetime
 from .types import DeadReason, JobInfo, JobRecord, StreamEvent
@@ -136,3 +136,23 @@ def stream_event(row: Row) -> StreamEvent:
         payload=codec.decode(_str(row[3], "payload")),
         created_at=_time(row[4], "created_at"),
     )
+
+
+def schema_version(row: Row | None, newest: int, where: str) -> int:
+    """The schema version stored in ``where`` (0 when none is), refusing a
+    value that is not a version number or is newer than ``newest``."""
+    if row is None:
+        return 0
+    text = row[0] if isinstance(row, tuple | list) and len(row) == 1 else None
+    if not isinstance(text, str) or not text.isascii() or not text.isdigit() or len(text) > 18:
+        raise DatabaseError(
+            f"{where} holds schema version {brief(text)}, which is not a version number: "
+            "the alkstore tables were changed by something else"
+        )
+    version = int(text)
+    if version > newest:
+        raise DatabaseError(
+            f"{where} is at schema version {version}, newer than this alkstore ({newest}): "
+            "upgrade alkstore"
+        )
+    return version

@@ -26,7 +26,7 @@ from . import codec
 from .dialect import Dialect
 from .errors import CodecError, InvalidArgument, brief
 from .names import queue_channel
-from .plan import Plan
+from .plan import Plan, reads
 from .timeconv import MAX_DURATION_US, US_PER_S, instant_us, to_datetime
 from .types import NewJob, check_max_attempts, check_priority
 
@@ -222,6 +222,7 @@ def tick(
     return fired
 
 
+@reads
 def next_fire(d: Dialect) -> Plan[int | None]:
     row = yield d.next_schedule_time()
     return None if row is None or row[0] is None else int(row[0])

@@ -5,7 +5,7 @@ from __future__ import annotations
 from .dialect import Dialect
 from .errors import InvalidArgument, brief
 from .names import stream_channel
-from .plan import Plan
+from .plan import Plan, reads
 from .queues import check_limit
 from .rows import stream_event
 from .types import StreamEvent
@@ -21,11 +21,13 @@ def publish(
     return offset
 
 
+@reads
 def read_since(d: Dialect, stream: str, offset: int, limit: int) -> Plan[list[StreamEvent]]:
     rows = yield d.read_since(stream, check_offset(offset), check_limit(limit))
     return [stream_event(r) for r in rows]
 
 
+@reads
 def read_from_consumer(
     d: Dialect, stream: str, consumer: str, limit: int
 ) -> Plan[list[StreamEvent]]:
@@ -38,6 +40,7 @@ def save_offset(d: Dialect, stream: str, consumer: str, offset: int) -> Plan[Non
     yield d.save_offset(stream, consumer, check_offset(offset))
 
 
+@reads
 def get_offset(d: Dialect, stream: str, consumer: str) -> Plan[int]:
     row = yield d.get_offset(stream, consumer)
     return 0 if row is None else int(row[0])

@@ -45,9 +45,16 @@ class Executor(Protocol):
         """Largest NOTIFY payload in bytes (None: no limit on this engine)."""
         ...
 
-    async def run(self, plan: Plan[T], *, write: bool = True) -> tuple[T, list[str]]:
-        """Run ``plan`` in its own transaction; return its value and the
-        channels it notified (to wake locally, now that it committed)."""
+    @property
+    def separate_readers(self) -> bool:
+        """True when read-only plans never wait for the engine's writer, so
+        they may run while a caller's transaction holds it."""
+        ...
+
+    async def run(self, plan: Plan[T]) -> tuple[T, list[str]]:
+        """Run ``plan`` in its own transaction (a read-only one for a
+        ``ReadPlan``); return its value and the channels it notified (to
+        wake locally, now that it committed)."""
         ...
 
     def transaction(self) -> AbstractAsyncContextManager[TxSession]:

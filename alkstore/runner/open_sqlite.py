@@ -17,6 +17,7 @@ from . import sqlite_conn
 from .hub import WakeHub
 from .runtime import Clock, Runtime, SystemClock
 from .sqlite_executor import SqliteExecutor
+from .sqlite_readers import SqliteReaders
 from .sqlite_watcher import SqliteWatcher, WatcherOptions
 
 # Lock wait for the watcher's reads, which run on the event-loop thread.
@@ -35,6 +36,9 @@ class SqliteOptions:
     # Notification rows older than this are pruned (wakes are hints).
     notification_retention: float = 60.0
     maintenance_interval: float = 10.0
+    # Reader connections for read-only operations (stats, get_job,
+    # read_since, ...), which then never wait for the write lock.
+    readers: int = 4
 
 
 @asynccontextmanager
@@ -54,10 +58,13 @@ async def open_sqlite_store(
         # since no other process can see it.
         target = f"file:alkstore-{uuid.uuid4().hex}?mode=memory"
 
-    def open_main() -> object:
-        conn = sqlite_conn.connect(target, busy_timeout=opts.busy_timeout, pragmas=opts.pragmas)
+    def connect() -> sqlite3.Connection:
+        return sqlite_conn.connect(target, busy_timeout=opts.busy_timeout, pragmas=opts.pragmas)
+
+    def open_main() -> sqlite3.Connection:
+        conn = connect()
         try:
-            sqlite_conn.migrate_schema(conn)
+            sqlite_conn.ensure_schema(conn)
         except BaseException:
             conn.close()
             raise
@@ -65,7 +72,10 @@ async def open_sqlite_store(
 
     conn = await runtime.run_in_thread(open_main)
     hub = WakeHub(runtime)
-    executor = SqliteExecutor(runtime, conn)  # type: ignore[arg-type]
+    # A private in-memory database is invisible to other connections: there
+    # every read goes through the writer.
+    readers = None if memory else SqliteReaders(runtime, connect, size=opts.readers)
+    executor = SqliteExecutor(runtime, conn, readers)
     store = Store(
         executor=executor, runtime=runtime, clock=clock or SystemClock(), hub=hub, seed=seed
     )

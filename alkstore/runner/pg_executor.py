@@ -184,7 +184,9 @@ class PgExecutor:
     def dialect(self) -> Dialect:
         return self._dialect
 
-    async def run(self, plan: Plan[T], *, write: bool = True) -> tuple[T, list[str]]:
+    separate_readers = True
+
+    async def run(self, plan: Plan[T]) -> tuple[T, list[str]]:
         if self._closed:
             plan.close()
             raise Closed("store is closed")

@@ -12,7 +12,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
-from ..engines.sqlite import control, migrate
+from ..engines.sqlite import SCHEMA_VERSION, control, migrate, schema_version
 from ..protocol.errors import AlkstoreError, DatabaseError, TransactionConflict
 from ..protocol.plan import Fetch, Plan, Statement, noting_wakes, run_sync
 
@@ -173,7 +173,12 @@ def guarded(fn: Any, *args: Any) -> Any:
         raise error(exc) from exc
 
 
-def migrate_schema(conn: sqlite3.Connection) -> int:
+def ensure_schema(conn: sqlite3.Connection) -> int:
+    """Read the schema version; migrate (a write) only when it is behind, so
+    opening a current database never waits for the write lock."""
+    version, _ = run_plan(conn, schema_version(), write=False)
+    if version == SCHEMA_VERSION:
+        return version
     value, _ = run_plan(conn, migrate(), write=True)
     return value
 

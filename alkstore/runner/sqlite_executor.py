@@ -9,9 +9,10 @@ from typing import Any, TypeVar
 
 from ..engines.sqlite import SqliteDialect
 from ..protocol.errors import Closed
-from ..protocol.plan import Plan
+from ..protocol.plan import Plan, is_read_only
 from . import sqlite_conn
 from .runtime import Runtime
+from .sqlite_readers import SqliteReaders
 from .sqlite_writer import PlanItem, SqliteWriter, TxItem, TxStep
 
 T = TypeVar("T")
@@ -70,26 +71,40 @@ class SqliteTx:
 
 
 class SqliteExecutor:
-    """Every statement goes through the writer thread (the writer slot).
+    """Writes go through the writer thread (the writer slot); read-only
+    plans go to reader connections (``SqliteReaders``), when there are any.
 
     SQLite admits one writer at a time anyway; queueing writers in-process is
     cheaper than letting them collide on the file lock, and lets concurrent
-    plans share one commit.
+    plans share one commit. Reads never wait for it.
     """
 
     dialect = SqliteDialect()
     notify_payload_limit: int | None = None
     exclusive_transactions = True
 
-    def __init__(self, runtime: Runtime, conn: sqlite3.Connection) -> None:
+    def __init__(
+        self, runtime: Runtime, conn: sqlite3.Connection, readers: SqliteReaders | None = None
+    ) -> None:
         self._runtime = runtime
         self._writer = SqliteWriter(conn)
+        self._readers = readers
         self._closed = False
 
-    async def run(self, plan: Plan[T], *, write: bool = True) -> tuple[T, list[str]]:
+    @property
+    def separate_readers(self) -> bool:
+        """Reads run apart from the writer (and so beside a transaction)."""
+        return self._readers is not None
+
+    async def run(self, plan: Plan[T]) -> tuple[T, list[str]]:
+        if self._readers is not None and is_read_only(plan):
+            if self._closed:
+                plan.close()
+                raise Closed("store is closed")
+            return await self._readers.run(plan), []
         done = self._runtime.completion()
         try:
-            self._writer.submit(PlanItem(plan, write, done))
+            self._writer.submit(PlanItem(plan, done))
         except Closed:
             plan.close()
             raise
@@ -132,6 +147,8 @@ class SqliteExecutor:
         if self._closed:
             return
         self._closed = True
+        if self._readers is not None:
+            self._readers.close()
         self._writer.stop()
         with self._runtime.shield():
             await self._runtime.run_in_thread(self._writer.join)

@@ -30,7 +30,6 @@ MAX_GROUP = 64
 @dataclass(slots=True)
 class PlanItem:
     plan: Plan[Any]
-    write: bool
     done: Completion[tuple[Any, list[str]]]
 
 
@@ -129,7 +128,7 @@ class SqliteWriter:
         if len(group) == 1:
             item = group[0]
             try:
-                item.done.resolve(sqlite_conn.run_plan(conn, item.plan, write=item.write))
+                item.done.resolve(sqlite_conn.run_plan(conn, item.plan, write=True))
             except BaseException as exc:
                 item.done.reject(_as_error(exc))
             return

@@ -27,7 +27,7 @@ import sniffio
 from ..api.store import Store
 from ..engines.sqlite import SqliteDialect
 from ..protocol.errors import Closed, UsageError
-from ..protocol.plan import Plan
+from ..protocol.plan import Plan, is_read_only
 from ..protocol.timeconv import US_PER_S, instant_us
 from ..runner import sqlite_conn
 from ..runner.hub import WakeHub
@@ -98,12 +98,14 @@ class InlineSqliteExecutor:
         self._slot = runtime.lock()
         self._closed = False
 
-    async def run(self, plan: Plan[T], *, write: bool = True) -> tuple[T, list[str]]:
+    separate_readers = False
+
+    async def run(self, plan: Plan[T]) -> tuple[T, list[str]]:
         async with self._slot:
             if self._closed:
                 plan.close()
                 raise Closed("store is closed")
-            value, wakes = sqlite_conn.run_plan(self._conn, plan, write=write)
+            value, wakes = sqlite_conn.run_plan(self._conn, plan, write=not is_read_only(plan))
         await self._runtime.checkpoint()
         return value, wakes
 
@@ -152,7 +154,7 @@ async def open_simulated(
         runtime = _current_runtime()
     target = f"file:alkstore-sim-{uuid.uuid4().hex}?mode=memory"
     conn = sqlite_conn.connect(target, busy_timeout=0, pragmas={})
-    sqlite_conn.migrate_schema(conn)
+    sqlite_conn.ensure_schema(conn)
     hub = WakeHub(runtime)
     store = Store(
         executor=InlineSqliteExecutor(runtime, conn),

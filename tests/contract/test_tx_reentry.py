@@ -67,3 +67,23 @@ async def test_other_tasks_wait_for_the_transaction(backend: Backend, store: Sto
         assert order == ["tx body done", "outsider done"]
     assert sorted(order) == ["outsider done", "tx body done"]
     assert (await q.stats()).ready == 2
+
+
+async def test_reads_inside_own_transaction_run_beside_it(store: Store) -> None:
+    """Read-only calls never wait for a writer (SQLite: reader connections),
+    so inside the block they work on every engine, and see what had
+    committed before it, not the block's own uncommitted writes."""
+    q, s = store.queue("q"), store.stream("s")
+    before = await q.enqueue("committed")
+    await s.publish("committed")
+    async with store.transaction() as tx:
+        inside = await tx.enqueue(q, "uncommitted")
+        await tx.publish("s", "uncommitted")
+        assert (await q.stats()).ready == 1
+        assert await q.get_job(inside) is None
+        got = await q.get_job(before)
+        assert got is not None and got.state == "pending"
+        assert [e.payload for e in await s.read_since(0)] == ["committed"]
+        assert await s.get_offset("c") == 0
+        assert await q.dead_letters() == []
+    assert (await q.stats()).ready == 2

@@ -1091,7 +1091,7 @@ def scenario(run: Callable[[Plan[Any]], Any], d: Any, seed: int, steps: int) -> 
 def test_same_answers_as_the_sqlite_engine(pg: Pg, d: PostgresDialect, seed: int) -> None:
     conn = sqlite3.connect(":memory:", isolation_level=None)
     try:
-        sqlite_conn.migrate_schema(conn)
+        sqlite_conn.ensure_schema(conn)
 
         def on_sqlite(plan: Plan[Any]) -> Any:
             return sqlite_conn.run_plan(conn, plan, write=True)[0]

@@ -160,17 +160,26 @@ async def test_a_writer_blocked_past_busy_timeout_gets_database_error_then_recov
                     assert "locked" in str(error), error
                     assert busy * 0.9 <= took <= busy + 4.0, took
 
-                # Readers are not blocked by a writer (WAL): quick, and correct.
+                # Readers are not blocked by a writer (WAL): quick, and correct,
+                # even while this store's own writes wait for the lock.
                 started = time.monotonic()
-                assert (await q.stats()).ready == 1
-                assert (await q.get_job(before)) is not None
-                assert time.monotonic() - started < busy
+                async with trio.open_nursery() as nursery:
+                    waiting: list[tuple[float, BaseException | None]] = []
+                    nursery.start_soon(_collect, waiting, q.enqueue({"token": "blocked-4"}))
+                    await trio.sleep(0.05)  # the writer slot is stuck in BEGIN IMMEDIATE
+                    for _ in range(3):
+                        assert (await q.stats()).ready == 1
+                        assert (await q.get_job(before)) is not None
+                        assert await store.stream("s").read_since(0) == []
+                        assert await store.stream("s").get_offset("c") == 0
+                    read_took = time.monotonic() - started
+                assert read_took < busy, read_took
+                assert isinstance(waiting[0][1], DatabaseError)
 
-                # Opening the file needs the write lock too (migration).
+                # Opening the file takes no write lock when its schema is current.
                 took, error = await _timed_failure(_open_and_close(path, options))
-                assert isinstance(error, DatabaseError), error
-                assert isinstance(error.__cause__, sqlite3.OperationalError), error.__cause__
-                assert busy * 0.9 <= took <= busy + 4.0, took
+                assert error is None, error
+                assert took < busy, took
 
                 await blocker.stdin.aclose()  # the blocker rolls back and exits
                 assert await read_line(blocker.stdout) == "released"
@@ -234,3 +243,131 @@ async def _in_transaction(store: Store) -> None:
 async def _open_and_close(path: str, options: SqliteOptions) -> None:
     async with open_sqlite(path, options=options):
         pass
+
+
+READER = """
+import sys, time, trio
+from alkstore.io_trio import SqliteOptions, open_sqlite
+
+async def main(path, seconds):
+    failures, reads = [], 0
+    async with open_sqlite(path, options=SqliteOptions(busy_timeout=1.0)) as store:
+        stream, q = store.stream("s"), store.queue("contended")
+        deadline = time.monotonic() + seconds
+
+        async def reader():
+            nonlocal reads
+            while time.monotonic() < deadline:
+                for call in (lambda: stream.read_since(0, 10), lambda: stream.get_offset("c"),
+                             q.stats):
+                    try:
+                        await call()
+                        reads += 1
+                    except Exception as exc:
+                        failures.append(repr(exc))
+
+        async with trio.open_nursery() as nursery:
+            for _ in range(3):
+                nursery.start_soon(reader)
+    print(reads, len(failures), failures[:3], flush=True)
+
+trio.run(main, sys.argv[1], float(sys.argv[2]))
+"""
+
+
+async def test_reads_never_fail_on_the_write_lock_under_writer_processes(
+    tmp_path: Path,
+) -> None:
+    """Four processes write as fast as they can, and a fifth takes the write
+    lock for 2 s at a time, while another process reads (three concurrent
+    tasks of read_since/get_offset/stats) with a 1 s busy timeout: every
+    read succeeds, none waits for the write lock."""
+    path = str(tmp_path / "readers.db")
+    folder = tmp_path / "tallies"
+    folder.mkdir()
+    async with open_sqlite(path):
+        pass  # schema in place
+    tags = [f"w{i}" for i in range(PROCESSES)]
+    with no_thread_leak(), trio.fail_after(STARTUP + 60):
+        async with trio.open_nursery() as nursery:
+            procs = []
+            for tag in tags:
+                argv = ["-m", "tests.faults.contender", path, tag, str(SECONDS), str(TASKS)]
+                procs.append(await nursery.start(_run_process, [*argv, str(folder)]))
+            with trio.fail_after(STARTUP):
+                while not all((folder / f"{t}.ready").exists() for t in tags):
+                    assert all(p.returncode is None for p in procs), "a writer died"
+                    await trio.sleep(0.01)
+            (folder / "go").touch()
+            async with trio.open_nursery() as blocking:
+                blocking.start_soon(_hold_lock_repeatedly, path, SECONDS + STARTUP)
+                async with process(
+                    ["-c", READER, path, str(SECONDS)], stdout=subprocess.PIPE
+                ) as r:
+                    assert r.stdout is not None
+                    line = await read_line(r.stdout, STARTUP + SECONDS)
+                    assert await r.wait() == 0
+                blocking.cancel_scope.cancel()
+            for proc in procs:
+                assert await proc.wait() == 0
+    print("reader:", line)
+    reads, failed, examples = line.split(" ", 2)
+    assert int(failed) == 0, examples
+    assert int(reads) > 30, reads
+    writes = [Tally(**orjson.loads((folder / f"{t}.json").read_bytes())) for t in tags]
+    assert all(len(t.enqueued) >= 5 for t in writes), "the writers did not contend"
+
+
+async def _hold_lock_repeatedly(path: str, seconds: float) -> None:
+    """Take the write lock from another process, 2 s at a time."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        argv = ["-c", BLOCKER, path, "2"]
+        async with process(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE) as blocker:
+            assert blocker.stdout is not None
+            assert await read_line(blocker.stdout) == "locked"
+            assert await read_line(blocker.stdout) == "released"  # after 2 s
+            await blocker.wait()
+
+
+OPENER = """
+import sys, trio
+from alkstore.io_trio import SqliteOptions, open_sqlite
+
+async def main(path):
+    async with open_sqlite(path, options=SqliteOptions(busy_timeout=1.0)) as store:
+        stats = await store.queue("q").stats()
+    print("opened", stats.ready, flush=True)
+
+trio.run(main, sys.argv[1])
+"""
+
+
+async def test_many_processes_open_a_current_database_while_its_write_lock_is_held(
+    tmp_path: Path,
+) -> None:
+    """Six processes open the same file at once while another holds its write
+    lock for longer than their busy timeout: every open succeeds (the schema
+    version is read, nothing is migrated)."""
+    path = str(tmp_path / "opens.db")
+    async with open_sqlite(path) as store:
+        await store.queue("q").enqueue(1)
+    with trio.fail_after(STARTUP * 2):
+        blocker_argv = ["-c", BLOCKER, path, "120"]
+        async with process(blocker_argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE) as b:
+            assert b.stdout is not None and b.stdin is not None
+            assert await read_line(b.stdout) == "locked"
+            lines: list[str] = []
+
+            async def open_one() -> None:
+                async with process(["-c", OPENER, path], stdout=subprocess.PIPE) as proc:
+                    assert proc.stdout is not None
+                    lines.append(await read_line(proc.stdout, STARTUP * 2))
+                    assert await proc.wait() == 0
+
+            async with trio.open_nursery() as nursery:
+                for _ in range(6):
+                    nursery.start_soon(open_one)
+            await b.stdin.aclose()
+            assert await read_line(b.stdout) == "released"
+    assert lines == ["opened 1"] * 6

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 
-from ...protocol.errors import DatabaseError
+from ...protocol import rows
 from ...protocol.plan import Fetch, Plan, Statement
 from .names import check_schema, quote_ident
 
@@ -179,12 +179,7 @@ def migrate(schema: str = DEFAULT_SCHEMA) -> Plan[int]:
         row = yield Statement(
             f"SELECT value FROM {meta} WHERE key = 'schema_version'", fetch=Fetch.ONE
         )
-        current = int(row[0]) if row else 0
-    if current > SCHEMA_VERSION:
-        raise DatabaseError(
-            f"database schema {schema!r} is at version {current}, newer than this "
-            f"alkstore ({SCHEMA_VERSION})"
-        )
+        current = rows.schema_version(row, SCHEMA_VERSION, f"Postgres schema {schema!r}")
     if current == SCHEMA_VERSION:
         return SCHEMA_VERSION
     yield Statement(f"CREATE SCHEMA IF NOT EXISTS {s}")

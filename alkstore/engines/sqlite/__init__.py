@@ -1,6 +1,6 @@
 """The SQLite engine: schema, migrations and the SQL of every step."""
 
 from .dialect import SqliteDialect
-from .schema import MIGRATIONS, PRAGMAS, SCHEMA_VERSION, migrate
+from .schema import MIGRATIONS, PRAGMAS, SCHEMA_VERSION, migrate, schema_version
 
-__all__ = ["MIGRATIONS", "PRAGMAS", "SCHEMA_VERSION", "SqliteDialect", "migrate"]
+__all__ = ["MIGRATIONS", "PRAGMAS", "SCHEMA_VERSION", "SqliteDialect", "migrate", "schema_version"]

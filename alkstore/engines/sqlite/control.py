@@ -21,6 +21,8 @@ STEP_SAVEPOINT = "SAVEPOINT alkstore_step"
 STEP_ROLLBACK = "ROLLBACK TO alkstore_step"
 STEP_RELEASE = "RELEASE alkstore_step"
 DATA_VERSION = "PRAGMA data_version"
+# Reader connections refuse writes outright.
+QUERY_ONLY = "PRAGMA query_only = 1"
 # Primary result codes that mean "another connection holds the lock; run it
 # again": SQLITE_BUSY (past busy_timeout) and SQLITE_LOCKED.
 CONFLICT_CODES = frozenset({5, 6})

@@ -7,7 +7,8 @@ the claim index only ever covers work that can still run.
 
 from __future__ import annotations
 
-from ...protocol.plan import Fetch, Plan, Statement
+from ...protocol import rows
+from ...protocol.plan import Fetch, Plan, Statement, reads
 
 # Applied on every connection, before anything else. WAL lets readers run
 # beside the single writer; NORMAL sync in WAL mode is durable across process
@@ -118,25 +119,35 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = ((1, _V1),)
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 
+_META_EXISTS = (
+    "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = '__alkstore_meta'"
+)
+_READ_VERSION = "SELECT value FROM __alkstore_meta WHERE key = 'schema_version'"
+
+
+@reads
+def schema_version() -> Plan[int]:
+    """The schema's version (0: no alkstore schema yet); a read, so opening a
+    current database takes no write lock."""
+    (exists,) = yield Statement(_META_EXISTS, fetch=Fetch.ONE)
+    if not exists:
+        return 0
+    row = yield Statement(_READ_VERSION, fetch=Fetch.ONE)
+    return rows.schema_version(row, SCHEMA_VERSION, "the SQLite database")
+
+
 def migrate() -> Plan[int]:
     """Bring the schema to ``SCHEMA_VERSION``; run inside a write transaction.
 
     Idempotent and safe when several processes open the file at once: the
     write transaction serialises them and the second finds the work done.
+    Openers read ``schema_version()`` first and migrate only when it is behind.
     """
     yield Statement(
         "CREATE TABLE IF NOT EXISTS __alkstore_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
     )
-    row = yield Statement(
-        "SELECT value FROM __alkstore_meta WHERE key = 'schema_version'", fetch=Fetch.ONE
-    )
-    current = int(row[0]) if row else 0
-    if current > SCHEMA_VERSION:
-        from ...protocol.errors import DatabaseError
-
-        raise DatabaseError(
-            f"database schema version {current} is newer than this alkstore ({SCHEMA_VERSION})"
-        )
+    row = yield Statement(_READ_VERSION, fetch=Fetch.ONE)
+    current = rows.schema_version(row, SCHEMA_VERSION, "the SQLite database")
     for version, statements in MIGRATIONS:
         if version <= current:
             continue
