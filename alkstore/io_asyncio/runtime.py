@@ -19,9 +19,9 @@ goes through the runtime:
   starts.
 
 Re-delivery is scheduled with ``call_soon`` and re-checks the task's
-``cancelling()`` count first, so it fires only while the request it stands
-for is still outstanding (Python 3.11 and 3.12 do not rescind a pending
-cancel on ``uncancel()``; this never sets one that could go stale).
+``cancelling()`` count first, so it fires only while a request is still
+outstanding (Python 3.11 and 3.12 do not rescind a pending cancel on
+``uncancel()``; this never sets one that could go stale).
 """
 
 from __future__ import annotations
@@ -37,12 +37,16 @@ T = TypeVar("T")
 
 
 # -- cancellation bookkeeping -----------------------------------------------------
-def _redeliver(task: asyncio.Task[Any], base: int, message: Any) -> None:
-    """Cancel ``task`` again soon, if a request made after ``base`` (its
-    ``cancelling()`` count before the wait) is still outstanding then."""
+def _redeliver(task: asyncio.Task[Any], message: Any) -> None:
+    """Cancel ``task`` again soon, if a cancel request is still outstanding
+    then (``cancelling()`` above zero: nobody withdrew it meanwhile).
+
+    The count, not a snapshot of it, decides: a re-delivered cancel may land
+    in the next absorbing wait before it reaches the task's code, and that
+    wait must pass it on again."""
 
     def again() -> None:
-        if not task.done() and task.cancelling() > base:
+        if not task.done() and task.cancelling() > 0:
             # Replace the absorbed request with a fresh one: same count.
             task.uncancel()
             task.cancel(message)
@@ -53,12 +57,11 @@ def _redeliver(task: asyncio.Task[Any], base: int, message: Any) -> None:
 class _Shield:
     """One ``shield()`` block of one task. Also its ``cancelled_caught``."""
 
-    __slots__ = ("absorbed", "base", "cancelled_caught", "deadline", "message", "task")
+    __slots__ = ("absorbed", "cancelled_caught", "deadline", "message", "task")
 
     def __init__(self, task: asyncio.Task[Any], deadline: float | None) -> None:
         self.task = task
         self.deadline = deadline
-        self.base = task.cancelling()
         self.absorbed = False
         self.message: Any = None
         self.cancelled_caught = False
@@ -224,7 +227,6 @@ class _Completion:
         handed to a thread is never abandoned); every cancel absorbed is
         delivered again afterwards."""
         task = asyncio.current_task()
-        base = 0 if task is None else task.cancelling()
         absorbed: asyncio.CancelledError | None = None
         while not self._arrived:
             try:
@@ -238,7 +240,7 @@ class _Completion:
             if shield is not None:
                 shield.absorb(absorbed)  # delivered when the block exits
             else:
-                _redeliver(task, base, absorbed.args[0] if absorbed.args else None)
+                _redeliver(task, absorbed.args[0] if absorbed.args else None)
         if self._error is not None:
             raise self._error
         return self._value
@@ -402,7 +404,7 @@ class AsyncioRuntime:
         finally:
             _SHIELD.reset(token)
             if scope.absorbed:
-                _redeliver(task, scope.base, scope.message)
+                _redeliver(task, scope.message)
 
     def is_cancellation(self, exc: BaseException) -> bool:
         return isinstance(exc, asyncio.CancelledError)

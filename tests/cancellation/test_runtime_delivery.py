@@ -155,6 +155,29 @@ def test_asyncio_cancel_at_any_moment_of_a_thread_hop_ends_the_task(delay: float
     on_asyncio(main)
 
 
+def test_asyncio_a_redelivered_cancel_that_lands_in_the_next_hop_is_passed_on() -> None:
+    """The cancel absorbed by one hop is delivered again; if that lands in
+    the next hop (two operations in a row), it is absorbed and passed on
+    again, until it reaches the task's own code."""
+
+    async def main(rt: AsyncioRuntime) -> None:
+        hops: list[int] = []
+
+        async def body() -> None:
+            for n in range(3):
+                await rt.run_in_thread(lambda: time.sleep(0.02))
+                hops.append(n)
+            await asyncio.sleep(10)
+
+        task = asyncio.create_task(body())
+        await asyncio.sleep(0.005)
+        task.cancel()
+        assert await _asyncio_outcome(task) == "cancelled"
+        assert hops == [0, 1, 2]
+
+    on_asyncio(main)
+
+
 # -- a timeout that passed while the work completed ------------------------------------
 def test_asyncio_timeout_over_completed_work_leaves_no_stray_cancel() -> None:
     """``asyncio.timeout`` expired during the hop, but the work completed and
