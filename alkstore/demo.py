@@ -23,6 +23,7 @@ run id, so it can be pointed at the same ``--db`` again.
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import random
 import secrets
@@ -498,7 +499,7 @@ class Demo:
         scope.cancel()
 
     # -- verification ------------------------------------------------------------------
-    async def verify(self) -> list[Check]:
+    async def verify(self, logs: LogTally) -> list[Check]:
         checks: list[Check] = []
 
         def check(name: str, ok: bool, detail: str = "") -> None:
@@ -592,6 +593,14 @@ class Demo:
             and ob_stats.ready + ob_stats.scheduled + ob_stats.processing == 0,
             f"{len(self.delivered)} delivered, {self.outbox_retries} redelivered after a bounce",
         )
+        check(
+            "failures logged: each retry at WARNING, the dead letter at ERROR",
+            logs.retries == self.retries + self.outbox_retries
+            and logs.burials == 1
+            and not logs.other,
+            f"{logs.retries} retry warnings, {logs.burials} dead-letter error"
+            + (f"; also: {logs.other[0]}" if logs.other else ""),
+        )
         increasing = all(a < b for a, b in zip(self.tokens, self.tokens[1:], strict=False))
         check(
             "fencing tokens strictly increasing",
@@ -641,17 +650,52 @@ class _Abandon(Exception):
     pass
 
 
+class LogTally(logging.Handler):
+    """Counts what alkstore logs during the demo (instead of printing it: the
+    failures are on purpose), so the demo can check it was logged right."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.retries = 0  # WARNING: a handler failed, the job will be retried
+        self.burials = 0  # ERROR: a job went to the dead letters
+        self.other: list[str] = []  # anything else at WARNING or above
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if record.levelno == logging.WARNING and "retrying" in message:
+            self.retries += 1
+        elif record.levelno >= logging.ERROR and "moved to dead letters" in message:
+            self.burials += 1
+        elif record.levelno >= logging.WARNING:
+            self.other.append(f"{record.levelname}: {message}")
+
+
+@contextmanager
+def _tally_logs() -> Iterator[LogTally]:
+    logger = logging.getLogger("alkstore")
+    tally = LogTally()
+    propagate, level = logger.propagate, logger.level
+    logger.addHandler(tally)
+    logger.propagate = False
+    logger.setLevel(logging.DEBUG)
+    try:
+        yield tally
+    finally:
+        logger.removeHandler(tally)
+        logger.propagate, logger.level = propagate, level
+
+
 async def run_demo(config: DemoConfig, display: Display) -> DemoReport:
     """Run the demo against ``config.db``; never raises for a failed check."""
     started = time.perf_counter()
     report = DemoReport(config, run="")
-    with trio.move_on_after(config.timeout) as deadline:
+    with trio.move_on_after(config.timeout) as deadline, _tally_logs() as logs:
         async with open_sqlite(config.db, seed=config.seed) as store:
             demo = Demo(store, config, display)
             report.run = demo.run
             try:
                 await demo.run_all()
-                report.checks = await demo.verify()
+                report.checks = await demo.verify(logs)
             finally:
                 report.snapshot = demo.snapshot()
                 report.summary = demo.summary(time.perf_counter() - started)

@@ -65,8 +65,8 @@ def test_demo_exits_nonzero_when_a_check_fails(
 ) -> None:
     verify = demo_module.Demo.verify
 
-    async def broken(self: demo_module.Demo) -> list[demo_module.Check]:
-        checks = await verify(self)
+    async def broken(self: demo_module.Demo, logs: demo_module.LogTally) -> list[demo_module.Check]:
+        checks = await verify(self, logs)
         return [*checks, demo_module.Check("a deliberately failing check", False)]
 
     monkeypatch.setattr(demo_module.Demo, "verify", broken)

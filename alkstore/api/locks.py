@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from ..protocol import locks
 from ..protocol.errors import AlkstoreError
-from ..protocol.timeconv import Duration, duration_us, to_datetime
+from ..protocol.timeconv import Duration, check_seconds, duration_us, to_datetime
 from ..protocol.types import LockRecord
 from ..runner.timeouts import check_timeout
 
@@ -86,7 +86,7 @@ async def hold_lock(
 ) -> AsyncIterator[Lock]:
     runtime = store.runtime
     ttl_us = duration_us(ttl, "ttl", allow_zero=False)
-    poll = check_timeout(poll)
+    poll = check_seconds(poll, "poll")
     deadline = None if timeout is None else runtime.monotonic() + check_timeout(timeout)
     lock = await store.try_lock(name, owner, ttl)
     while lock is None:

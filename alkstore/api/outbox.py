@@ -10,7 +10,7 @@ from ..protocol import codec
 from ..protocol.names import outbox_queue_name
 from ..protocol.types import JobInfo, QueueOptions, QueueStats
 from .queue import Job, Queue
-from .worker import default_worker_id, retry_failed
+from .worker import check_handler, default_worker_id, retry_failed
 
 if TYPE_CHECKING:
     from .store import Store
@@ -44,7 +44,8 @@ class Outbox:
         Successes are acked together; a failure is retried with backoff, or
         dead-lettered once its attempts are spent.
         """
-        wid = worker_id or default_worker_id()
+        check_handler(deliver, "deliver")
+        wid = default_worker_id() if worker_id is None else worker_id
         jobs = await self.queue.claim_batch(wid, batch)
         delivered: list[int] = []
         for job in jobs:
@@ -60,6 +61,7 @@ class Outbox:
 
     async def work(self, deliver: Deliver, **options: Any) -> None:
         """Deliver continuously, woken by enqueues (see ``Queue.work``)."""
+        check_handler(deliver, "deliver")
 
         async def handler(job: Job) -> None:
             await deliver(job.payload)

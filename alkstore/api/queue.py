@@ -9,6 +9,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..protocol import claim, codec, queues
+from ..protocol.errors import InvalidArgument, brief
+from ..protocol.ints import check_bool
 from ..protocol.names import check_identifier
 from ..protocol.timeconv import Duration, duration_us, instant_us, to_datetime
 from ..protocol.types import JobInfo, JobRecord, QueueOptions, QueueStats, resolve_enqueue
@@ -37,6 +39,8 @@ def log_buried(queue: str, buried: Sequence[tuple[int, str]]) -> None:
 def error_text(error: BaseException | str | None) -> str | None:
     if error is None or isinstance(error, str):
         return error
+    if not isinstance(error, BaseException):
+        raise InvalidArgument(f"error must be an exception, a str or None, got {brief(error)}")
     return f"{type(error).__name__}: {error}"
 
 
@@ -122,6 +126,7 @@ class Job:
         to dead instead when no attempts are left."""
         store = self._queue.store
         delay_us = None if delay is None else duration_us(delay, "delay")
+        error = error_text(error)
         plan = claim.retry(
             store.dialect,
             self._record,
@@ -129,7 +134,7 @@ class Job:
             delay_us=delay_us,
             backoff=self._queue.options.backoff,
             draw=store.draw(),
-            error=error_text(error),
+            error=error,
         )
         return await store.run(plan)
 
@@ -160,6 +165,7 @@ class Job:
     async def release(self, *, refund: bool = True) -> bool:
         """Hand the job back, due now (for shutdown); ``refund`` returns the attempt."""
         store = self._queue.store
+        refund = check_bool(refund, "refund")
         plan = claim.release(store.dialect, self._record, store.now_us(), refund=refund)
         return await store.run(plan)
 
@@ -201,6 +207,9 @@ class Queue:
         """Add many jobs with the same options in one transaction."""
         store = self.store
         now = store.now_us()
+        if isinstance(payloads, str | bytes | dict) or not isinstance(payloads, Iterable):
+            raise InvalidArgument(f"payloads must be a list (or iterable) of payloads, got "
+                                  f"{brief(payloads)}")  # fmt: skip
         jobs = [resolve_enqueue(self.name, p, now, self.options, **options) for p in payloads]
         if not jobs:
             return []
@@ -212,6 +221,7 @@ class Queue:
 
     async def claim_batch(self, worker_id: str, n: int) -> list[Job]:
         worker_id = check_identifier(worker_id, "worker id")
+        n = queues.check_limit(n, "n")
         store = self.store
         plan = claim.claim(
             store.dialect, self.name, worker_id, n, store.now_us(),
@@ -222,17 +232,19 @@ class Queue:
     async def ack_batch(self, job_ids: Sequence[int], worker_id: str) -> int:
         """Ack many jobs at once; returns how many were still owned by ``worker_id``."""
         worker_id = check_identifier(worker_id, "worker id")
-        ids = [queues.check_job_id(i) for i in job_ids]
+        ids = queues.check_job_ids(job_ids)
         store = self.store
         return await store.run(
             claim.ack_batch(store.dialect, self.name, ids, worker_id, store.now_us())
         )
 
     async def cancel(self, job_id: int) -> bool:
+        job_id = queues.check_job_id(job_id)
         return await self.store.run(queues.cancel(self.store.dialect, self.name, job_id))
 
     async def get_job(self, job_id: int) -> JobInfo | None:
         """State of a live or dead job; ``None`` once acked or cancelled."""
+        job_id = queues.check_job_id(job_id)
         plan = queues.get_job(self.store.dialect, self.name, job_id)
         return await self.store.run(plan)
 
@@ -256,10 +268,12 @@ class Queue:
         return await self.store.run(plan)
 
     async def dead_letters(self, limit: int = 100) -> list[JobInfo]:
+        limit = queues.check_limit(limit)
         plan = queues.dead_letters(self.store.dialect, self.name, limit)
         return await self.store.run(plan)
 
     async def requeue_dead(self, job_id: int) -> bool:
+        job_id = queues.check_job_id(job_id)
         store = self.store
         plan = queues.requeue_dead(store.dialect, self.name, job_id, store.origin, store.now_us())
         return await store.run(plan)

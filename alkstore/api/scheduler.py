@@ -9,7 +9,7 @@ from ..protocol import codec
 from ..protocol import schedule as plans
 from ..protocol.errors import AlkstoreError
 from ..protocol.names import check_name
-from ..protocol.timeconv import US_PER_S
+from ..protocol.timeconv import US_PER_S, check_seconds
 from ..protocol.types import QueueOptions
 
 if TYPE_CHECKING:
@@ -63,6 +63,8 @@ async def run_scheduler(
     ``max_sleep`` seconds.
     """
     runtime = store.runtime
+    max_sleep = check_seconds(max_sleep, "max_sleep")
+    retry_after = check_seconds(retry_after, "retry_after")
     if task_status is not None:
         task_status.started()
     while True:

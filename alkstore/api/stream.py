@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from types import TracebackType
 from typing import TYPE_CHECKING
 
 from ..protocol import codec, streams
-from ..protocol.errors import Closed
+from ..protocol.errors import Closed, DatabaseError
 from ..protocol.names import check_identifier, check_key, stream_channel
+from ..protocol.queues import check_limit
+from ..protocol.retry import ErrorBackoff
+from ..protocol.timeconv import US_PER_S
 from ..protocol.types import StreamEvent
 from ..runner.timeouts import check_timeout
 from .wakes import WakeReceiver
 
 if TYPE_CHECKING:
     from .store import Store
+
+log = logging.getLogger("alkstore.stream")
 
 
 class Stream:
@@ -41,18 +47,21 @@ class Stream:
 
     async def read_since(self, offset: int, limit: int = 100) -> list[StreamEvent]:
         """Events with offsets above ``offset``, ascending, at most ``limit``."""
+        offset, limit = streams.check_offset(offset), check_limit(limit)
         plan = streams.read_since(self.store.dialect, self.name, offset, limit)
         return await self.store.run(plan)
 
     async def read_from_consumer(self, consumer: str, limit: int = 100) -> list[StreamEvent]:
         """Events after ``consumer``'s saved offset (does not move it)."""
         consumer = check_identifier(consumer, "consumer")
+        limit = check_limit(limit)
         plan = streams.read_from_consumer(self.store.dialect, self.name, consumer, limit)
         return await self.store.run(plan)
 
     async def save_offset(self, consumer: str, offset: int) -> None:
         """Checkpoint ``consumer`` at ``offset``; never moves an offset back."""
         consumer = check_identifier(consumer, "consumer")
+        offset = streams.check_offset(offset)
         await self.store.run(streams.save_offset(self.store.dialect, self.name, consumer, offset))
 
     async def get_offset(self, consumer: str) -> int:
@@ -62,6 +71,7 @@ class Stream:
 
     async def trim_to(self, offset: int) -> int:
         """Drop events below ``offset`` (retention); returns how many were dropped."""
+        offset = streams.check_offset(offset)
         return await self.store.run(streams.trim_to(self.store.dialect, self.name, offset))
 
     def subscribe(
@@ -81,7 +91,7 @@ class EventReceiver:
     def __init__(self, stream: Stream, consumer: str, batch: int, backstop: float) -> None:
         self.stream = stream
         self.consumer = consumer
-        self._batch = batch
+        self._batch = check_limit(batch, "batch")
         self._backstop = check_timeout(backstop)
         self._wakes = stream.store.subscribe_channel(stream_channel(stream.name))
         self._buffer: deque[StreamEvent] = deque()
@@ -134,13 +144,31 @@ class EventReceiver:
         return bool(events)
 
     async def recv(self) -> StreamEvent | None:
-        """The next event, waiting for one to be published; ``None`` once closed."""
+        """The next event, waiting for one to be published; ``None`` once closed.
+
+        Rides out a database that fails for a while (a dropped connection, a
+        restart): the read is retried with backoff, and a warning logged,
+        until it succeeds or the receiver closes."""
+        retry = ErrorBackoff()
         while not self.closed:
             if self._buffer:
                 return self._hand_out()
             try:
-                if await self._fill():
-                    continue
+                found = await self._fill()
+            except Closed:
+                if self._state != "open" or self._wakes.closed:
+                    return None
+                raise
+            except DatabaseError:
+                pause = retry.failed() / US_PER_S
+                log.warning("stream %s, consumer %s: read failed; retrying in %.2f s",
+                            self.stream.name, self.consumer, pause, exc_info=True)  # fmt: skip
+                await self.stream.store.runtime.sleep(pause)
+                continue
+            retry.succeeded()
+            if found:
+                continue
+            try:
                 await self._wakes.recv_timeout(self._backstop)
             except Closed:
                 # Closed while waiting (receiver or store): that is the

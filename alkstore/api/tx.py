@@ -7,16 +7,16 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ..protocol import codec, queues, streams
-from ..protocol.errors import Closed, UsageError
+from ..protocol.errors import Closed, InvalidArgument, UsageError, brief
 from ..protocol.names import check_identifier, check_key, check_name, outbox_queue_name
 from ..protocol.plan import Plan
 from ..protocol.timeconv import Duration
 from ..protocol.types import OUTBOX_OPTIONS, QueueOptions, resolve_enqueue
 from ..runner.executor import TxSession
+from .outbox import Outbox
+from .queue import Queue
 
 if TYPE_CHECKING:
-    from .outbox import Outbox
-    from .queue import Queue
     from .store import Store
 
 _DEFAULTS = QueueOptions()
@@ -75,6 +75,10 @@ class Transaction:
         """Run the caller's own SQL (engine placeholders); returns any rows."""
         if not self._open:
             raise Closed("transaction is closed")
+        if not isinstance(sql, str):
+            raise InvalidArgument(f"sql must be a str, got {brief(sql)}")
+        if isinstance(params, str | bytes) or not isinstance(params, Sequence | dict):
+            raise InvalidArgument(f"params must be a sequence or a dict, got {brief(params)}")
         return await self._session.execute(sql, params)
 
     async def enqueue(
@@ -89,10 +93,10 @@ class Transaction:
         expires: datetime | Duration | None = None,
     ) -> int:
         """Enqueue into ``queue`` (a name, or a ``Queue`` whose defaults apply)."""
-        if isinstance(queue, str):
-            name, defaults = check_name(queue, "queue"), _DEFAULTS
-        else:
+        if isinstance(queue, Queue):
             name, defaults = queue.name, queue.options
+        else:
+            name, defaults = check_name(queue, "queue"), _DEFAULTS
         return await self._enqueue(
             name, defaults, payload, delay=delay, run_at=run_at, priority=priority,
             max_attempts=max_attempts, expires=expires,
@@ -109,11 +113,11 @@ class Transaction:
     async def outbox_enqueue(
         self, outbox: str | Outbox, payload: codec.JSON, **options: Any
     ) -> int:
-        if isinstance(outbox, str):
+        if isinstance(outbox, Outbox):
+            name, defaults = outbox.queue.name, outbox.queue.options
+        else:
             name = outbox_queue_name(check_name(outbox, "outbox"))
             defaults = OUTBOX_OPTIONS
-        else:
-            name, defaults = outbox.queue.name, outbox.queue.options
         return await self._enqueue(name, defaults, payload, **options)
 
     async def publish(self, stream: str, payload: codec.JSON) -> int:
@@ -137,6 +141,7 @@ class Transaction:
     async def save_offset(self, stream: str, consumer: str, offset: int) -> None:
         stream = check_name(stream, "stream")
         consumer = check_identifier(consumer, "consumer")
+        offset = streams.check_offset(offset)
         await self._run(streams.save_offset(self._store.dialect, stream, consumer, offset))
 
 

@@ -18,6 +18,8 @@ looks when the next job falls due (read with each short claim), at every
 
 from __future__ import annotations
 
+import functools
+import inspect
 import logging
 import os
 import secrets
@@ -26,7 +28,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..protocol.claim import retry_decision
-from ..protocol.errors import AlkstoreError, Closed, CommitUnknown
+from ..protocol.errors import AlkstoreError, Closed, CommitUnknown, InvalidArgument, brief
 from ..protocol.names import check_identifier, queue_channel
 from ..protocol.plan import Plan
 from ..protocol.timeconv import US_PER_S, Duration, duration_us
@@ -55,6 +57,31 @@ log = logging.getLogger("alkstore.worker")
 Handler = Callable[[Job], Awaitable[Any]]
 
 
+def check_handler(handler: object, what: str = "handler") -> None:
+    """Refuse anything but an async function (or a partial of one, or an
+    object with an ``async def __call__``) before any job is claimed: a
+    plain function would run, then fail on ``await`` after its side effects,
+    and be retried until it went dead."""
+    target = handler
+    while isinstance(target, functools.partial):
+        target = target.func
+    if inspect.iscoroutinefunction(target):
+        return
+    # An instance whose class defines ``async def __call__``.
+    call = None
+    if not inspect.isroutine(target):
+        call = inspect.getattr_static(type(target), "__call__", None)
+    if call is not None and inspect.iscoroutinefunction(call):
+        return
+    if callable(handler):
+        raise InvalidArgument(
+            f"{what} must be an async function (async def), got {brief(handler)}: "
+            "it must be awaited; wrap a sync function in an async def (and run blocking "
+            "work in a thread)"
+        )
+    raise InvalidArgument(f"{what} must be an async function, got {brief(handler)}")
+
+
 def default_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
 
@@ -70,6 +97,7 @@ async def run_worker(
     heartbeat_interval: float | None,
     task_status: Any,
 ) -> None:
+    check_handler(handler)
     store = queue.store
     runtime = store.runtime
     vt = queue.options.visibility_timeout_us

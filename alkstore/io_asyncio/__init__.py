@@ -11,7 +11,7 @@ from ..runner.open_sqlite import SqliteOptions
 from ..runner.openers import Openers
 from .runtime import AsyncioRuntime
 
-_openers = Openers(AsyncioRuntime)
+_openers = Openers(AsyncioRuntime, "asyncio")
 open_sqlite = _openers.open_sqlite
 open_postgres = _openers.open_postgres
 

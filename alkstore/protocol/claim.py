@@ -163,4 +163,4 @@ def sweep(
         for statement in d.bury(candidate.id, reason, None, now_us):
             yield statement
         buried.append((candidate.id, reason))
-    return buried
+    return sorted(buried)

@@ -38,32 +38,40 @@ def _has_non_finite(value: object) -> bool:
         return not math.isfinite(value)
     if isinstance(value, dict):
         return any(_has_non_finite(v) for v in value.values())
-    if isinstance(value, list | tuple):
+    if isinstance(value, list):
         return any(_has_non_finite(v) for v in value)
     return False
 
 
 # Types orjson serializes natively with no passthrough option: an enum as its
-# value, a UUID as a string, a Fragment as raw (possibly invalid) JSON text.
-# None of them reads back as what was written, so they are refused.
+# value, a UUID as a string, a Fragment as raw (possibly invalid) JSON text;
+# and tuples, as arrays. None of them reads back as what was written, so
+# they are refused.
 _NATIVE = (enum.Enum, uuid.UUID, orjson.Fragment)
 _PLAIN = frozenset({str, int, float, bool, type(None)})
 
 
-def _has_native(value: object) -> bool:
+def _refused(value: object) -> str | None:
+    """Why ``value`` (already encoded by orjson) is not a JSON value, or None."""
     kind = type(value)
     items: Iterable[object]
     if kind is dict:
         items = value.values()  # type: ignore[attr-defined]
-    elif kind is list or kind is tuple:
+    elif kind is list:
         items = value  # type: ignore[assignment]
+    elif kind is tuple:
+        return "a tuple (it would read back as a list: pass a list)"
+    elif kind not in _PLAIN and isinstance(value, _NATIVE):
+        return f"{kind.__name__} (an enum, UUID or Fragment)"
     else:
-        return kind not in _PLAIN and isinstance(value, _NATIVE)
+        return None
     # A loop, not any() over a generator: this runs on every encode.
-    for item in items:  # noqa: SIM110
-        if type(item) not in _PLAIN and _has_native(item):
-            return True
-    return False
+    for item in items:
+        if type(item) not in _PLAIN:
+            reason = _refused(item)
+            if reason is not None:
+                return reason
+    return None
 
 
 def encode(payload: JSON) -> str:
@@ -73,8 +81,10 @@ def encode(payload: JSON) -> str:
     except (TypeError, orjson.JSONEncodeError) as exc:
         raise CodecError(f"payload does not encode as JSON: {exc}") from exc
     # After dumps, which refuses nesting deeper than 255, so this cannot recurse far.
-    if type(payload) not in _PLAIN and _has_native(payload):
-        raise CodecError("payload holds an enum, UUID or Fragment, which is not a JSON value")
+    if type(payload) not in _PLAIN:
+        reason = _refused(payload)
+        if reason is not None:
+            raise CodecError(f"payload holds {reason}, which is not a JSON value")
     # orjson writes NaN and infinities as null, silently changing the value;
     # the scan runs only when a null appears, so the common case stays free.
     if b"null" in data and _has_non_finite(payload):

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from .dialect import Dialect
 from .errors import DatabaseError, InvalidArgument, brief
+from .ints import check_int
 from .names import queue_channel
 from .plan import Plan, reads
 from .rows import dead_info, job_info
@@ -89,12 +92,14 @@ def purge_dead(d: Dialect, queue: str, before_us: int | None) -> Plan[int]:
 
 
 def check_job_id(job_id: object) -> int:
-    if isinstance(job_id, bool) or not isinstance(job_id, int):
-        raise InvalidArgument(f"job id must be an int, got {brief(job_id)}")
-    return job_id
+    return check_int(job_id, "job id")
+
+
+def check_job_ids(job_ids: object) -> list[int]:
+    if isinstance(job_ids, str | bytes) or not isinstance(job_ids, Iterable):
+        raise InvalidArgument(f"job ids must be a sequence of ints, got {brief(job_ids)}")
+    return [check_job_id(i) for i in job_ids]
 
 
 def check_limit(limit: object, what: str = "limit") -> int:
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise InvalidArgument(f"{what} must be an int >= 1, got {brief(limit)}")
-    return limit
+    return check_int(limit, what, lo=1)

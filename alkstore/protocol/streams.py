@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .dialect import Dialect
-from .errors import InvalidArgument, brief
+from .ints import check_int
 from .names import stream_channel
 from .plan import Plan, reads
 from .queues import check_limit
@@ -53,6 +53,4 @@ def trim_to(d: Dialect, stream: str, offset: int) -> Plan[int]:
 
 
 def check_offset(offset: object) -> int:
-    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-        raise InvalidArgument(f"offset must be an int >= 0, got {brief(offset)}")
-    return offset
+    return check_int(offset, "offset", lo=0)

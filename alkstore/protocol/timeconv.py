@@ -44,6 +44,24 @@ def duration_us(value: Duration, what: str = "duration", *, allow_zero: bool = T
     return us
 
 
+def check_seconds(value: object, what: str, *, allow_zero: bool = False) -> float:
+    """A setting in seconds (a number or a timedelta), finite and >= 0 (or > 0)."""
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidArgument(f"{what} must be seconds (a number or a timedelta), got "
+                              f"{brief(value)}")  # fmt: skip
+    seconds = float(value)
+    if seconds != seconds or seconds in (float("inf"), float("-inf")):
+        raise InvalidArgument(f"{what} must be finite, got {brief(value)}")
+    if seconds < 0 or (seconds == 0 and not allow_zero):
+        raise InvalidArgument(f"{what} must be {'>= 0' if allow_zero else '> 0'} seconds, got "
+                              f"{brief(value)}")  # fmt: skip
+    if seconds > MAX_DURATION_US / US_PER_S:
+        raise InvalidArgument(f"{what} is too long: {brief(value)}")
+    return seconds
+
+
 def check_instant_us(us: int, what: str = "instant") -> int:
     """Refuse an instant outside what a datetime can hold (years 1 to 9999)."""
     if not MIN_INSTANT_US <= us <= MAX_INSTANT_US:

@@ -8,7 +8,8 @@ from typing import Literal, TypeVar
 
 from . import codec
 from .backoff import Backoff
-from .errors import InvalidArgument, brief
+from .errors import InvalidArgument
+from .ints import check_int
 from .timeconv import (
     Duration,
     check_instant_us,
@@ -128,17 +129,11 @@ OUTBOX_OPTIONS = QueueOptions(visibility_timeout_us=60_000_000, max_attempts=5)
 
 
 def check_max_attempts(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value < 2**63:
-        raise InvalidArgument(f"max_attempts must be an int in [1, 2**63), got {brief(value)}")
-    return value
+    return check_int(value, "max_attempts", lo=1)
 
 
 def check_priority(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidArgument(f"priority must be an int, got {brief(value)}")
-    if not -(2**31) <= value < 2**31:
-        raise InvalidArgument("priority must fit in 32 bits")
-    return value
+    return check_int(value, "priority", lo=-(2**31), hi=2**31 - 1)
 
 
 @dataclass(frozen=True, slots=True)

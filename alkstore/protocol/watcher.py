@@ -10,6 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from .errors import InvalidArgument
+from .ints import check_bool
+from .timeconv import check_seconds
+
 
 @dataclass
 class WatcherOptions:
@@ -32,6 +36,23 @@ class WatcherOptions:
     # Give up (closing every receiver) after failing this long without a
     # successful look; shorter failures are retried.
     give_up_after: float = 30.0
+
+    def __post_init__(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        """Refuse a setting out of range with ``InvalidArgument``."""
+        for name in ("fastest", "slowest_poll", "backstop"):
+            check_seconds(getattr(self, name), f"watcher {name}")
+        for name in ("spin", "give_up_after"):
+            check_seconds(getattr(self, name), f"watcher {name}", allow_zero=True)
+        if self.window is not None:
+            check_seconds(self.window, "watcher window", allow_zero=True)
+        check_bool(self.use_inotify, "watcher use_inotify")
+        if isinstance(self.growth, bool) or not isinstance(self.growth, int | float) or not (
+            1.0 <= self.growth < float("inf")
+        ):
+            raise InvalidArgument(f"watcher growth must be a number >= 1, got {self.growth!r}")
 
 
 WaitKind = Literal["fd", "sleep", "rest"]

@@ -9,7 +9,10 @@ from dataclasses import dataclass, field
 
 from ..api.store import Store
 from ..engines.postgres import PostgresDialect, migrate
-from ..engines.postgres.names import channel_identifier
+from ..engines.postgres.names import channel_identifier, check_schema
+from ..protocol.errors import InvalidArgument, brief
+from ..protocol.ints import check_int
+from ..protocol.timeconv import check_seconds
 from .hub import WakeHub
 from .pg_executor import END_TIMEOUT, PgExecutor, run_in_transaction
 from .pg_listener import ListenerOptions, PgListener
@@ -34,6 +37,20 @@ class PostgresOptions:
     commit_timeout: float = END_TIMEOUT
     listener: ListenerOptions = field(default_factory=ListenerOptions)
 
+    def __post_init__(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        """Refuse a setting out of range with ``InvalidArgument`` (again at
+        open: the fields may have been changed since)."""
+        check_schema(self.schema)
+        check_int(self.pool_size, "pool_size", lo=1, hi=10_000)
+        check_seconds(self.connect_timeout, "connect_timeout")
+        check_seconds(self.commit_timeout, "commit_timeout")
+        if not isinstance(self.listener, ListenerOptions):
+            raise InvalidArgument(f"listener must be a ListenerOptions, got {brief(self.listener)}")
+        self.listener.check()
+
 
 @asynccontextmanager
 async def open_postgres_store(
@@ -44,7 +61,12 @@ async def open_postgres_store(
     clock: Clock | None = None,
     seed: int | None = None,
 ) -> AsyncIterator[Store]:
-    opts = options or PostgresOptions()
+    opts = PostgresOptions() if options is None else options
+    if not isinstance(opts, PostgresOptions):
+        raise InvalidArgument(f"options must be a PostgresOptions, got {brief(options)}")
+    opts.check()
+    if dsn is not None and not isinstance(dsn, str):
+        raise InvalidArgument(f"dsn must be a str, got {brief(dsn)}")
     target = dsn or os.environ.get("ALKSTORE_PG_DSN") or DEFAULT_DSN
     dialect = PostgresDialect(opts.schema)
     pool = PgPool(runtime, target, size=opts.pool_size, connect_timeout=opts.connect_timeout)

@@ -11,12 +11,15 @@ from dataclasses import dataclass, field
 
 from ..api.store import Store
 from ..engines.sqlite import control
-from ..protocol.errors import AlkstoreError
+from ..protocol.errors import AlkstoreError, InvalidArgument, brief
+from ..protocol.ints import check_int
 from ..protocol.plan import run_sync
+from ..protocol.timeconv import check_seconds
 from . import sqlite_conn
 from .hub import WakeHub
 from .runtime import Clock, Runtime, SystemClock
 from .sqlite_executor import SqliteExecutor
+from .sqlite_file import DatabaseFile, file_path
 from .sqlite_readers import SqliteReaders
 from .sqlite_watcher import SqliteWatcher, WatcherOptions
 
@@ -40,6 +43,21 @@ class SqliteOptions:
     # read_since, ...), which then never wait for the write lock.
     readers: int = 4
 
+    def __post_init__(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        """Refuse a setting out of range with ``InvalidArgument`` (again at
+        open: the fields may have been changed since)."""
+        check_seconds(self.busy_timeout, "busy_timeout", allow_zero=True)
+        control.check_pragmas(self.pragmas)
+        if not isinstance(self.watcher, WatcherOptions):
+            raise InvalidArgument(f"watcher must be a WatcherOptions, got {brief(self.watcher)}")
+        self.watcher.check()
+        check_seconds(self.notification_retention, "notification_retention")
+        check_seconds(self.maintenance_interval, "maintenance_interval")
+        check_int(self.readers, "readers", lo=1, hi=256)
+
 
 @asynccontextmanager
 async def open_sqlite_store(
@@ -50,8 +68,15 @@ async def open_sqlite_store(
     clock: Clock | None = None,
     seed: int | None = None,
 ) -> AsyncIterator[Store]:
-    opts = options or SqliteOptions()
+    opts = SqliteOptions() if options is None else options
+    if not isinstance(opts, SqliteOptions):
+        raise InvalidArgument(f"options must be a SqliteOptions, got {brief(options)}")
+    opts.check()
+    if not isinstance(path, str | os.PathLike):
+        raise InvalidArgument(f"path must be a str or a path, got {brief(path)}")
     target = os.fspath(path)
+    if not isinstance(target, str):
+        raise InvalidArgument(f"path must be text, got {brief(target)}")
     memory = target == ":memory:" or target == ""
     if memory:
         # One private in-memory database: a single connection and no watcher,
@@ -72,10 +97,12 @@ async def open_sqlite_store(
 
     conn = await runtime.run_in_thread(open_main)
     hub = WakeHub(runtime)
+    file_at = file_path(target)
+    file = None if file_at is None else DatabaseFile(file_at)
     # A private in-memory database is invisible to other connections: there
     # every read goes through the writer.
-    readers = None if memory else SqliteReaders(runtime, connect, size=opts.readers)
-    executor = SqliteExecutor(runtime, conn, readers)
+    readers = None if memory else SqliteReaders(runtime, connect, size=opts.readers, file=file)
+    executor = SqliteExecutor(runtime, conn, readers, file)
     store = Store(
         executor=executor, runtime=runtime, clock=clock or SystemClock(), hub=hub, seed=seed
     )
@@ -87,7 +114,7 @@ async def open_sqlite_store(
                     lambda: _watcher_connection(target, opts)
                 )
                 watcher = SqliteWatcher(
-                    runtime, target, watch_conn, hub, store.origin, opts.watcher
+                    runtime, target, watch_conn, hub, store.origin, opts.watcher, file
                 )
                 group.start_soon(watcher.run)
                 store._watcher = watcher  # type: ignore[attr-defined]

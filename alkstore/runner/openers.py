@@ -9,15 +9,33 @@ import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
+import sniffio
+
 from ..api.store import Store
+from ..protocol.errors import UsageError
 from .open_postgres import PostgresOptions, open_postgres_store
 from .open_sqlite import SqliteOptions, open_sqlite_store
 from .runtime import Clock, Runtime
 
 
 class Openers:
-    def __init__(self, runtime: Callable[[], Runtime]) -> None:
-        self._runtime = runtime
+    def __init__(self, runtime: Callable[[], Runtime], library: str) -> None:
+        self._make_runtime = runtime
+        self._library = library
+
+    def _runtime(self) -> Runtime:
+        """The driver's runtime, refusing to run under the other library."""
+        try:
+            running = sniffio.current_async_library()
+        except sniffio.AsyncLibraryNotFoundError:
+            running = None
+        if running != self._library:
+            hint = f"; use alkstore.io_{running}" if running in ("trio", "asyncio") else ""
+            raise UsageError(
+                f"alkstore.io_{self._library} runs under {self._library}, but this is "
+                f"{running or 'not inside an event loop'}{hint}"
+            )
+        return self._make_runtime()
 
     def open_sqlite(
         self,

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 from ..engines.postgres import control
 from ..protocol.dialect import Dialect
 from ..protocol.errors import Closed, CommitUnknown, DatabaseError
-from ..protocol.plan import Plan, Statement, noting_wakes, run_async
+from ..protocol.plan import Plan, ReadPlan, Statement, noting_wakes, run_async
 from .pg_conn import PgConnection
 from .pg_listener import PgListener
 from .pg_pool import PgPool
@@ -75,10 +75,16 @@ async def commit_transaction(
 
 
 async def run_in_transaction(
-    runtime: Runtime, conn: PgConnection, plan: Plan[T], wakes: list[str], timeout: float
+    runtime: Runtime,
+    conn: PgConnection,
+    plan: Plan[T],
+    wakes: list[str],
+    timeout: float,
+    *,
+    begin: str = control.BEGIN,
 ) -> T:
     """BEGIN, the plan, COMMIT; ROLLBACK (shielded) if anything before COMMIT fails."""
-    await conn.command(control.BEGIN)
+    await conn.command(begin)
     conn.in_transaction = True
     try:
         value = await drive(conn, plan, wakes)
@@ -190,10 +196,28 @@ class PgExecutor:
         if self._closed:
             plan.close()
             raise Closed("store is closed")
+        if isinstance(plan, ReadPlan):
+            return await self._read(plan), []
         wakes: list[str] = []
         async with self._pool.connection() as conn:
             value = await run_in_transaction(self._runtime, conn, plan, wakes, self._end_timeout)
         return value, wakes
+
+    async def _read(self, plan: ReadPlan[T]) -> T:
+        """A read-only transaction. It changes nothing, so when its pooled
+        connection turns out dead (a terminated backend whose end had not
+        reached us yet) it runs again, once, on a fresh one."""
+        for last in (False, True):
+            async with self._pool.connection() as conn:
+                try:
+                    return await run_in_transaction(
+                        self._runtime, conn, plan, [], self._end_timeout, begin=control.BEGIN_READ
+                    )
+                except DatabaseError:
+                    if last or not conn.broken:
+                        raise
+            plan = plan.again()
+        raise AssertionError("unreachable")  # pragma: no cover
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[PgTx]:

@@ -18,7 +18,8 @@ from typing import Any
 import psycopg
 from psycopg import pq
 
-from ..protocol.errors import AlkstoreError, DatabaseError
+from ..protocol.errors import AlkstoreError, DatabaseError, InvalidArgument
+from ..protocol.timeconv import check_seconds
 from .hub import WakeHub
 from .pg_conn import PgConnection
 from .pg_wire import check
@@ -30,6 +31,16 @@ class ListenerOptions:
     connect_timeout: float = 10.0
     reconnect_base: float = 0.05
     reconnect_cap: float = 5.0
+
+    def __post_init__(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        """Refuse a setting out of range with ``InvalidArgument``."""
+        check_seconds(self.connect_timeout, "listener connect_timeout")
+        base = check_seconds(self.reconnect_base, "listener reconnect_base")
+        if check_seconds(self.reconnect_cap, "listener reconnect_cap") < base:
+            raise InvalidArgument("listener reconnect_cap must be >= reconnect_base")
 
 
 class _Pending:

@@ -7,13 +7,14 @@ the taxonomy: nothing raw escapes.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import time
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from ..engines.sqlite import SCHEMA_VERSION, control, migrate, schema_version
-from ..protocol.errors import AlkstoreError, DatabaseError, TransactionConflict
+from ..protocol.errors import AlkstoreError, CommitUnknown, DatabaseError, TransactionConflict
 from ..protocol.plan import Fetch, Plan, Statement, noting_wakes, run_sync
 
 T = TypeVar("T")
@@ -91,6 +92,27 @@ def drive(conn: sqlite3.Connection, plan: Plan[T], wakes: list[str]) -> T:
     return run_sync(plan, noting_wakes(lambda s: execute(conn, s), wakes))
 
 
+def commit(conn: sqlite3.Connection, wakes: Sequence[str] = ()) -> None:
+    """COMMIT, telling a refused commit (``DatabaseError``: rolled back) from
+    one whose outcome is unknown (``CommitUnknown``): an I/O error while
+    committing, such as a failed fsync, may leave the transaction's frames in
+    the WAL, where recovery after a crash finds them committed."""
+    try:
+        conn.execute(control.COMMIT)
+    except sqlite3.Error as exc:
+        if conn.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute(control.ROLLBACK)
+        code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+        if code == control.IOERR:
+            raise CommitUnknown(
+                f"SQLite: I/O error while committing ({exc}); the transaction may or may "
+                "not have committed (it may reappear after a crash)",
+                tuple(wakes),
+            ) from exc
+        raise error(exc) from exc
+
+
 def run_plan(conn: sqlite3.Connection, plan: Plan[T], *, write: bool) -> tuple[T, list[str]]:
     """One plan, one transaction. Any failure rolls the whole plan back."""
     wakes: list[str] = []
@@ -98,13 +120,13 @@ def run_plan(conn: sqlite3.Connection, plan: Plan[T], *, write: bool) -> tuple[T
         conn.execute(control.BEGIN_WRITE if write else control.BEGIN_READ)
         try:
             value = drive(conn, plan, wakes)
-            conn.execute(control.COMMIT)
         except BaseException:
             if conn.in_transaction:
                 conn.execute(control.ROLLBACK)
             raise
     except sqlite3.Error as exc:
         raise error(exc) from exc
+    commit(conn, wakes)
     return value, wakes
 
 
@@ -160,10 +182,13 @@ def execute_user(
     return rows
 
 
-def finish(conn: sqlite3.Connection, commit: bool) -> None:
+def finish(conn: sqlite3.Connection, committing: bool) -> None:
     if not conn.in_transaction:
         return
-    guarded(conn.execute, control.COMMIT if commit else control.ROLLBACK)
+    if committing:
+        commit(conn)
+    else:
+        guarded(conn.execute, control.ROLLBACK)
 
 
 def guarded(fn: Any, *args: Any) -> Any:

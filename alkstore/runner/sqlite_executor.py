@@ -8,10 +8,11 @@ from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 from ..engines.sqlite import SqliteDialect
-from ..protocol.errors import Closed
+from ..protocol.errors import Closed, CommitUnknown
 from ..protocol.plan import Plan, is_read_only
 from . import sqlite_conn
 from .runtime import Runtime
+from .sqlite_file import DatabaseFile
 from .sqlite_readers import SqliteReaders
 from .sqlite_writer import PlanItem, SqliteWriter, TxItem, TxStep
 
@@ -62,7 +63,11 @@ class SqliteTx:
             raise Closed("transaction is closed")
         self.open = False
         if commit:
-            await self._step("commit")
+            try:
+                await self._step("commit")
+            except CommitUnknown as exc:
+                exc.wakes = tuple(self._wakes)
+                raise
             return
         # Shielded: a cancelled caller must still end the transaction, or
         # the writer thread would wait for it forever.
@@ -84,10 +89,14 @@ class SqliteExecutor:
     exclusive_transactions = True
 
     def __init__(
-        self, runtime: Runtime, conn: sqlite3.Connection, readers: SqliteReaders | None = None
+        self,
+        runtime: Runtime,
+        conn: sqlite3.Connection,
+        readers: SqliteReaders | None = None,
+        file: DatabaseFile | None = None,
     ) -> None:
         self._runtime = runtime
-        self._writer = SqliteWriter(conn)
+        self._writer = SqliteWriter(conn, file=file)
         self._readers = readers
         self._closed = False
 

@@ -19,16 +19,23 @@ from ..protocol.plan import Plan
 from . import sqlite_conn
 from .pool import Pool
 from .runtime import Runtime
+from .sqlite_file import DatabaseFile
 
 T = TypeVar("T")
 
 
 class SqliteReaders:
     def __init__(
-        self, runtime: Runtime, connect: Callable[[], sqlite3.Connection], *, size: int
+        self,
+        runtime: Runtime,
+        connect: Callable[[], sqlite3.Connection],
+        *,
+        size: int,
+        file: DatabaseFile | None = None,
     ) -> None:
         self._runtime = runtime
         self._connect = connect
+        self._file = file
         self._pool: Pool[sqlite3.Connection] = Pool(
             runtime, size=size, open=self._open, discard=_close
         )
@@ -37,6 +44,8 @@ class SqliteReaders:
         return await self._runtime.run_in_thread(self._open_now)
 
     def _open_now(self) -> sqlite3.Connection:
+        if self._file is not None:
+            self._file.check()  # else connecting would create a fresh file there
         conn = self._connect()
         try:
             sqlite_conn.guarded(conn.execute, control.QUERY_ONLY)
@@ -47,7 +56,14 @@ class SqliteReaders:
 
     async def run(self, plan: Plan[T]) -> T:
         def read(conn: sqlite3.Connection) -> Any:
-            return sqlite_conn.run_plan(conn, plan, write=False)[0]
+            # Before: a reader opened since would read whatever is at the
+            # path now. After: one opened before read the lost file's data.
+            if self._file is not None:
+                self._file.check()
+            value = sqlite_conn.run_plan(conn, plan, write=False)[0]
+            if self._file is not None:
+                self._file.check()
+            return value
 
         async with self._pool.connection() as conn:
             result: T = await self._runtime.run_in_thread(lambda: read(conn))

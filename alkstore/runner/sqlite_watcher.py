@@ -42,6 +42,7 @@ from . import sqlite_conn
 from .hub import WakeHub
 from .inotify import Inotify, open_inotify
 from .runtime import Runtime
+from .sqlite_file import DatabaseFile
 
 log = logging.getLogger("alkstore.watcher")
 T = TypeVar("T")
@@ -59,8 +60,10 @@ class SqliteWatcher:
         hub: WakeHub,
         origin: str,
         options: WatcherOptions,
+        file: DatabaseFile | None = None,
     ) -> None:
         self._runtime = runtime
+        self._file = file
         self._path = path
         self._conn = conn
         self._hub = hub
@@ -122,6 +125,8 @@ class SqliteWatcher:
                         self._prime()
                     found = self._look()
                 except AlkstoreError:
+                    if self._file is not None and self._file.lost is not None:
+                        raise  # the file is gone: nothing to wait for
                     now = runtime.monotonic()
                     if failing_since is None:
                         failing_since = now
@@ -154,6 +159,8 @@ class SqliteWatcher:
     def _look(self) -> bool:
         """One look: deliver wakes for commits since the last; True if any."""
         self.checks += 1
+        if self._file is not None:
+            self._file.check()
         current = sqlite_conn.data_version(self._conn)
         if current == self._version:
             return False

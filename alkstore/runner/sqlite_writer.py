@@ -18,10 +18,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..engines.sqlite import control
-from ..protocol.errors import AlkstoreError, Closed, DatabaseError
+from ..protocol.errors import AlkstoreError, Closed, CommitUnknown, DatabaseError
 from ..protocol.plan import Plan
 from . import sqlite_conn
 from .runtime import Completion
+from .sqlite_file import DatabaseFile
 
 # Plans committed together at most; bounds the latency a group adds.
 MAX_GROUP = 64
@@ -57,8 +58,15 @@ Item = PlanItem | TxItem | _Stop
 
 
 class SqliteWriter:
-    def __init__(self, conn: sqlite3.Connection, name: str = "alkstore-sqlite-writer") -> None:
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        name: str = "alkstore-sqlite-writer",
+        file: DatabaseFile | None = None,
+    ) -> None:
         self._conn = conn
+        # Checked after every commit: a commit into a deleted file is lost.
+        self._file = file
         self._inbox: queue.SimpleQueue[Item] = queue.SimpleQueue()
         self._closed = False
         self._lock = threading.Lock()
@@ -123,14 +131,35 @@ class SqliteWriter:
             if isinstance(item, PlanItem | TxItem):
                 item.done.reject(Closed("store is closed"))
 
+    def _file_lost(self) -> DatabaseError | None:
+        if self._file is None:
+            return None
+        try:
+            self._file.check()
+        except DatabaseError as exc:
+            return exc
+        return None
+
     def _run_group(self, group: list[PlanItem]) -> None:
         conn = self._conn
+        lost = self._file_lost()
+        if lost is not None:
+            for item in group:
+                item.plan.close()
+                item.done.reject(lost)
+            return
         if len(group) == 1:
             item = group[0]
             try:
-                item.done.resolve(sqlite_conn.run_plan(conn, item.plan, write=True))
+                result = sqlite_conn.run_plan(conn, item.plan, write=True)
             except BaseException as exc:
                 item.done.reject(_as_error(exc))
+                return
+            lost = self._file_lost()
+            if lost is not None:
+                item.done.reject(lost)
+            else:
+                item.done.resolve(result)
             return
         results: list[tuple[PlanItem, Any, BaseException | None]] = []
         try:
@@ -156,22 +185,30 @@ class SqliteWriter:
                     rest.done.reject(_rolled_back(cause))
                 return
         try:
-            conn.execute(control.COMMIT)
-        except sqlite3.Error as exc:
-            if conn.in_transaction:
-                with contextlib.suppress(sqlite3.Error):
-                    conn.execute(control.ROLLBACK)
-            for item, _, _ in results:
-                item.done.reject(_as_error(exc))
+            sqlite_conn.commit(conn)
+        except CommitUnknown as exc:
+            for item, value, failure in results:
+                # Each plan's own wakes: it may have committed, so look again.
+                item.done.reject(failure or _unknown(exc, value[1]))
             return
+        except AlkstoreError as exc:
+            for item, _, failure in results:
+                item.done.reject(failure or exc)
+            return
+        lost = self._file_lost()
         for item, value, failure in results:
-            if failure is None:
+            error = failure if failure is not None else lost
+            if error is None:
                 item.done.resolve(value)
             else:
-                item.done.reject(failure)
+                item.done.reject(error)
 
     def _transaction(self, tx: TxItem) -> None:
         conn = self._conn
+        gone = self._file_lost()
+        if gone is not None:
+            tx.done.reject(gone)
+            return
         try:
             sqlite_conn.begin(conn)
         except BaseException as exc:
@@ -201,13 +238,23 @@ class SqliteWriter:
                 return
             try:
                 sqlite_conn.finish(conn, step.kind == "commit")
-                step.done.resolve(None)
+                gone = self._file_lost() if step.kind == "commit" else None
+                if gone is not None:
+                    step.done.reject(gone)
+                else:
+                    step.done.resolve(None)
             except BaseException as exc:
                 # A failed COMMIT leaves nothing half-done: roll back.
                 with contextlib.suppress(AlkstoreError):
                     sqlite_conn.finish(conn, False)
                 step.done.reject(_as_error(exc))
             return
+
+
+def _unknown(exc: CommitUnknown, wakes: list[str]) -> CommitUnknown:
+    error = CommitUnknown(str(exc), tuple(wakes))
+    error.__cause__ = exc.__cause__
+    return error
 
 
 def _rolled_back(cause: BaseException | None) -> DatabaseError:

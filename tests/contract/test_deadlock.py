@@ -30,7 +30,7 @@ async def test_publishers_in_opposite_orders_deadlock_into_a_retryable_conflict(
         failures: list[BaseException] = []
 
         async def publisher(n: int, streams: tuple[str, str]) -> None:
-            for attempt in range(3):
+            for attempt in range(5):
                 try:
                     async with store.transaction() as tx:
                         await tx.publish(streams[0], {"n": n})
@@ -41,14 +41,16 @@ async def test_publishers_in_opposite_orders_deadlock_into_a_retryable_conflict(
                     return
                 except TransactionConflict as exc:
                     failures.append(exc)
-            raise AssertionError("still conflicting after 3 attempts")
+            raise AssertionError("still conflicting after 5 attempts")
 
         async with aio.fail_after(SOON * 3), aio.open_task_group() as group:
             group.start_soon(publisher, 0, ("a", "b"))
             group.start_soon(publisher, 1, ("b", "a"))
-        assert len(failures) == 1
-        assert isinstance(failures[0], DatabaseError)
-        assert getattr(failures[0].__cause__, "sqlstate", None) == "40P01"
+        # At least the deadlock the handshake makes; a retry may meet another.
+        assert failures, "no deadlock: the test proved nothing"
+        for failure in failures:
+            assert isinstance(failure, DatabaseError)
+            assert getattr(failure.__cause__, "sqlstate", None) == "40P01"
         # Each committed exactly once: one event per publisher per stream.
         for name in ("a", "b"):
             events = await store.stream(name).read_since(0)

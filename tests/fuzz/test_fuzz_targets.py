@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 FUZZ_DIR = Path(__file__).resolve().parents[2] / "fuzz"
-TARGETS = ["names", "codec", "options", "schedule", "rows"]
+TARGETS = ["names", "codec", "options", "schedule", "rows", "api"]
 SECONDS = int(os.environ.get("ALKSTORE_FUZZ_SECONDS", "10"))
 # Imports and instrumentation come on top of the fuzzing time.
 GRACE = 120

@@ -33,7 +33,7 @@ from alkstore.protocol import queues as queue_plans
 from alkstore.protocol.backoff import Backoff
 from alkstore.protocol.dialect import STATE_PENDING, STATE_PROCESSING
 from alkstore.protocol.model import QueueModel
-from alkstore.protocol.plan import Plan
+from alkstore.protocol.plan import Plan, ReadPlan
 from alkstore.protocol.timeconv import instant_us, to_datetime
 from alkstore.protocol.types import JobInfo
 from tests.backends import BACKENDS, Backend, selected_backends
@@ -333,7 +333,7 @@ class QueueMachine(StoreMachine):
     def same_observations(self) -> None:
         """Every job ever enqueued has the same state and fields (or is gone in
         both), and per queue the stats, dead letters and next_due agree."""
-        jobs, per_queue = self.call(lambda: self.store.run(self.observe(), write=False))
+        jobs, per_queue = self.call(lambda: self.store.run(ReadPlan(self.observe)))
         assert jobs == [self.model.get_job(name, job_id) for name, job_id in self.known]
         want: list[object] = []
         for name in self.queues:

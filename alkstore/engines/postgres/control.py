@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 BEGIN = "BEGIN"
+BEGIN_READ = "BEGIN READ ONLY"
 COMMIT = "COMMIT"
 ROLLBACK = "ROLLBACK"
 STEP_SAVEPOINT = "SAVEPOINT alkstore_step"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from ...protocol.errors import InvalidArgument
+from ...protocol.errors import InvalidArgument, brief
 from .schema import PRAGMAS
 
 # Writers take the write lock up front: a deferred transaction that upgrades
@@ -26,9 +26,33 @@ QUERY_ONLY = "PRAGMA query_only = 1"
 # Primary result codes that mean "another connection holds the lock; run it
 # again": SQLITE_BUSY (past busy_timeout) and SQLITE_LOCKED.
 CONFLICT_CODES = frozenset({5, 6})
+# SQLITE_IOERR: an I/O error while committing leaves the outcome unknown.
+IOERR = 10
 
-_WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_VALUE = re.compile(r"^-?[A-Za-z0-9_]+$")
+_INTEGER = re.compile(r"^-?[0-9]{1,18}$")
+_BOOLEAN = ("ON", "OFF", "TRUE", "FALSE", "YES", "NO", "1", "0")
+
+# The pragmas a caller may override, each with the values it may take.
+# SQLite ignores an unknown pragma and most bad values without a word, so a
+# typo would silently change nothing: both are refused instead. Pragmas
+# alkstore depends on are not here: journal_mode must stay WAL (readers run
+# beside the writer), busy_timeout is the ``busy_timeout`` option, and
+# locking_mode=EXCLUSIVE would lock every other process out.
+PRAGMA_OVERRIDES: dict[str, tuple[str, ...] | tuple[int, int]] = {
+    "synchronous": ("OFF", "NORMAL", "FULL", "EXTRA", "0", "1", "2", "3"),
+    "foreign_keys": _BOOLEAN,
+    "temp_store": ("DEFAULT", "FILE", "MEMORY", "0", "1", "2"),
+    "secure_delete": (*_BOOLEAN, "FAST"),
+    "automatic_index": _BOOLEAN,
+    "recursive_triggers": _BOOLEAN,
+    "cell_size_check": _BOOLEAN,
+    "trusted_schema": _BOOLEAN,
+    "cache_size": (-(2**62), 2**62),
+    "mmap_size": (0, 2**62),
+    "wal_autocheckpoint": (0, 2**31 - 1),
+    "journal_size_limit": (-1, 2**62),
+    "max_page_count": (1, 2**32 - 2),
+}
 
 
 def busy_timeout(seconds: float) -> str:
@@ -36,16 +60,38 @@ def busy_timeout(seconds: float) -> str:
     return f"PRAGMA busy_timeout = {max(0, int(seconds * 1000))}"
 
 
-def setup_statements(busy_timeout_s: float, overrides: dict[str, str]) -> list[str]:
-    """PRAGMAs for a new connection: our defaults, then the caller's overrides.
+def check_pragmas(overrides: object) -> dict[str, str]:
+    """The caller's pragma overrides, checked against ``PRAGMA_OVERRIDES``.
 
-    Pragma names and values cannot be bound as parameters, so they are
-    checked against a strict pattern instead.
-    """
+    Pragma names and values cannot be bound as parameters, so only listed
+    names and values of the listed shape get through."""
+    if not isinstance(overrides, dict):
+        raise InvalidArgument(f"pragmas must be a dict, got {brief(overrides)}")
+    out: dict[str, str] = {}
+    for key, value in overrides.items():
+        if not isinstance(key, str) or key.lower() not in PRAGMA_OVERRIDES:
+            raise InvalidArgument(
+                f"pragma {brief(key)} cannot be set through alkstore; the ones that can: "
+                + ", ".join(sorted(PRAGMA_OVERRIDES))
+            )
+        allowed = PRAGMA_OVERRIDES[key.lower()]
+        if isinstance(value, bool) or not isinstance(value, str | int):
+            raise InvalidArgument(f"pragma {key} takes a str or an int, got {brief(value)}")
+        text = str(value).strip().upper()
+        if isinstance(allowed[0], int):
+            lo, hi = allowed
+            ok = bool(_INTEGER.match(text)) and lo <= int(text) <= hi
+        else:
+            ok = text in allowed
+        if not ok:
+            raise InvalidArgument(f"refusing pragma {key} = {brief(value)}: expected {allowed}")
+        out[key.lower()] = text
+    return out
+
+
+def setup_statements(busy_timeout_s: float, overrides: dict[str, str]) -> list[str]:
+    """PRAGMAs for a new connection: our defaults, then the caller's overrides."""
     out = [busy_timeout(busy_timeout_s)]
-    for key, value in {**PRAGMAS, **overrides}.items():
-        text = str(value)
-        if not _WORD.match(key) or not _VALUE.match(text):
-            raise InvalidArgument(f"refusing pragma {key!r} = {value!r}")
-        out.append(f"PRAGMA {key} = {text}")
+    for key, value in {**PRAGMAS, **check_pragmas(overrides)}.items():
+        out.append(f"PRAGMA {key} = {value}")
     return out

@@ -1,0 +1,256 @@
+"""Bad input gets the contract's error, identically on every backend, and
+loses nothing. Invariant: every public call given an out-of-range integer,
+a name that is not a name, a bad duration, a payload that is not JSON or a
+wrong option raises InvalidArgument / InvalidName / ReservedName /
+CodecError (never a raw sqlite3/psycopg, Overflow, Type or Attribute
+error), and leaves every alkstore table exactly as it was."""
+
+from __future__ import annotations
+
+import enum
+import functools
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from alkstore import (
+    CodecError,
+    InvalidArgument,
+    InvalidName,
+    ReservedName,
+    Store,
+)
+from alkstore.api.queue import Job
+from alkstore.api.stream import Stream
+
+from . import aio
+
+BIG = [2**63, 2**70, -(2**63) - 1]
+NOT_INTS: list[Any] = [True, 1.5, "1", None, b"1"]
+NAMES: list[Any] = [5, None, b"q", "", "a\x00b", "x" * 2000, "\udcff", ["q"]]
+DURATIONS: list[Any] = [-1, float("nan"), float("inf"), 1e300, "1", True, timedelta(days=-1),
+                        timedelta.max]  # fmt: skip
+PAYLOADS: list[Any] = [(1, 2), {"a": (1,)}, {1: 2}, float("nan"), [float("inf")], object(),
+                       b"bytes", {1, 2}, datetime.now(UTC), enum.Enum("E", "A").A]  # fmt: skip
+
+
+class Fixture:
+    """A store with one of everything: a queue with a claimed job, a stream,
+    a lock, a schedule, to call the methods that need them."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.q = store.queue("q")
+        self.s: Stream = store.stream("s")
+
+    async def setup(self) -> None:
+        await self.q.enqueue_batch([1, 2])
+        job = await self.q.claim_one("w")
+        assert job is not None
+        self.job: Job = job
+        await self.s.publish(1)
+        lock = await self.store.try_lock("L", "me", 60)
+        assert lock is not None
+        self.lock = lock
+        await self.store.schedule("every", "q", "@every 1h")
+
+
+Call = Callable[[Fixture], Awaitable[Any]]
+
+
+def _cases() -> list[tuple[str, type[Exception], Call]]:
+    out: list[tuple[str, type[Exception], Call]] = []
+
+    def case(name: str, error: type[Exception], call: Call) -> None:
+        out.append((name, error, call))
+
+    for v in [0, -1, *BIG, *NOT_INTS]:
+        case(f"claim_batch(n={v!r})", InvalidArgument, lambda f, v=v: f.q.claim_batch("w", v))
+        case(f"dead_letters({v!r})", InvalidArgument, lambda f, v=v: f.q.dead_letters(v))
+        case(f"read_since(0, limit={v!r})", InvalidArgument,
+             lambda f, v=v: f.s.read_since(0, v))  # fmt: skip
+        case(f"read_from_consumer(limit={v!r})", InvalidArgument,
+             lambda f, v=v: f.s.read_from_consumer("c", v))  # fmt: skip
+        case(f"run_once(batch={v!r})", InvalidArgument,
+             lambda f, v=v: f.store.outbox("o").run_once(_deliver, batch=v))  # fmt: skip
+    for v in [*BIG, *NOT_INTS]:
+        for method in ("get_job", "cancel", "requeue_dead"):
+            case(f"{method}({v!r})", InvalidArgument,
+                 lambda f, v=v, m=method: getattr(f.q, m)(v))  # fmt: skip
+        case(f"ack_batch([{v!r}])", InvalidArgument, lambda f, v=v: f.q.ack_batch([1, v], "w"))
+    for v in [-1, *BIG, *NOT_INTS]:
+        case(f"read_since({v!r})", InvalidArgument, lambda f, v=v: f.s.read_since(v))
+        case(f"save_offset({v!r})", InvalidArgument, lambda f, v=v: f.s.save_offset("c", v))
+        case(f"trim_to({v!r})", InvalidArgument, lambda f, v=v: f.s.trim_to(v))
+        case(f"tx.save_offset({v!r})", InvalidArgument,
+             lambda f, v=v: _in_tx(f, lambda tx: tx.save_offset("s", "c", v)))  # fmt: skip
+    for v in [2**31, -(2**31) - 1, *BIG, True, 1.5, "1"]:
+        case(f"enqueue(priority={v!r})", InvalidArgument, lambda f, v=v: f.q.enqueue(1, priority=v))
+        case(f"enqueue_batch(priority={v!r})", InvalidArgument,
+             lambda f, v=v: f.q.enqueue_batch([1, 2], priority=v))  # fmt: skip
+        case(f"schedule(priority={v!r})", InvalidArgument,
+             lambda f, v=v: f.store.schedule("x", "q", "@every 1s", priority=v))  # fmt: skip
+    for v in [0, -1, 2**63, True, 1.5]:
+        case(f"enqueue(max_attempts={v!r})", InvalidArgument,
+             lambda f, v=v: f.q.enqueue(1, max_attempts=v))  # fmt: skip
+        case(f"queue(max_attempts={v!r})", InvalidArgument,
+             lambda f, v=v: _sync(lambda: f.store.queue("q", max_attempts=v)))  # fmt: skip
+    for v in [5, "abc", {"a": 1}, None, b"xy"]:
+        case(f"enqueue_batch({v!r})", InvalidArgument, lambda f, v=v: f.q.enqueue_batch(v))
+        case(f"ack_batch({v!r})", InvalidArgument, lambda f, v=v: f.q.ack_batch(v, "w"))
+    case("release(refund='yes')", InvalidArgument, lambda f: f.job.release(refund="yes"))  # type: ignore[arg-type]
+    for v in [5, object(), b"x"]:
+        case(f"retry(error={v!r})", InvalidArgument, lambda f, v=v: f.job.retry(error=v))
+        case(f"fail(error={v!r})", InvalidArgument, lambda f, v=v: f.job.fail(v))
+
+    for v in NAMES:
+        error = InvalidName
+        case(f"queue({v!r})", error, lambda f, v=v: _sync(lambda: f.store.queue(v)))
+        case(f"stream({v!r})", error, lambda f, v=v: _sync(lambda: f.store.stream(v)))
+        case(f"outbox({v!r})", error, lambda f, v=v: _sync(lambda: f.store.outbox(v)))
+        case(f"notify({v!r})", error, lambda f, v=v: f.store.notify(v))
+        case(f"listen({v!r})", error, lambda f, v=v: _enter(f.store.listen(v)))
+        case(f"try_lock({v!r})", error, lambda f, v=v: f.store.try_lock(v, "me", 1))
+        case(f"try_lock(owner={v!r})", error, lambda f, v=v: f.store.try_lock("L2", v, 1))
+        case(f"claim_one({v!r})", error, lambda f, v=v: f.q.claim_one(v))
+        case(f"ack_batch(worker={v!r})", error, lambda f, v=v: f.q.ack_batch([1], v))
+        case(f"publish_with_key({v!r})", error, lambda f, v=v: f.s.publish_with_key(v, 1))
+        case(f"save_offset(consumer={v!r})", error, lambda f, v=v: f.s.save_offset(v, 1))
+        case(f"get_offset({v!r})", error, lambda f, v=v: f.s.get_offset(v))
+        case(f"subscribe({v!r})", error, lambda f, v=v: _sync(lambda: f.s.subscribe(v)))
+        case(f"schedule({v!r})", error,
+             lambda f, v=v: f.store.schedule(v, "q", "@every 1s"))  # fmt: skip
+        case(f"schedule(queue={v!r})", error,
+             lambda f, v=v: f.store.schedule("x", v, "@every 1s"))  # fmt: skip
+        case(f"unschedule({v!r})", error, lambda f, v=v: f.store.unschedule(v))
+        for method in ("enqueue", "outbox_enqueue", "publish", "notify"):
+            case(f"tx.{method}({v!r})", error,
+                 lambda f, v=v, m=method: _in_tx(f, lambda tx: getattr(tx, m)(v, 1)))  # fmt: skip
+        case(f"tx.save_offset({v!r})", error,
+             lambda f, v=v: _in_tx(f, lambda tx: tx.save_offset(v, "c", 1)))  # fmt: skip
+    case("queue(reserved)", ReservedName, lambda f: _sync(lambda: f.store.queue("__alkstore_q")))
+    case("notify(reserved)", ReservedName, lambda f: f.store.notify("__alkstore_x"))
+    case("tx.enqueue(reserved)", ReservedName,
+         lambda f: _in_tx(f, lambda tx: tx.enqueue("__alkstore_q", 1)))  # fmt: skip
+
+    for v in DURATIONS:
+        case(f"enqueue(delay={v!r})", InvalidArgument, lambda f, v=v: f.q.enqueue(1, delay=v))
+        case(f"enqueue(expires={v!r})", InvalidArgument, lambda f, v=v: f.q.enqueue(1, expires=v))
+        case(f"queue(visibility_timeout={v!r})", InvalidArgument,
+             lambda f, v=v: _sync(lambda: f.store.queue("q", visibility_timeout=v)))  # fmt: skip
+        case(f"try_lock(ttl={v!r})", InvalidArgument,
+             lambda f, v=v: f.store.try_lock("L2", "me", v))  # fmt: skip
+        case(f"renew({v!r})", InvalidArgument, lambda f, v=v: f.lock.renew(v))
+        case(f"heartbeat({v!r})", InvalidArgument, lambda f, v=v: f.job.heartbeat(v))
+        case(f"retry(delay={v!r})", InvalidArgument, lambda f, v=v: f.job.retry(delay=v))
+        case(f"schedule(expires_after={v!r})", InvalidArgument,
+             lambda f, v=v: f.store.schedule("x", "q", "@every 1s", expires_after=v))  # fmt: skip
+        case(f"subscribe(backstop={v!r})", InvalidArgument,
+             lambda f, v=v: _sync(lambda: f.s.subscribe("c", backstop=v)))  # fmt: skip
+        case(f"work(poll_interval={v!r})", InvalidArgument,
+             lambda f, v=v: f.q.work(_handler, poll_interval=v))  # fmt: skip
+        case(f"hold_lock(poll={v!r})", InvalidArgument,
+             lambda f, v=v: _enter(f.store.hold_lock("L3", "me", 10, poll=v)))  # fmt: skip
+    for v in [0, 0.0]:
+        case(f"try_lock(ttl={v!r})", InvalidArgument,
+             lambda f, v=v: f.store.try_lock("L2", "me", v))  # fmt: skip
+        case(f"hold_lock(poll={v!r})", InvalidArgument,
+             lambda f, v=v: _enter(f.store.hold_lock("L3", "me", 10, poll=v)))  # fmt: skip
+
+    for v in PAYLOADS:
+        error = CodecError
+        case(f"enqueue({v!r})", error, lambda f, v=v: f.q.enqueue(v))
+        case(f"enqueue_batch([.., {v!r}])", error, lambda f, v=v: f.q.enqueue_batch([1, v]))
+        case(f"publish({v!r})", error, lambda f, v=v: f.s.publish(v))
+        case(f"publish_with_key({v!r})", error, lambda f, v=v: f.s.publish_with_key("k", v))
+        case(f"notify(payload={v!r})", error, lambda f, v=v: f.store.notify("ch", v))
+        case(f"outbox.enqueue({v!r})", error, lambda f, v=v: f.store.outbox("o").enqueue(v))
+        case(f"schedule(payload={v!r})", error,
+             lambda f, v=v: f.store.schedule("x", "q", "@every 1s", v))  # fmt: skip
+        for method in ("enqueue", "publish", "notify"):
+            case(f"tx.{method}(payload={v!r})", error,
+                 lambda f, v=v, m=method: _in_tx(f, lambda tx: getattr(tx, m)("n", v)))  # fmt: skip
+
+    def sync_handler(job: Job) -> None:
+        pass
+
+    for v in [sync_handler, lambda job: None, 5, None, functools.partial(sync_handler)]:
+        case(f"work({v!r})", InvalidArgument, lambda f, v=v: f.q.work(v))
+        case(f"outbox.run_once({v!r})", InvalidArgument,
+             lambda f, v=v: f.store.outbox("o").run_once(v))  # fmt: skip
+    for sql, params in [(5, ()), ("SELECT 1", 5), ("SELECT 1", "ab"), (None, ())]:
+        case(f"tx.execute({sql!r}, {params!r})", InvalidArgument,
+             lambda f, s=sql, p=params: _in_tx(f, lambda tx: tx.execute(s, p)))  # fmt: skip
+    for v in ["nope", "* * *", 5, None, "@every -1s", "@every 0s", "61 * * * *"]:
+        case(f"schedule({v!r})", InvalidArgument,
+             lambda f, v=v: f.store.schedule("x", "q", v))  # fmt: skip
+    return out
+
+
+CASES = _cases()
+
+
+async def _sync(make: Callable[[], Any]) -> Any:
+    return make()
+
+
+async def _enter(cm: Any) -> None:
+    async with cm:
+        pass
+
+
+async def _in_tx(f: Fixture, body: Callable[[Any], Awaitable[Any]]) -> None:
+    async with f.store.transaction() as tx:
+        await body(tx)
+
+
+async def _deliver(payload: Any) -> None:
+    pass
+
+
+async def _handler(job: Job) -> None:
+    pass
+
+
+async def fingerprint(store: Store) -> list[tuple[str, int, str]]:
+    """Every alkstore table's row count and a digest of its rows."""
+    if store.engine == "sqlite":
+        list_sql = ("SELECT name FROM sqlite_master WHERE type = 'table' "
+                    "AND name LIKE '\\_\\_alkstore\\_%' ESCAPE '\\' ORDER BY name")  # fmt: skip
+        def qualified(t: str) -> str:
+            return f'"{t}"'
+    else:
+        schema = store.dialect.schema
+        list_sql = ("SELECT table_name FROM information_schema.tables "
+                    f"WHERE table_schema = '{schema}' ORDER BY table_name")  # fmt: skip
+        def qualified(t: str) -> str:
+            return f'"{schema}"."{t}"'
+    out = []
+    async with store.transaction() as tx:
+        tables = [r[0] for r in await tx.execute(list_sql)]
+        for table in tables:
+            if table.endswith("notifications"):
+                continue  # wakes are hints, pruned on their own schedule
+            rows = await tx.execute(f"SELECT * FROM {qualified(table)}")
+            out.append((table, len(rows), repr(sorted(map(repr, rows)))))
+    return out
+
+
+async def test_bad_input_raises_the_contract_error_and_writes_nothing(store: Store) -> None:
+    f = Fixture(store)
+    await f.setup()
+    before = await fingerprint(store)
+    wrong: list[str] = []
+    for name, error, call in CASES:
+        try:
+            async with aio.fail_after(5):
+                await call(f)
+        except error:
+            continue
+        except BaseException as exc:  # reported below
+            wrong.append(f"{name}: {type(exc).__module__}.{type(exc).__name__}: {exc}"[:300])
+            continue
+        wrong.append(f"{name}: no error")
+    assert wrong == []
+    assert await fingerprint(store) == before, "a refused call wrote something"
+    assert len(CASES) > 400
