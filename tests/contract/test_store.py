@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import sniffio
 
-from alkstore import Closed, QueueStats
+from alkstore import Closed, DatabaseError, QueueStats
 from alkstore.api.store import Store
 from alkstore.runner.runtime import ManualClock
 from tests.backends import Backend
@@ -131,3 +131,34 @@ async def test_entering_a_listener_on_a_closed_store_raises_closed(
     with pytest.raises(Closed):
         async with s.stream("s").subscribe("c"):
             pytest.fail("a subscriber entered on a closed store")
+
+
+@pytest.mark.parametrize("garbage", ["garbage", "", "1.5", "-1", "99999999999999999999"])
+async def test_a_garbled_schema_version_is_a_database_error(
+    backend: Backend, location: str, garbage: str
+) -> None:
+    """Something else wrote the schema-version row: opening refuses with a
+    DatabaseError naming the value (was a raw ValueError)."""
+    async with backend.open(location):
+        pass
+    if backend.engine == "sqlite":
+        import sqlite3
+
+        conn = sqlite3.connect(location)
+        try:
+            with conn:  # commits; closing is separate
+                conn.execute("UPDATE __alkstore_meta SET value = ? WHERE key = 'schema_version'",
+                             (garbage,))  # fmt: skip
+        finally:
+            conn.close()
+    else:
+        import psycopg
+
+        from tests.backends import PG_DSN
+
+        with psycopg.connect(PG_DSN, autocommit=True) as conn:
+            conn.execute(f'UPDATE "{location}".meta SET value = %s WHERE key = %s',
+                         (garbage, "schema_version"))  # fmt: skip
+    with pytest.raises(DatabaseError, match="schema version"):
+        async with backend.open(location):
+            pass
