@@ -7,6 +7,7 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol, TypeVar
 
 from ..protocol.dialect import Dialect
+from ..protocol.errors import Closed, CommitUnknown
 from ..protocol.plan import Plan
 
 T = TypeVar("T")
@@ -30,6 +31,36 @@ class TxSession(Protocol):
     async def finish(self, commit: bool) -> None:
         """Commit (or roll back) now; the session is closed whatever happens."""
         ...
+
+
+class Session:
+    """What every ``TxSession`` keeps (open or not, the channels notified so
+    far) and how it ends; a session supplies ``_end``."""
+
+    def __init__(self) -> None:
+        self._wakes: list[str] = []
+        self.open = True
+
+    @property
+    def wakes(self) -> list[str]:
+        return self._wakes
+
+    @property
+    def ended(self) -> bool:
+        return not self.open
+
+    async def finish(self, commit: bool) -> None:
+        if not self.open:
+            raise Closed("transaction is closed")
+        self.open = False
+        try:
+            await self._end(commit)
+        except CommitUnknown as exc:
+            exc.wakes = tuple(self._wakes)  # it may have committed: wake anyway
+            raise
+
+    async def _end(self, commit: bool) -> None:
+        raise NotImplementedError
 
 
 class Executor(Protocol):

@@ -10,6 +10,7 @@ from ..engines.postgres import control
 from ..protocol.dialect import Dialect
 from ..protocol.errors import Closed, CommitUnknown, DatabaseError
 from ..protocol.plan import Plan, ReadPlan, Statement, noting_wakes, run_async
+from .executor import Session
 from .pg_conn import PgConnection
 from .pg_listener import PgListener
 from .pg_pool import PgPool
@@ -96,29 +97,17 @@ async def run_in_transaction(
     return value
 
 
-class PgTx:
+class PgTx(Session):
     """A caller's transaction: each step in a savepoint, so a failed step is
     undone alone and the transaction stays usable (as on SQLite)."""
 
     def __init__(self, runtime: Runtime, conn: PgConnection, timeout: float) -> None:
+        super().__init__()
         self._runtime = runtime
         self._conn = conn
         self._timeout = timeout
-        self._wakes: list[str] = []
-        self.open = True
 
-    @property
-    def wakes(self) -> list[str]:
-        return self._wakes
-
-    @property
-    def ended(self) -> bool:
-        return not self.open
-
-    async def finish(self, commit: bool) -> None:
-        if not self.open:
-            raise Closed("transaction is closed")
-        self.open = False
+    async def _end(self, commit: bool) -> None:
         if commit:
             await commit_transaction(self._runtime, self._conn, self._timeout, self._wakes)
         else:

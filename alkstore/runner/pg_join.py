@@ -19,6 +19,7 @@ import psycopg
 from ..engines.postgres import control
 from ..protocol.errors import Closed, InvalidArgument
 from ..protocol.plan import Fetch, Plan, Statement, run_async, run_sync
+from .executor import Session
 from .pg_wire import wrap_error
 from .runtime import Runtime
 
@@ -88,7 +89,7 @@ async def _drive_async(conn: psycopg.AsyncConnection[Any], plan: Plan[T]) -> T:
         return await run_async(plan, execute)
 
 
-class JoinedTx:
+class JoinedTx(Session):
     """A ``TxSession`` over the application's psycopg connection."""
 
     def __init__(self, runtime: Runtime, conn: Any) -> None:
@@ -102,19 +103,11 @@ class JoinedTx:
             )
         if conn.autocommit:
             raise InvalidArgument("join() needs a connection in a transaction (autocommit is on)")
+        super().__init__()
         self._runtime = runtime
         self._conn = conn
-        self.open = True
 
-    @property
-    def wakes(self) -> list[str]:
-        return []
-
-    @property
-    def ended(self) -> bool:
-        return not self.open
-
-    async def finish(self, commit: bool) -> None:
+    async def _end(self, commit: bool) -> None:
         """Never called: the handle refuses (the application owns the commit)."""
         raise AssertionError("a joined transaction is finished by the application")
 

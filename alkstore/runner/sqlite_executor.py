@@ -8,9 +8,10 @@ from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 from ..engines.sqlite import SqliteDialect
-from ..protocol.errors import Closed, CommitUnknown
+from ..protocol.errors import Closed
 from ..protocol.plan import Plan, is_read_only
 from . import sqlite_conn
+from .executor import Session
 from .runtime import Runtime
 from .sqlite_file import DatabaseFile
 from .sqlite_readers import SqliteReaders
@@ -19,20 +20,11 @@ from .sqlite_writer import PlanItem, SqliteWriter, TxItem, TxStep
 T = TypeVar("T")
 
 
-class SqliteTx:
+class SqliteTx(Session):
     def __init__(self, runtime: Runtime, item: TxItem) -> None:
+        super().__init__()
         self._runtime = runtime
         self._item = item
-        self._wakes: list[str] = []
-        self.open = True
-
-    @property
-    def wakes(self) -> list[str]:
-        return self._wakes
-
-    @property
-    def ended(self) -> bool:
-        return not self.open
 
     async def _step(self, kind: str, fn: Any = None) -> Any:
         if kind == "run":
@@ -58,16 +50,9 @@ class SqliteTx:
             raise Closed("transaction is closed")
         return await self._step("run", lambda conn: sqlite_conn.execute_user(conn, sql, params))  # type: ignore[no-any-return]
 
-    async def finish(self, commit: bool) -> None:
-        if not self.open:
-            raise Closed("transaction is closed")
-        self.open = False
+    async def _end(self, commit: bool) -> None:
         if commit:
-            try:
-                await self._step("commit")
-            except CommitUnknown as exc:
-                exc.wakes = tuple(self._wakes)
-                raise
+            await self._step("commit")
             return
         # Shielded: a cancelled caller must still end the transaction, or
         # the writer thread would wait for it forever.

@@ -30,6 +30,7 @@ from ..protocol.errors import Closed, UsageError
 from ..protocol.plan import Plan, is_read_only
 from ..protocol.timeconv import US_PER_S, instant_us
 from ..runner import sqlite_conn
+from ..runner.executor import Session
 from ..runner.hub import WakeHub
 from ..runner.runtime import Runtime
 
@@ -49,24 +50,12 @@ class LoopClock:
         return self._start_us + round((self._runtime.monotonic() - self._t0) * US_PER_S)
 
 
-class _InlineTx:
+class _InlineTx(Session):
     def __init__(self, conn: sqlite3.Connection) -> None:
+        super().__init__()
         self._conn = conn
-        self._wakes: list[str] = []
-        self.open = True
 
-    @property
-    def wakes(self) -> list[str]:
-        return self._wakes
-
-    @property
-    def ended(self) -> bool:
-        return not self.open
-
-    async def finish(self, commit: bool) -> None:
-        if not self.open:
-            raise Closed("transaction is closed")
-        self.open = False
+    async def _end(self, commit: bool) -> None:
         sqlite_conn.finish(self._conn, commit)
 
     async def run(self, plan: Plan[T]) -> T:
