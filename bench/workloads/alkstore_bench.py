@@ -1,0 +1,282 @@
+"""alkstore's side of every workload (see common.py), on either engine and driver.
+
+    python bench/workloads/alkstore_bench.py process --engine sqlite --driver trio
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import trio
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import Timer, fresh_schema, latency_fields, parse, payload, report  # noqa: E402
+
+from alkstore import io_asyncio, io_trio  # noqa: E402
+from alkstore.api.queue import Job  # noqa: E402
+from alkstore.api.store import Store  # noqa: E402
+
+QUEUE = "bench"
+
+
+def driver_module(args: Any) -> Any:
+    return io_trio if args.driver == "trio" else io_asyncio
+
+
+@asynccontextmanager
+async def open_store(args: Any, location: str) -> AsyncIterator[Store]:
+    mod = driver_module(args)
+    if args.engine == "sqlite":
+        async with mod.open_sqlite(location) as store:
+            yield store
+    else:
+        options = mod.PostgresOptions(schema=location, pool_size=max(4, args.concurrency // 4))
+        async with mod.open_postgres(args.dsn, options=options) as store:
+            yield store
+
+
+# -- the async library's few tools, for trio and asyncio alike -------------------------
+class Lib:
+    def __init__(self, driver: str) -> None:
+        self.trio = driver == "trio"
+
+    async def sleep(self, s: float) -> None:
+        await (trio.sleep(s) if self.trio else asyncio.sleep(s))
+
+    def event(self) -> Any:
+        return trio.Event() if self.trio else asyncio.Event()
+
+    def now(self) -> float:
+        return time.perf_counter()
+
+    async def run_tasks(self, fns: list[Callable[[], Awaitable[Any]]]) -> None:
+        if self.trio:
+            async with trio.open_nursery() as n:
+                for fn in fns:
+                    n.start_soon(fn)
+        else:
+            async with asyncio.TaskGroup() as g:
+                for fn in fns:
+                    g.create_task(fn())
+
+    async def work_until(
+        self, store: Store, handler: Callable[[Job], Awaitable[None]], done: Any, **kw: Any
+    ) -> None:
+        """Run ``q.work(handler)`` until ``done`` is set, then stop it."""
+        q = store.queue(QUEUE)
+        if self.trio:
+            async with trio.open_nursery() as n:
+                n.start_soon(lambda: q.work(handler, **kw))
+                await done.wait()
+                n.cancel_scope.cancel()
+        else:
+            task = asyncio.create_task(q.work(handler, **kw))
+            await done.wait()
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+
+
+async def fill(store: Store, n: int) -> None:
+    q = store.queue(QUEUE)
+    for start in range(0, n, 1000):
+        await q.enqueue_batch([payload(i) for i in range(start, min(n, start + 1000))])
+
+
+async def main(args: Any, lib: Lib, location: str) -> None:
+    n = args.jobs
+    async with open_store(args, location) as store:
+        q = store.queue(QUEUE)
+        w = args.workload
+        if w == "enqueue-single":
+            with Timer() as t:
+                for i in range(n):
+                    await q.enqueue(payload(i))
+            return report(jobs=n, seconds=t.seconds)
+        if w == "enqueue-concurrent":
+            per = n // args.concurrency
+
+            async def producer(k: int) -> None:
+                for i in range(per):
+                    await q.enqueue(payload(k * per + i))
+
+            with Timer() as t:
+                await lib.run_tasks([lambda k=k: producer(k) for k in range(args.concurrency)])
+            return report(jobs=per * args.concurrency, seconds=t.seconds)
+        if w == "enqueue-batch":
+            with Timer() as t:
+                for start in range(0, n, args.batch):
+                    await q.enqueue_batch([payload(i) for i in range(start, min(n, start + args.batch))])
+            return report(jobs=n, seconds=t.seconds)
+        await fill(store, n)
+        if w == "process-batch":
+            if args.processes > 1:
+                return await many_processes(args, lib, store, n)
+            with Timer() as t:
+                done = 0
+                while done < n:
+                    jobs = await q.claim_batch("w", 100)
+                    if not jobs:
+                        await lib.sleep(0.001)
+                        continue
+                    done += await q.ack_batch([j.id for j in jobs], "w")
+            return report(jobs=n, seconds=t.seconds)
+        if w in ("process", "process-sleep"):
+            if args.processes > 1:
+                return await many_processes(args, lib, store, n)
+            count = 0
+            finished = lib.event()
+            delay = args.sleep_ms / 1000 if w == "process-sleep" else 0.0
+
+            async def handler(job: Job) -> None:
+                nonlocal count
+                if delay:
+                    await lib.sleep(delay)
+                count += 1
+                if count >= n:
+                    finished.set()
+
+            with Timer() as t:
+                await lib.work_until(store, handler, finished, concurrency=args.concurrency)
+            # Settled after the last handler returned: wait for the queue to drain.
+            return report(jobs=n, seconds=t.seconds)
+        if w == "latency":
+            return await latency(args, lib, store)
+        raise SystemExit(f"unknown workload {w}")
+
+
+async def latency(args: Any, lib: Lib, store: Store) -> None:
+    q = store.queue(QUEUE)
+    n = args.jobs
+    sent: dict[int, float] = {}
+    samples: list[float] = []
+    finished = lib.event()
+
+    async def handler(job: Job) -> None:
+        samples.append(lib.now() - sent[job.payload["i"]])
+        if len(samples) >= n:
+            finished.set()
+
+    async def producer() -> None:
+        gap = 1.0 / args.rate
+        start = lib.now()
+        for i in range(n):
+            target = start + i * gap
+            wait = target - lib.now()
+            if wait > 0:
+                await lib.sleep(wait)
+            sent[i] = lib.now()
+            await q.enqueue(payload(i))
+
+    with Timer() as t:
+        await lib.run_tasks([producer, lambda: lib.work_until(
+            store, handler, finished, concurrency=args.concurrency)])  # fmt: skip
+    report(jobs=n, seconds=t.seconds, **latency_fields(samples))
+
+
+async def many_processes(args: Any, lib: Lib, store: Store, n: int) -> None:
+    """``--processes`` worker processes on the same database; timed from go
+    to the queue being empty."""
+    q = store.queue(QUEUE)
+    go = Path(args.dir) / f"go-{os.getpid()}"
+    argv = [sys.executable, __file__, args.workload, "--engine", args.engine,
+            "--driver", args.driver, "--concurrency", str(args.concurrency),
+            "--sleep-ms", str(args.sleep_ms), "--dsn", args.dsn, "--dir", args.dir,
+            "--worker", f"{location_of(args)}|{go}"]  # fmt: skip
+    procs = [subprocess.Popen(argv) for _ in range(args.processes)]
+    try:
+        await lib.sleep(2.0)  # let them import and open
+        with Timer() as t:
+            go.touch()
+            while True:
+                s = await q.stats()
+                if s.ready + s.scheduled + s.processing == 0:
+                    break
+                await lib.sleep(0.005)
+        report(jobs=n, seconds=t.seconds)
+    finally:
+        go.unlink(missing_ok=True)
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            p.wait(30)
+
+
+_LOCATION = ""
+
+
+def location_of(args: Any) -> str:
+    return _LOCATION
+
+
+async def worker(args: Any, lib: Lib) -> None:
+    """A spawned worker: wait for go, then process until stopped."""
+    location, go = args.worker.split("|")
+    delay = args.sleep_ms / 1000 if args.workload == "process-sleep" else 0.0
+    async with open_store(args, location) as store:
+        while not Path(go).exists():
+            await lib.sleep(0.002)
+        q = store.queue(QUEUE)
+        if args.workload == "process-batch":
+            wid = f"w{os.getpid()}"
+            while True:
+                jobs = await q.claim_batch(wid, 100)
+                if not jobs:
+                    await lib.sleep(0.001)
+                    continue
+                await q.ack_batch([j.id for j in jobs], wid)
+
+        async def handler(job: Job) -> None:
+            if delay:
+                await lib.sleep(delay)
+
+        await q.work(handler, concurrency=args.concurrency)
+
+
+def run() -> None:
+    global _LOCATION
+    args = parse()
+    lib = Lib(args.driver)
+    if args.worker:
+        coro = worker(args, lib)
+    else:
+        if args.engine == "sqlite":
+            _LOCATION = os.path.join(args.dir, f"alkstore-{os.getpid()}.db")
+        else:
+            _LOCATION = fresh_schema("alk_bench")
+        coro = main(args, lib, _LOCATION)
+    try:
+        if args.driver == "trio":
+            trio.run(lambda: coro)
+        else:
+            asyncio.run(coro)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if not args.worker:
+            cleanup(args)
+
+
+def cleanup(args: Any) -> None:
+    if args.engine == "sqlite":
+        for suffix in ("", "-wal", "-shm"):
+            Path(_LOCATION + suffix).unlink(missing_ok=True)
+    else:
+        import psycopg
+
+        with psycopg.connect(args.dsn, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{_LOCATION}" CASCADE')
+
+
+if __name__ == "__main__":
+    run()

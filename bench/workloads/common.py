@@ -1,0 +1,117 @@
+"""What every workload script of ``bench/suite.py`` shares.
+
+A workload script is ``python bench/workloads/<system>.py WORKLOAD [options]``.
+It runs one workload once, in a fresh process, on a fresh database (a file in
+``--dir``, or a fresh Postgres schema it drops at the end), and prints one
+JSON object on its last line of stdout:
+
+    {"jobs": 20000, "seconds": 1.23}                      # throughput
+    {"jobs": 2000, "seconds": 1.0, "p50_ms": .., "p99_ms": ..}   # latency too
+    {"skipped": "why"}                                     # not offered by the system
+
+Rates are ``jobs / seconds``; ``seconds`` covers only the measured phase
+(set-up, such as filling a queue before a processing run, is not timed).
+
+Workloads (the same names for every system; each system implements what it
+offers):
+
+- ``enqueue-single``: ``--jobs`` enqueues, one per transaction, one task.
+- ``enqueue-concurrent``: the same from ``--concurrency`` tasks at once.
+- ``enqueue-batch``: ``--jobs`` enqueues in transactions of ``--batch``.
+- ``process``: ``--jobs`` jobs already enqueued; process them all with a
+  no-op handler through the system's worker runtime (``--concurrency`` slots,
+  ``--processes`` worker processes, the system's default batch otherwise);
+  timed from the workers' start to the last job acked.
+- ``process-batch``: the same through the bare claim-batch/ack-batch loop
+  (no worker runtime), for systems that have one.
+- ``process-sleep``: like ``process``, with a handler that sleeps ``--sleep-ms``
+  (I/O-bound jobs: concurrency should turn into throughput).
+- ``latency``: enqueue one job at a time at ``--rate`` jobs/s (a fraction of
+  the maximum) while a worker runs; report p50/p99 of enqueue-return to
+  handler-start, in ms.
+
+Payloads are 100 bytes of JSON: ``payload(i)``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+DSN = os.environ.get("ALKSTORE_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
+WORKLOADS = (
+    "enqueue-single",
+    "enqueue-concurrent",
+    "enqueue-batch",
+    "process",
+    "process-batch",
+    "process-sleep",
+    "latency",
+)
+
+
+def payload(i: int) -> dict[str, Any]:
+    """A job payload whose JSON is 100 bytes."""
+    base = {"i": i, "kind": "bench", "pad": ""}
+    text = json.dumps(base, separators=(",", ":"))
+    base["pad"] = "x" * max(0, 100 - len(text))
+    return base
+
+
+def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser()
+    p.add_argument("workload", choices=WORKLOADS)
+    p.add_argument("--jobs", type=int, default=20_000)
+    p.add_argument("--batch", type=int, default=1000)
+    p.add_argument("--concurrency", type=int, default=10)
+    p.add_argument("--processes", type=int, default=1)
+    p.add_argument("--sleep-ms", type=float, default=1.0)
+    p.add_argument("--rate", type=float, default=500.0)
+    p.add_argument("--driver", choices=("trio", "asyncio"), default="trio")
+    p.add_argument("--engine", choices=("sqlite", "postgres"), default="sqlite")
+    p.add_argument("--worker", default="", help=argparse.SUPPRESS)  # a spawned worker
+    p.add_argument("--variant", default="")
+    p.add_argument("--dir", default="/tmp")
+    p.add_argument("--dsn", default=DSN)
+    return p.parse_args(argv)
+
+
+def fresh_schema(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:10]}"
+
+
+def report(**fields: Any) -> None:
+    """The workload's one result line (the suite reads the last line)."""
+    print(json.dumps(fields), flush=True)
+
+
+def skipped(why: str) -> None:
+    report(skipped=why)
+    sys.exit(0)
+
+
+def latency_fields(samples_s: Sequence[float]) -> dict[str, float]:
+    ms = sorted(s * 1000 for s in samples_s)
+    if not ms:
+        return {}
+    return {
+        "p50_ms": statistics.median(ms),
+        "p99_ms": ms[min(len(ms) - 1, int(len(ms) * 0.99))],
+        "max_ms": ms[-1],
+    }
+
+
+class Timer:
+    def __enter__(self) -> Timer:
+        self.start = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.seconds = time.perf_counter() - self.start
