@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..protocol.claim import retry_decision
 from ..protocol.errors import AlkstoreError, Closed, CommitUnknown, InvalidArgument, brief
-from ..protocol.names import check_identifier, queue_channel
+from ..protocol.names import queue_channel
 from ..protocol.plan import Plan
-from ..protocol.timeconv import US_PER_S, Duration, duration_us
+from ..protocol.timeconv import US_PER_S, Duration
 from ..protocol.types import JobRecord
 from ..protocol.worker import (
     Beat,
@@ -41,6 +41,7 @@ from ..protocol.worker import (
     Outcome,
     Sweep,
     WorkerPolicy,
+    check_worker_id,
     claim_for_worker,
     release_all,
     settle_bound,
@@ -101,22 +102,11 @@ async def run_worker(
     store = queue.store
     runtime = store.runtime
     vt = queue.options.visibility_timeout_us
-    policy = WorkerPolicy.of(
-        concurrency=concurrency,
-        visibility_timeout_us=vt,
-        poll_interval_us=duration_us(poll_interval, "poll_interval", allow_zero=False),
-        sweep_interval_us=(
-            None
-            if sweep_interval is None
-            else duration_us(sweep_interval, "sweep_interval", allow_zero=False)
-        ),
-        heartbeat_interval_us=(
-            None
-            if heartbeat_interval is None
-            else duration_us(heartbeat_interval, "heartbeat_interval", allow_zero=False)
-        ),
-    )
-    wid = check_identifier(worker_id or default_worker_id(), "worker id")
+    policy = WorkerPolicy.configure(
+        concurrency=concurrency, visibility_timeout_us=vt, poll_interval=poll_interval,
+        sweep_interval=sweep_interval, heartbeat_interval=heartbeat_interval,
+    )  # fmt: skip
+    wid = check_worker_id(worker_id) or default_worker_id()
     kick = _Kick(runtime)
     # Claimed and not yet settled: what a stopping worker must hand back.
     held: dict[int, _WorkerJob] = {}

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 
 from . import claim as claim_plans
 from .dialect import Dialect
-from .errors import InvalidArgument
-from .names import queue_channel
+from .ints import check_int
+from .names import check_identifier, queue_channel
 from .plan import Plan
-from .timeconv import US_PER_S
+from .timeconv import MAX_DURATION_US, US_PER_S, Duration, duration_us
 from .types import JobRecord
 
 # After a failed claim, wait this long before the next one, doubling per
@@ -33,6 +33,11 @@ _ERROR_BACKOFF_CAP_US = 5 * US_PER_S
 # The default sweep cadence: half the visibility timeout, within these bounds.
 _SWEEP_MIN_US = 1 * US_PER_S
 _SWEEP_MAX_US = 30 * US_PER_S
+# The most handlers one ``Queue.work`` runs at once. Each running handler is a
+# task holding a claimed job (and heartbeating it); more than this in one
+# process is a misconfiguration, and a claim of that many jobs is one huge
+# transaction. Run more workers (or processes) to go wider.
+MAX_CONCURRENCY = 10_000
 
 
 # -- actions ---------------------------------------------------------------------
@@ -89,13 +94,10 @@ class WorkerPolicy:
     _stale_due_swept: bool = False
 
     def __post_init__(self) -> None:
-        if isinstance(self.concurrency, bool) or not isinstance(self.concurrency, int):
-            raise InvalidArgument("concurrency must be an int")
-        if self.concurrency < 1:
-            raise InvalidArgument("concurrency must be >= 1")
+        self.concurrency = check_int(self.concurrency, "concurrency", lo=1, hi=MAX_CONCURRENCY)
         for name in ("poll_interval_us", "sweep_interval_us", "heartbeat_interval_us"):
-            if getattr(self, name) <= 0:
-                raise InvalidArgument(f"{name.removesuffix('_us')} must be > 0")
+            value = check_int(getattr(self, name), name, lo=1, hi=MAX_DURATION_US)
+            setattr(self, name, value)
 
     @classmethod
     def of(
@@ -115,6 +117,38 @@ class WorkerPolicy:
         if heartbeat_interval_us is None:
             heartbeat_interval_us = max(1, visibility_timeout_us // 4)
         return cls(concurrency, poll_interval_us, sweep_interval_us, heartbeat_interval_us)
+
+    @classmethod
+    def configure(
+        cls,
+        *,
+        concurrency: int,
+        visibility_timeout_us: int,
+        poll_interval: Duration,
+        sweep_interval: Duration | None = None,
+        heartbeat_interval: Duration | None = None,
+    ) -> WorkerPolicy:
+        """The policy for ``Queue.work``'s arguments as the caller gave them,
+        each checked before the worker claims anything: ``concurrency`` an int
+        in ``[1, MAX_CONCURRENCY]``, the intervals seconds or a timedelta,
+        finite and > 0 (``None`` for the defaults of ``of``)."""
+
+        def interval(value: Duration, what: str) -> int:
+            return duration_us(value, what, allow_zero=False)
+
+        return cls.of(
+            concurrency=concurrency,  # checked by __post_init__
+            visibility_timeout_us=visibility_timeout_us,
+            poll_interval_us=interval(poll_interval, "poll_interval"),
+            sweep_interval_us=(
+                None if sweep_interval is None else interval(sweep_interval, "sweep_interval")
+            ),
+            heartbeat_interval_us=(
+                None
+                if heartbeat_interval is None
+                else interval(heartbeat_interval, "heartbeat_interval")
+            ),
+        )
 
     # -- what to do next ---------------------------------------------------------
     def capacity(self) -> int:
@@ -201,6 +235,13 @@ class WorkerPolicy:
         if outcome is Outcome.RETRIED:
             # It is pending again (due after its backoff): learn when.
             self.look = True
+
+
+def check_worker_id(worker_id: object) -> str | None:
+    """A worker id given to ``Queue.work``: ``None`` (the caller picks a
+    default) or a valid identifier. An empty string is refused, not taken
+    for "no id"."""
+    return None if worker_id is None else check_identifier(worker_id, "worker id")
 
 
 # -- one running job -------------------------------------------------------------

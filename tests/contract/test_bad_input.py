@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -22,8 +23,12 @@ from alkstore import (
 )
 from alkstore.api.queue import Job
 from alkstore.api.stream import Stream
+from alkstore.protocol.names import MAX_NAME_LENGTH
+from alkstore.protocol.timeconv import MAX_DURATION_US, US_PER_S
+from alkstore.protocol.worker import MAX_CONCURRENCY
 
 from . import aio
+from .helpers import SOON
 
 BIG = [2**63, 2**70, -(2**63) - 1]
 NOT_INTS: list[Any] = [True, 1.5, "1", None, b"1"]
@@ -254,3 +259,72 @@ async def test_bad_input_raises_the_contract_error_and_writes_nothing(store: Sto
     assert wrong == []
     assert await fingerprint(store) == before, "a refused call wrote something"
     assert len(CASES) > 400
+
+
+# -- Queue.work: refused when called, before it claims anything ---------------------
+def _work_cases() -> list[tuple[str, type[Exception], dict[str, Any]]]:
+    out: list[tuple[str, type[Exception], dict[str, Any]]] = []
+    for v in [0, -1, MAX_CONCURRENCY + 1, 2**31, *BIG, *NOT_INTS, False]:
+        out.append((f"work(concurrency={v!r})", InvalidArgument, {"concurrency": v}))
+    for v in [n for n in NAMES if n is not None]:
+        out.append((f"work(worker_id={v!r})", InvalidName, {"worker_id": v}))
+    for arg in ("poll_interval", "sweep_interval", "heartbeat_interval"):
+        for v in [*DURATIONS, 0, 0.0, 1e-9, timedelta(0), [1.0]]:
+            out.append((f"work({arg}={v!r})", InvalidArgument, {arg: v}))
+    out.append(("work(poll_interval=None)", InvalidArgument, {"poll_interval": None}))
+    return out
+
+
+WORK_CASES = _work_cases()
+
+
+async def test_work_refuses_bad_arguments_at_once_and_claims_nothing(store: Store) -> None:
+    """Each bad argument of ``Queue.work`` raises its contract error as soon
+    as ``work`` is called (not a worker that runs and logs a failed claim at
+    every poll), and no job was claimed: a ready job stays ready."""
+    f = Fixture(store)
+    await f.setup()
+    stats = await f.q.stats()
+    assert stats.ready == 1  # one job a worker that started would claim at once
+    before = await fingerprint(store)
+    wrong: list[str] = []
+    for name, error, bad in WORK_CASES:
+        kwargs: dict[str, Any] = {"poll_interval": 0.01, **bad}
+        started = time.monotonic()
+        try:
+            async with aio.fail_after(2):
+                await f.q.work(_handler, **kwargs)
+        except error:
+            if time.monotonic() - started > 0.5:
+                wrong.append(f"{name}: refused only after {time.monotonic() - started:.2f} s")
+        except BaseException as exc:  # reported below
+            wrong.append(f"{name}: {type(exc).__module__}.{type(exc).__name__}: {exc}"[:300])
+        else:
+            wrong.append(f"{name}: returned")
+        if await f.q.stats() != stats:
+            wrong.append(f"{name}: a job was claimed ({await f.q.stats()})")
+            break  # the fixture's job is gone: later cases could not tell
+    assert wrong == []
+    assert await fingerprint(store) == before, "a refused work() wrote something"
+
+
+async def test_work_accepts_the_bounds(store: Store) -> None:
+    """The largest accepted values start a worker that does its work."""
+    q = store.queue("bounds")
+    await q.enqueue("x")
+    done = aio.event()
+
+    async def handler(job: Job) -> None:
+        done.set()
+
+    longest = float(MAX_DURATION_US // US_PER_S)  # about 10,000 years
+
+    async def worker(task_status: Any = None) -> None:
+        await q.work(handler, concurrency=MAX_CONCURRENCY, poll_interval=longest,
+                     sweep_interval=longest, heartbeat_interval=longest,
+                     worker_id="w" * MAX_NAME_LENGTH, task_status=task_status)  # fmt: skip
+
+    async with aio.fail_after(SOON), aio.open_task_group() as group:
+        await group.start(worker)
+        await done.wait()
+        group.cancel()
