@@ -59,6 +59,10 @@ class Transaction:
             raise UsageError(
                 "a joined transaction is the application's: commit or roll back its connection"
             )
+        # A cancellation point where it starts, like every operation: a
+        # cancel already pending is taken here, with nothing done and the
+        # handle still open (the block's end then rolls back).
+        await self._store.runtime.cancel_point()
         self._open = False
         self.finished = True
         await self._store.end_transaction(self._session, commit)

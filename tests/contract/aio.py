@@ -45,6 +45,27 @@ async def fail_after(seconds: float) -> AsyncIterator[None]:
 
 
 @asynccontextmanager
+async def cancel_requested() -> AsyncIterator[None]:
+    """The block runs with a cancel already requested (it lands at the block's
+    first cancellation point), and execution goes on after it."""
+    if _on_trio():
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            yield
+        return
+    task = asyncio.current_task()
+    assert task is not None
+    task.cancel()
+    try:
+        yield
+    except asyncio.CancelledError:
+        task.uncancel()
+        return
+    # Not taken in the block: withdraw it so it cannot land later.
+    task.uncancel()
+
+
+@asynccontextmanager
 async def move_on_after(seconds: float) -> AsyncIterator[None]:
     """The block is cancelled after ``seconds``, and execution goes on after it."""
     if _on_trio():

@@ -271,6 +271,19 @@ async def test_commit_inside_the_block_commits_at_once_and_closes_the_handle(
         assert (await q.stats()).ready == 1
 
 
+async def test_a_cancel_pending_when_commit_is_called_commits_nothing(store: Store) -> None:
+    """A cancel requested before ``tx.commit()`` is taken where it starts:
+    nothing commits and the handle stays open."""
+    async with store.transaction() as tx:
+        await tx.enqueue("jobs", 1)
+        async with aio.cancel_requested():
+            await tx.commit()
+        assert not tx.finished
+        assert (await store.queue("jobs").stats()).ready == 0  # a read beside the block
+        await tx.rollback()
+    assert (await store.queue("jobs").stats()).ready == 0
+
+
 async def test_an_error_after_commit_leaves_the_commit_standing(store: Store) -> None:
     with pytest.raises(Boom):
         async with store.transaction() as tx:
