@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ..protocol import codec
-from ..protocol.names import outbox_queue_name
+from ..protocol import codec, queues
+from ..protocol import outbox as plans
+from ..protocol.errors import AlkstoreError
+from ..protocol.names import check_identifier, outbox_queue_name
 from ..protocol.types import JobInfo, QueueOptions, QueueStats
+from ..protocol.worker import settle_bound
 from .queue import Job, Queue
 from .worker import check_handler, default_worker_id, retry_failed
 
@@ -16,6 +20,9 @@ if TYPE_CHECKING:
     from .store import Store
 
 Deliver = Callable[[codec.JSON], Awaitable[Any]]
+
+# Outbox deliveries log where the worker's jobs do (see docs/queues.md).
+log = logging.getLogger("alkstore.worker")
 
 
 class Outbox:
@@ -43,21 +50,76 @@ class Outbox:
 
         Successes are acked together; a failure is retried with backoff, or
         dead-lettered once its attempts are spent.
+
+        Cancelled (or stopped by an error) part way, it still settles every
+        message it claimed by what happened to it, shielded for at most as
+        long as their claims last: delivered ones (``deliver`` returned) are
+        acked, failed ones retried, and the rest (not reached, or ``deliver``
+        did not finish) handed back at once with their attempt refunded;
+        then the cancellation (or error) propagates.
         """
         check_handler(deliver, "deliver")
-        wid = default_worker_id() if worker_id is None else worker_id
-        jobs = await self.queue.claim_batch(wid, batch)
-        delivered: list[int] = []
-        for job in jobs:
+        wid = check_identifier(default_worker_id() if worker_id is None else worker_id,
+                               "worker id")  # fmt: skip
+        n = queues.check_limit(batch, "batch")
+        queue = self.queue
+        store = queue.store
+        run = plans.Batch()
+        try:
+            plan = plans.claim(
+                store.dialect, queue.name, wid, n, store.now_us(),
+                queue.options.visibility_timeout_us, run,
+            )  # fmt: skip
+            for record in await store.run(plan):
+                job = Job(queue, record)
+                try:
+                    await deliver(job.payload)
+                except Exception as exc:
+                    run.failed(job.id, exc)
+                    await retry_failed(job, exc)
+                    run.retried(job.id)
+                else:
+                    run.delivered(job.id)
+            if not run.to_ack():
+                return 0
+            settled = await store.run(
+                plans.settle(store.dialect, queue.name, wid, run, store.origin, store.now_us())
+            )
+            run.finished()
+            return settled.acked
+        except BaseException:
+            if run.unsettled():
+                await self._settle_stopped(run, wid)
+            raise
+
+    async def _settle_stopped(self, run: plans.Batch, wid: str) -> None:
+        """A run stopped part way: settle what it claimed (see ``run_once``),
+        shielded, but no longer than the claims last (plus a round trip):
+        past that an ack or hand-back would be refused anyway."""
+        queue = self.queue
+        store = queue.store
+        bound = settle_bound(store.now_us(), run.open_records())
+        with store.runtime.shield(bound) as scope:
             try:
-                await deliver(job.payload)
-            except Exception as exc:
-                await retry_failed(job, exc)
-            else:
-                delivered.append(job.id)
-        if not delivered:
-            return 0
-        return await self.queue.ack_batch(delivered, wid)
+                for record, error in run.to_retry():
+                    await retry_failed(Job(queue, record), error)
+                    run.retried(record.id)
+                if run.to_ack() or run.to_release():
+                    plan = plans.settle(store.dialect, queue.name, wid, run, store.origin,
+                                        store.now_us())  # fmt: skip
+                    settled = await store.run(plan)
+                    log.debug("outbox %s: a stopped run acked %d delivered and handed back %d "
+                              "undelivered message(s)", self.name, settled.acked,
+                              settled.released)  # fmt: skip
+                run.finished()
+            except AlkstoreError:
+                log.warning("outbox %s: a stopped run could not settle its messages; delivered "
+                            "ones are delivered again, the rest return, once their claims "
+                            "lapse", self.name, exc_info=True)  # fmt: skip
+        if scope.cancelled_caught:
+            log.warning("outbox %s: a stopped run could not settle its messages within %.1f s; "
+                        "unless that commits, delivered ones are delivered again and the rest "
+                        "return once their claims lapse", self.name, bound)  # fmt: skip
 
     async def work(self, deliver: Deliver, **options: Any) -> None:
         """Deliver continuously, woken by enqueues (see ``Queue.work``)."""

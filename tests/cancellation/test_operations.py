@@ -318,23 +318,53 @@ async def test_explicit_commit(store: Store) -> None:
 
 
 async def test_outbox_run_once(store: Store) -> None:
+    """Each message a cancelled ``run_once`` claimed ends settled by what
+    happened to it: acked if ``deliver`` returned for it, retried if
+    ``deliver`` raised, handed back at once (due now, attempt refunded) if
+    its delivery never finished. Nothing is left claimed until its
+    visibility timeout."""
     ob = store.outbox("o")
-    await ob.queue.enqueue_batch(list(range(ROUNDS)))
+    n = 3 * ROUNDS
+    ids = await ob.queue.enqueue_batch(list(range(n)))
+    started: list[int] = []
     delivered: list[int] = []
+    failed: list[int] = []
 
     async def deliver(payload: Any) -> None:
+        started.append(payload)
+        await aio.sleep(0.0005)  # in flight: a cancel may land here
+        if payload % 4 == 3:
+            failed.append(payload)
+            raise RuntimeError("refused")
         delivered.append(payload)
 
-    async def op(i: int) -> int:
-        return await ob.run_once(deliver, batch=1)
+    seen = {"in_flight": 0, "after_delivery": 0}
+    before = (0, 0, 0)
 
     async def check(i: int, returned: bool, tally: Tally) -> None:
+        nonlocal before
+        now = (len(started), len(delivered), len(failed))
+        this_round = now[1] - before[1]
+        finished = now[1] + now[2] - before[1] - before[2]
+        if returned:
+            assert tally.values[-1] == this_round, "run_once counts what it acked"
+        else:
+            # Cancelled with a delivery in flight, or after one finished
+            # (both, when a later one was in flight).
+            seen["in_flight"] += now[0] - before[0] > finished
+            seen["after_delivery"] += finished > 0
+        before = now
         stats = await ob.stats()
-        # What run_once acked is gone; nothing is left claimed by a
-        # cancelled run but what its claim still holds (at-least-once).
-        assert stats.ready + stats.processing == ROUNDS - sum(tally.values)
+        assert stats.processing == 0, "a cancelled run_once left messages claimed"
+        assert stats.scheduled == len(failed), "every failed delivery is retried"
+        assert stats.ready == n - len(delivered) - len(failed), "the rest is back, due now"
+        assert stats.dead == 0
+        for payload in set(started) - set(delivered) - set(failed):
+            info = await ob.queue.get_job(ids[payload])
+            assert info is not None and info.state == "pending" and info.attempts == 0, info
 
-    await run_rounds(op, check, seed=16)
+    await run_rounds(lambda i: ob.run_once(deliver, batch=3), check, seed=16)
+    assert all(seen.values()), seen
 
 
 async def test_claim_batch(store: Store) -> None:
