@@ -4,7 +4,12 @@ Invariant: a cancel at any point leaves the store as if the operation
 happened entirely or not at all, and the caller is told which: the
 operation returned (it happened; the cancel lands at the caller's next
 checkpoint) or raised the cancellation (nothing of it happened). Either way
-the cancelled task ends promptly.
+the cancelled task ends promptly. ``Outbox.run_once`` calls the caller's
+``deliver``, whose effects no rollback can undo, so it is all-or-nothing per
+message rather than per call (its test says how the caller is told).
+
+Each test states its invariant, and requires both outcomes (returned and
+cancelled) over its rounds, so that it cannot pass without testing.
 """
 
 from __future__ import annotations
@@ -256,7 +261,8 @@ async def test_trim_to(store: Store) -> None:
     await run_rounds(op, check, seed=11)
 
 
-async def test_lock_renew_and_release(store: Store) -> None:
+async def test_lock_release(store: Store) -> None:
+    """A release that returned freed the lock; one cancelled left it held."""
     locks = []
     for i in range(ROUNDS):
         lock = await store.try_lock(f"L{i}", "me", 30)
