@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import datetime
@@ -13,6 +14,8 @@ from ..protocol.errors import AlkstoreError
 from ..protocol.timeconv import Duration, check_seconds, duration_us, to_datetime
 from ..protocol.types import LockRecord
 from ..runner.timeouts import check_timeout
+
+log = logging.getLogger("alkstore.locks")
 
 if TYPE_CHECKING:
     from .store import Store
@@ -121,5 +124,11 @@ async def hold_lock(
             raise LockLost(lock.name, lock.token)
     finally:
         if not lost:
-            with runtime.shield(), contextlib.suppress(AlkstoreError):
+            # Shielded so a cancelled holder still frees the lock at once,
+            # but bounded: past the lock's expiry it is free anyway.
+            bound = locks.release_bound(store.now_us(), lock._record)
+            with runtime.shield(bound) as scope, contextlib.suppress(AlkstoreError):
                 await lock.release()
+            if scope.cancelled_caught:
+                log.warning("lock %r: release got no answer within %.1f s; it is free once "
+                            "its TTL lapses", lock.name, bound)  # fmt: skip

@@ -15,6 +15,7 @@ from __future__ import annotations
 import psycopg
 import trio
 
+from alkstore.protocol.locks import RELEASE_GRACE_S
 from alkstore.protocol.worker import SETTLE_GRACE_S
 from tests.backends import PG_DSN
 
@@ -63,3 +64,30 @@ async def test_worker_shutdown_is_bounded_when_the_ack_gets_no_answer(schema: st
         assert took < VT + SETTLE_GRACE_S + 3.0, f"shutdown took {took:.1f} s"
         info = await q.get_job(job_id)
         assert info is not None and info.state == "processing"  # not acked: comes back
+
+
+async def test_leaving_hold_lock_is_bounded_when_the_release_gets_no_answer(schema: str) -> None:
+    """Rule: a cancelled ``hold_lock`` waits for its shielded release no longer
+    than the lock lasts plus a grace (past its expiry the lock is free anyway)."""
+    ttl = 1.0
+    async with open_pg(schema) as store:
+        with psycopg.connect(PG_DSN) as blocker:
+            async with trio.open_nursery() as outer:
+
+                async def watchdog() -> None:
+                    await trio.sleep(WATCHDOG_S)
+                    await terminate_backend(blocker.info.backend_pid)
+
+                outer.start_soon(watchdog)
+                with trio.CancelScope() as body:
+                    async with store.hold_lock("l", "me", ttl):
+                        blocker.execute(
+                            f"SELECT name FROM {table(store, 'locks')} WHERE name = 'l' FOR UPDATE"
+                        )
+                        cancelled_at = trio.current_time()
+                        body.cancel()
+                        await trio.sleep_forever()
+                took = trio.current_time() - cancelled_at
+                outer.cancel_scope.cancel()
+            blocker.rollback()
+        assert took < ttl + RELEASE_GRACE_S + 3.0, f"leaving hold_lock took {took:.1f} s"
