@@ -16,6 +16,7 @@ from .dialect import STATE_PENDING, Dialect
 from .plan import Plan, Row, reads
 from .queues import check_limit
 from .rows import _int, _opt_int, _shape, job_record
+from .timeconv import MAX_INSTANT_US, held_until_us, until_us
 from .types import DeadReason, JobRecord
 
 
@@ -23,7 +24,8 @@ def claim(
     d: Dialect, queue: str, worker: str, n: int, now_us: int, visibility_us: int
 ) -> Plan[list[JobRecord]]:
     """Take up to ``n`` due jobs: priority desc, then run_at, then id."""
-    rows = yield d.claim(queue, worker, check_limit(n, "n"), now_us, now_us + visibility_us)
+    until = held_until_us(now_us, visibility_us)
+    rows = yield d.claim(queue, worker, check_limit(n, "n"), now_us, until)
     jobs = [job_record(r) for r in rows]
     # RETURNING does not promise an order; restore the claim order.
     jobs.sort(key=lambda j: (-j.priority, j.run_at_us, j.id))
@@ -62,8 +64,29 @@ def ack_batch(
 
 
 def heartbeat(d: Dialect, job: JobRecord, now_us: int, extend_us: int) -> Plan[bool]:
-    count = yield d.extend_claim(job.id, job.claimed_by, job.claims, now_us, now_us + extend_us)
+    until = until_us(now_us, extend_us, "extend")
+    count = yield d.extend_claim(job.id, job.claimed_by, job.claims, now_us, until)
     return bool(count)
+
+
+def storable_error(error: str | None) -> str | None:
+    """An error message as every engine stores it, the same on each.
+
+    Postgres ``text`` cannot hold NUL and both engines need valid UTF-8 (a
+    lone surrogate made SQLite's driver raise ``UnicodeEncodeError`` from a
+    ``retry`` or ``fail``). A message is diagnostic, so those characters are
+    replaced (NUL by U+FFFD, an unencodable character by ``?``) rather than
+    failing the call that records it, identically on every engine.
+    """
+    if error is None:
+        return None
+    if "\x00" in error:
+        error = error.replace("\x00", "\ufffd")
+    try:
+        error.encode("utf-8")
+    except UnicodeEncodeError:
+        error = error.encode("utf-8", "replace").decode("utf-8")
+    return error
 
 
 def retry_decision(attempts: int, max_attempts: int) -> DeadReason | None:
@@ -81,6 +104,9 @@ def retry(
     draw: float,
     error: str | None,
 ) -> Plan[bool]:
+    error = storable_error(error)
+    if delay_us is not None:
+        until_us(now_us, delay_us, "delay")  # as for enqueue's delay: refused past 9999
     row = yield d.owned(job.id, job.claimed_by, job.claims, now_us)
     if row is None:
         return False
@@ -90,12 +116,17 @@ def retry(
         for statement in d.bury(job.id, reason, error, now_us):
             yield statement
         return True
-    wait = backoff.delay_us(attempts, draw) if delay_us is None else delay_us
-    yield d.reschedule(job.id, now_us + wait, error)
+    if delay_us is None:
+        # The backoff's own delay (capped by its cap) is capped like a claim.
+        run_at = min(now_us + backoff.delay_us(attempts, draw), MAX_INSTANT_US)
+    else:
+        run_at = now_us + delay_us
+    yield d.reschedule(job.id, run_at, error)
     return True
 
 
 def fail(d: Dialect, job: JobRecord, now_us: int, error: str | None) -> Plan[bool]:
+    error = storable_error(error)
     row = yield d.owned(job.id, job.claimed_by, job.claims, now_us)
     if row is None:
         return False

@@ -27,7 +27,7 @@ from .dialect import Dialect
 from .errors import CodecError, InvalidArgument, brief
 from .names import queue_channel
 from .plan import Plan, reads
-from .timeconv import MAX_DURATION_US, US_PER_S, instant_us, to_datetime
+from .timeconv import MAX_DURATION_US, MAX_INSTANT_US, US_PER_S, instant_us, to_datetime
 from .types import NewJob, check_max_attempts, check_priority
 
 _UNITS = {
@@ -205,7 +205,12 @@ def tick(
         if not moved:
             continue  # another ticker took this fire time
         opts = ScheduleOptions.decode(options_json)
-        expires = None if opts.expires_after_us is None else int(fire_at) + opts.expires_after_us
+        expires = (
+            None
+            if opts.expires_after_us is None
+            # Past what a datetime holds, the job could no longer be read.
+            else min(int(fire_at) + opts.expires_after_us, MAX_INSTANT_US)
+        )
         job = NewJob(
             queue=queue,
             payload_json=payload_json,

@@ -51,6 +51,12 @@ def check_seconds(value: object, what: str, *, allow_zero: bool = False) -> floa
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InvalidArgument(f"{what} must be seconds (a number or a timedelta), got "
                               f"{brief(value)}")  # fmt: skip
+    if isinstance(value, int) and value > MAX_DURATION_US // US_PER_S + 1:
+        # Checked before converting: an int past a float's range overflows.
+        raise InvalidArgument(f"{what} is too long: {brief(value)}")
+    if isinstance(value, int) and value < 0:
+        raise InvalidArgument(f"{what} must be {'>= 0' if allow_zero else '> 0'} seconds, got "
+                              f"{brief(value)}")  # fmt: skip
     seconds = float(value)
     if seconds != seconds or seconds in (float("inf"), float("-inf")):
         raise InvalidArgument(f"{what} must be finite, got {brief(value)}")
@@ -67,6 +73,24 @@ def check_instant_us(us: int, what: str = "instant") -> int:
     if not MIN_INSTANT_US <= us <= MAX_INSTANT_US:
         raise InvalidArgument(f"{what} is outside the years 1 to 9999")
     return us
+
+
+def held_until_us(now_us: int, duration_us: int) -> int:
+    """The end of a claim made with a queue's visibility timeout, capped at
+    the latest instant a datetime can hold: held until the year 9999 is held
+    for good, and every stored instant must read back as a datetime (past
+    it, the row could no longer be read)."""
+    return min(now_us + duration_us, MAX_INSTANT_US)
+
+
+def until_us(now_us: int, duration_us: int, what: str) -> int:
+    """``now + duration`` for a duration given to the call (a delay, a TTL,
+    an extension): refused, like an enqueue's ``run_at``, when it ends past
+    what a datetime can hold."""
+    end = now_us + duration_us
+    if end > MAX_INSTANT_US:
+        raise InvalidArgument(f"{what} is too long: it would end after the year 9999")
+    return end
 
 
 def instant_us(value: datetime, what: str = "instant") -> int:

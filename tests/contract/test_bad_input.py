@@ -27,6 +27,7 @@ from alkstore.api.tx import Transaction
 from alkstore.protocol.names import MAX_NAME_LENGTH
 from alkstore.protocol.timeconv import MAX_DURATION_US, US_PER_S
 from alkstore.protocol.worker import MAX_CONCURRENCY
+from alkstore.runner.runtime import ManualClock
 
 from . import aio
 from .helpers import SOON, create_orders_table, order_rows, orders, placeholders
@@ -35,7 +36,9 @@ BIG = [2**63, 2**70, -(2**63) - 1]
 NOT_INTS: list[Any] = [True, 1.5, "1", None, b"1"]
 NAMES: list[Any] = [5, None, b"q", "", "a\x00b", "x" * 2000, "\udcff", ["q"]]
 DURATIONS: list[Any] = [-1, float("nan"), float("inf"), 1e300, "1", True, timedelta(days=-1),
-                        timedelta.max]  # fmt: skip
+                        timedelta.max, 10**400, -(10**400)]  # fmt: skip
+# Durations a datetime's range holds, ending past the year 9999 from now.
+TOO_FAR: list[Any] = [2.6e11, timedelta(days=365 * 8100)]
 PAYLOADS: list[Any] = [(1, 2), {"a": (1,)}, {1: 2}, float("nan"), [float("inf")], object(),
                        b"bytes", {1, 2}, datetime.now(UTC), enum.Enum("E", "A").A]  # fmt: skip
 
@@ -79,6 +82,12 @@ def _cases() -> list[tuple[str, type[Exception], Call]]:
              lambda f, v=v: f.s.read_from_consumer("c", v))  # fmt: skip
         case(f"run_once(batch={v!r})", InvalidArgument,
              lambda f, v=v: f.store.outbox("o").run_once(_deliver, batch=v))  # fmt: skip
+        case(f"subscribe(batch={v!r})", InvalidArgument,
+             lambda f, v=v: _sync(lambda: f.s.subscribe("c", batch=v)))  # fmt: skip
+        case(f"outbox.dead_letters({v!r})", InvalidArgument,
+             lambda f, v=v: f.store.outbox("o").dead_letters(v))  # fmt: skip
+        case(f"subscribe().read_since(0, {v!r})", InvalidArgument,
+             lambda f, v=v: _receiver_read_since(f, 0, v))  # fmt: skip
     for v in [*BIG, *NOT_INTS]:
         for method in ("get_job", "cancel", "requeue_dead"):
             case(f"{method}({v!r})", InvalidArgument,
@@ -88,6 +97,8 @@ def _cases() -> list[tuple[str, type[Exception], Call]]:
         case(f"read_since({v!r})", InvalidArgument, lambda f, v=v: f.s.read_since(v))
         case(f"save_offset({v!r})", InvalidArgument, lambda f, v=v: f.s.save_offset("c", v))
         case(f"trim_to({v!r})", InvalidArgument, lambda f, v=v: f.s.trim_to(v))
+        case(f"subscribe().read_since({v!r})", InvalidArgument,
+             lambda f, v=v: _receiver_read_since(f, v, 10))  # fmt: skip
     for v in [2**31, -(2**31) - 1, *BIG, True, 1.5, "1"]:
         case(f"enqueue(priority={v!r})", InvalidArgument, lambda f, v=v: f.q.enqueue(1, priority=v))
         case(f"enqueue_batch(priority={v!r})", InvalidArgument,
@@ -97,6 +108,12 @@ def _cases() -> list[tuple[str, type[Exception], Call]]:
     for v in [0, -1, 2**63, True, 1.5]:
         case(f"enqueue(max_attempts={v!r})", InvalidArgument,
              lambda f, v=v: f.q.enqueue(1, max_attempts=v))  # fmt: skip
+        case(f"enqueue_batch(max_attempts={v!r})", InvalidArgument,
+             lambda f, v=v: f.q.enqueue_batch([1, 2], max_attempts=v))  # fmt: skip
+        case(f"outbox(max_attempts={v!r})", InvalidArgument,
+             lambda f, v=v: _sync(lambda: f.store.outbox("o", max_attempts=v)))  # fmt: skip
+        case(f"schedule(max_attempts={v!r})", InvalidArgument,
+             lambda f, v=v: f.store.schedule("x", "q", "@every 1s", max_attempts=v))  # fmt: skip
         case(f"queue(max_attempts={v!r})", InvalidArgument,
              lambda f, v=v: _sync(lambda: f.store.queue("q", max_attempts=v)))  # fmt: skip
     for v in [5, "abc", {"a": 1}, None, b"xy"]:
@@ -127,6 +144,9 @@ def _cases() -> list[tuple[str, type[Exception], Call]]:
         case(f"schedule(queue={v!r})", error,
              lambda f, v=v: f.store.schedule("x", v, "@every 1s"))  # fmt: skip
         case(f"unschedule({v!r})", error, lambda f, v=v: f.store.unschedule(v))
+    for v in [n for n in NAMES if n is not None]:
+        case(f"run_once(worker_id={v!r})", InvalidName,
+             lambda f, v=v: f.store.outbox("o").run_once(_deliver, worker_id=v))  # fmt: skip
     case("queue(reserved)", ReservedName, lambda f: _sync(lambda: f.store.queue("__alkstore_q")))
     case("notify(reserved)", ReservedName, lambda f: f.store.notify("__alkstore_x"))
 
@@ -148,6 +168,35 @@ def _cases() -> list[tuple[str, type[Exception], Call]]:
              lambda f, v=v: f.q.work(_handler, poll_interval=v))  # fmt: skip
         case(f"hold_lock(poll={v!r})", InvalidArgument,
              lambda f, v=v: _enter(f.store.hold_lock("L3", "me", 10, poll=v)))  # fmt: skip
+        case(f"hold_lock(ttl={v!r})", InvalidArgument,
+             lambda f, v=v: _enter(f.store.hold_lock("L3", "me", v)))  # fmt: skip
+        case(f"hold_lock(timeout={v!r})", InvalidArgument,
+             lambda f, v=v: _enter(f.store.hold_lock("L3", "me", 10, timeout=v)))  # fmt: skip
+        case(f"listen().recv_timeout({v!r})", InvalidArgument,
+             lambda f, v=v: _recv_timeout(f.store.listen("ch"), v))  # fmt: skip
+        case(f"subscribe().recv_timeout({v!r})", InvalidArgument,
+             lambda f, v=v: _recv_timeout(f.s.subscribe("c"), v))  # fmt: skip
+        case(f"run_scheduler(max_sleep={v!r})", InvalidArgument,
+             lambda f, v=v: f.store.run_scheduler(max_sleep=v))  # fmt: skip
+        case(f"outbox(visibility_timeout={v!r})", InvalidArgument,
+             lambda f, v=v: _sync(lambda: f.store.outbox("o", visibility_timeout=v)))  # fmt: skip
+        case(f"enqueue_batch(delay={v!r})", InvalidArgument,
+             lambda f, v=v: f.q.enqueue_batch([1, 2], delay=v))  # fmt: skip
+        case(f"enqueue_batch(expires={v!r})", InvalidArgument,
+             lambda f, v=v: f.q.enqueue_batch([1, 2], expires=v))  # fmt: skip
+        case(f"outbox.enqueue(delay={v!r})", InvalidArgument,
+             lambda f, v=v: f.store.outbox("o").enqueue(1, delay=v))  # fmt: skip
+    for v in TOO_FAR:
+        # Ending past what a datetime holds: the row could never be read back.
+        case(f"heartbeat({v!r})", InvalidArgument, lambda f, v=v: f.job.heartbeat(v))
+        case(f"retry(delay={v!r})", InvalidArgument, lambda f, v=v: f.job.retry(delay=v))
+        case(f"try_lock(ttl={v!r})", InvalidArgument,
+             lambda f, v=v: f.store.try_lock("L2", "me", v))  # fmt: skip
+        case(f"renew({v!r})", InvalidArgument, lambda f, v=v: f.lock.renew(v))
+        case(f"hold_lock(ttl={v!r})", InvalidArgument,
+             lambda f, v=v: _enter(f.store.hold_lock("L3", "me", v)))  # fmt: skip
+        case(f"enqueue(delay={v!r})", InvalidArgument, lambda f, v=v: f.q.enqueue(1, delay=v))
+        case(f"enqueue(expires={v!r})", InvalidArgument, lambda f, v=v: f.q.enqueue(1, expires=v))
     for v in [0, 0.0]:
         case(f"try_lock(ttl={v!r})", InvalidArgument,
              lambda f, v=v: f.store.try_lock("L2", "me", v))  # fmt: skip
@@ -247,6 +296,16 @@ async def _sync(make: Callable[[], Any]) -> Any:
 async def _enter(cm: Any) -> None:
     async with cm:
         pass
+
+
+async def _recv_timeout(receiver: Any, seconds: Any) -> None:
+    async with receiver:
+        await receiver.recv_timeout(seconds)
+
+
+async def _receiver_read_since(f: Fixture, offset: Any, limit: Any) -> None:
+    async with f.s.subscribe("c") as events:
+        await events.read_since(offset, limit)
 
 
 async def _deliver(payload: Any) -> None:
@@ -411,3 +470,44 @@ async def test_work_accepts_the_bounds(store: Store) -> None:
         await group.start(worker)
         await done.wait()
         group.cancel()
+
+
+# -- found by fuzz/fuzz_api.py ---------------------------------------------------------
+async def test_error_text_the_engines_cannot_store_is_stored_alike(store: Store) -> None:
+    """``retry``/``fail`` with an error text holding a lone surrogate raised
+    a raw UnicodeEncodeError on SQLite (Postgres replaced it), and a NUL was
+    kept on SQLite but replaced on Postgres: now every backend stores the
+    same replacement and the call succeeds."""
+    q = store.queue("errors", max_attempts=1)
+    texts = ["x\udcff", "a\x00b", ValueError("v\ud800\x00")]
+    stored = ["x?", "a\ufffdb", "ValueError: v?\ufffd"]
+    for i, error in enumerate(texts):
+        await q.enqueue(i)
+        job = await q.claim_one("w")
+        assert job is not None
+        settle = job.fail(error) if i % 2 else job.retry(error=error)  # out of attempts: dead
+        assert await settle is True
+    dead = await q.dead_letters()
+    assert sorted((d.payload, d.last_error) for d in dead) == list(enumerate(stored))
+
+
+async def test_deadlines_a_queue_or_schedule_derives_end_at_the_year_9999(
+    store: Store, clock: ManualClock
+) -> None:
+    """A visibility timeout or a schedule's ``expires_after`` that ends past
+    what a datetime holds is capped there: the claimed job's instants read
+    back (they raised OverflowError on the handle and CodecError on every
+    later get_job)."""
+    latest = datetime.max.replace(tzinfo=UTC)
+    q = store.queue("far", visibility_timeout=timedelta(days=365 * 8100))
+    await q.enqueue(1)
+    job = await q.claim_one("w")
+    assert job is not None and job.claim_expires_at == latest
+    info = await q.get_job(job.id)
+    assert info is not None and info.claim_expires_at == latest
+    await store.schedule("far", "fired", "@every 1ms", expires_after=timedelta(days=365 * 8100))
+    clock.advance(1.0)
+    assert await store.run_schedules() == 1
+    fired = await store.queue("fired").claim_one("w")
+    assert fired is not None and fired.expires_at == latest
+    assert (await store.queue("fired").get_job(fired.id)) is not None

@@ -18,10 +18,10 @@ import pytest
 
 from alkstore.engines.postgres import names as pg
 from alkstore.engines.sqlite import SqliteDialect
-from alkstore.protocol import claim, codec, names, rows, schedule
+from alkstore.protocol import claim, codec, names, rows, schedule, types
 from alkstore.protocol.backoff import Backoff
 from alkstore.protocol.errors import CodecError, InvalidArgument, InvalidName
-from alkstore.protocol.timeconv import MAX_DURATION_US, duration_us
+from alkstore.protocol.timeconv import MAX_DURATION_US, MAX_INSTANT_US, duration_us
 from alkstore.protocol.types import QueueOptions, check_max_attempts, resolve_enqueue
 
 HUGE_INT = 10**4400  # past the interpreter's int-to-str limit of 4300 digits
@@ -385,3 +385,84 @@ def test_corrupt_stored_schedule_options_are_codec_errors(text: str) -> None:
 
     with pytest.raises(CodecError):
         ScheduleOptions.decode(text)
+
+
+# -- fuzz_api ----------------------------------------------------------------
+# Found by fuzz_api.py once its table covered every public method; each is
+# also a contract test on every backend in tests/contract/test_bad_input.py.
+
+
+@pytest.mark.parametrize(
+    "value", [10**30, -(10**30), 10**400, HUGE_INT], ids=["1e30", "-1e30", "1e400", "huge"]
+)
+def test_seconds_setting_past_a_float_is_invalid_argument(value: int) -> None:
+    # check_seconds (recv_timeout, hold_lock's poll and timeout, subscribe's
+    # backstop, run_scheduler's max_sleep) raised OverflowError from float().
+    from alkstore.protocol.timeconv import check_seconds
+
+    with pytest.raises(InvalidArgument):
+        check_seconds(value, "timeout", allow_zero=True)
+
+
+@pytest.mark.parametrize(
+    ("error", "stored"),
+    [
+        ("x\udcff", "x?"),  # was UnicodeEncodeError from sqlite3 (Postgres replaced it)
+        ("a\x00b", "a\ufffdb"),  # was kept on SQLite, replaced on Postgres
+        ("\ud800\x00", "?\ufffd"),
+        ("plain é \U0001f600", "plain é \U0001f600"),
+        (None, None),
+    ],
+)
+def test_error_text_is_stored_alike_on_every_engine(error: str | None, stored: str | None) -> None:
+    assert claim.storable_error(error) == stored
+    d = SqliteDialect()
+    retry = claim.retry(d, _record(), NOW, delay_us=None, backoff=Backoff(), draw=0.0, error=error)
+    for plan in (claim.fail(d, _record(), NOW, error), retry):
+        next(plan)  # the ownership check
+        statement = plan.send((3, 3))  # out of attempts: buried
+        assert stored in statement.params
+
+
+def _record(claim_expires_at_us: int = NOW + 1) -> types.JobRecord:
+    return types.JobRecord(1, "q", None, 0, 1, 3, NOW, NOW, None, "w", claim_expires_at_us, 1)
+
+
+FAR = MAX_INSTANT_US - NOW + 1  # ends one microsecond past the year 9999
+
+
+def test_explicit_durations_ending_past_9999_are_invalid_argument() -> None:
+    # Were stored: the job's or lock's instant then raised OverflowError on
+    # the handle and CodecError on every later get_job/dead_letters.
+    from alkstore.protocol import locks
+
+    d = SqliteDialect()
+    lock = types.LockRecord("L", "me", 1, NOW + 1)
+    for plan in (
+        claim.heartbeat(d, _record(), NOW, FAR),
+        claim.retry(d, _record(), NOW, delay_us=FAR, backoff=Backoff(), draw=0.0, error=None),
+        locks.try_lock(d, "L", "me", NOW, FAR),
+        locks.renew(d, lock, NOW, FAR),
+    ):
+        with pytest.raises(InvalidArgument, match="9999"):
+            next(plan)  # before any statement
+    assert next(claim.heartbeat(d, _record(), NOW, FAR - 1)) is not None
+
+
+def test_derived_deadlines_past_9999_are_capped() -> None:
+    # A queue's visibility timeout (at claim), the backoff and a schedule's
+    # expires_after end at the year 9999 instead of past it.
+    d = SqliteDialect()
+    statement = next(claim.claim(d, "q", "w", 1, NOW, MAX_DURATION_US))
+    assert MAX_INSTANT_US in statement.params
+    longest = timedelta(microseconds=MAX_DURATION_US)
+    far = Backoff.of(base=longest, cap=longest, jitter=0)
+    plan = claim.retry(d, _record(), NOW, delay_us=None, backoff=far, draw=0.0, error=None)
+    next(plan)
+    assert MAX_INSTANT_US in plan.send((1, 3)).params  # rescheduled, capped
+    options = schedule.ScheduleOptions.of(expires_after=timedelta(microseconds=MAX_DURATION_US))
+    plan = schedule.tick(d, NOW, "origin", 3)
+    next(plan)  # due schedules
+    plan.send([("s", "q", "@every 1h", "null", options.encode(), NOW)])  # advance it
+    enqueue = plan.send(1)
+    assert MAX_INSTANT_US in enqueue.params
