@@ -13,7 +13,14 @@ from ..protocol.errors import InvalidArgument, brief
 from ..protocol.ints import check_bool
 from ..protocol.names import check_identifier
 from ..protocol.timeconv import Duration, duration_us, instant_us, to_datetime
-from ..protocol.types import JobInfo, JobRecord, QueueOptions, QueueStats, resolve_enqueue
+from ..protocol.types import (
+    JobInfo,
+    JobRecord,
+    QueueOptions,
+    QueueStats,
+    resolve_enqueue,
+    resolve_enqueue_many,
+)
 
 if TYPE_CHECKING:
     from .store import Store
@@ -22,6 +29,10 @@ T = TypeVar("T")
 
 
 log = logging.getLogger("alkstore.queue")
+
+# Operations on more rows than this are ``bulk`` (off the event loop's thread
+# on SQLite: their work grows with their size).
+INLINE_MAX = 200
 
 
 def log_buried(queue: str, buried: Sequence[tuple[int, str]]) -> None:
@@ -155,12 +166,11 @@ class Job:
         now = store.now_us()
         ok = await store.run(claim.heartbeat(store.dialect, self._record, now, extend_us))
         if ok:
-            r = self._record
-            self._record = JobRecord(
-                r.id, r.queue, r.payload, r.priority, r.attempts, r.max_attempts, r.run_at_us,
-                r.created_at_us, r.expires_at_us, r.claimed_by, now + extend_us, r.claims,
-            )  # fmt: skip
+            self._set_claim_expiry(now + extend_us)
         return ok
+
+    def _set_claim_expiry(self, until_us: int) -> None:
+        self._record = self._record._replace(claim_expires_at_us=until_us)
 
     async def release(self, *, refund: bool = True) -> bool:
         """Hand the job back, due now (for shutdown); ``refund`` returns the attempt."""
@@ -210,10 +220,11 @@ class Queue:
         if isinstance(payloads, str | bytes | dict) or not isinstance(payloads, Iterable):
             raise InvalidArgument(f"payloads must be a list (or iterable) of payloads, got "
                                   f"{brief(payloads)}")  # fmt: skip
-        jobs = [resolve_enqueue(self.name, p, now, self.options, **options) for p in payloads]
+        jobs = resolve_enqueue_many(self.name, payloads, now, self.options, **options)
         if not jobs:
             return []
-        return await store.run(queues.enqueue_many(store.dialect, jobs, store.origin, now))
+        plan = queues.enqueue_many(store.dialect, jobs, store.origin, now)
+        return await store.run(plan, bulk=len(jobs) > INLINE_MAX)
 
     async def claim_one(self, worker_id: str) -> Job | None:
         jobs = await self.claim_batch(worker_id, 1)
@@ -227,7 +238,7 @@ class Queue:
             store.dialect, self.name, worker_id, n, store.now_us(),
             self.options.visibility_timeout_us,
         )  # fmt: skip
-        return [Job(self, r) for r in await store.run(plan)]
+        return [Job(self, r) for r in await store.run(plan, bulk=n > INLINE_MAX)]
 
     async def ack_batch(self, job_ids: Sequence[int], worker_id: str) -> int:
         """Ack many jobs at once; returns how many were still owned by ``worker_id``."""
@@ -235,7 +246,8 @@ class Queue:
         ids = queues.check_job_ids(job_ids)
         store = self.store
         return await store.run(
-            claim.ack_batch(store.dialect, self.name, ids, worker_id, store.now_us())
+            claim.ack_batch(store.dialect, self.name, ids, worker_id, store.now_us()),
+            bulk=len(ids) > INLINE_MAX,
         )
 
     async def cancel(self, job_id: int) -> bool:
@@ -255,7 +267,7 @@ class Queue:
         total = 0
         while True:
             buried = await self.store.run(
-                claim.sweep(self.store.dialect, self.name, self.store.now_us())
+                claim.sweep(self.store.dialect, self.name, self.store.now_us()), bulk=True
             )
             total += len(buried)
             if buried:
@@ -265,12 +277,12 @@ class Queue:
 
     async def stats(self) -> QueueStats:
         plan = queues.stats(self.store.dialect, self.name, self.store.now_us())
-        return await self.store.run(plan)
+        return await self.store.run(plan, bulk=True)  # counts grow with the queue
 
     async def dead_letters(self, limit: int = 100) -> list[JobInfo]:
         limit = queues.check_limit(limit)
         plan = queues.dead_letters(self.store.dialect, self.name, limit)
-        return await self.store.run(plan)
+        return await self.store.run(plan, bulk=limit > INLINE_MAX)
 
     async def requeue_dead(self, job_id: int) -> bool:
         job_id = queues.check_job_id(job_id)
@@ -280,7 +292,8 @@ class Queue:
 
     async def purge_dead(self, before: datetime | None = None) -> int:
         before_us = None if before is None else instant_us(before, "before")
-        return await self.store.run(queues.purge_dead(self.store.dialect, self.name, before_us))
+        plan = queues.purge_dead(self.store.dialect, self.name, before_us)
+        return await self.store.run(plan, bulk=True)
 
     async def next_due(self) -> datetime | None:
         """When the next job becomes claimable; ``None`` when the queue is empty."""

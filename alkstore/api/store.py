@@ -87,7 +87,10 @@ class Store:
     def dialect(self) -> Any:
         return self._executor.dialect
 
-    async def run(self, plan: Plan[T]) -> T:
+    async def run(self, plan: Plan[T], *, bulk: bool = False) -> T:
+        """Run ``plan`` in a transaction of its own. ``bulk``: its work grows
+        with its input or with the data (an engine keeps it off the event
+        loop's thread)."""
         if self._closed:
             plan.close()
             raise Closed("store is closed")
@@ -103,7 +106,7 @@ class Store:
         # cancel that came before it must be taken before anything is done.
         await self._runtime.cancel_point()
         try:
-            value, wakes = await self._executor.run(plan)
+            value, wakes = await self._executor.run(plan, bulk=bulk)
         except CommitUnknown as exc:
             if exc.wakes:
                 self._hub.wake(exc.wakes)  # it may have committed: look again

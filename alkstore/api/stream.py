@@ -15,6 +15,7 @@ from ..protocol.retry import ErrorBackoff
 from ..protocol.timeconv import US_PER_S
 from ..protocol.types import StreamEvent
 from ..runner.timeouts import check_timeout
+from .queue import INLINE_MAX
 from .wakes import WakeReceiver
 
 if TYPE_CHECKING:
@@ -49,14 +50,14 @@ class Stream:
         """Events with offsets above ``offset``, ascending, at most ``limit``."""
         offset, limit = streams.check_offset(offset), check_limit(limit)
         plan = streams.read_since(self.store.dialect, self.name, offset, limit)
-        return await self.store.run(plan)
+        return await self.store.run(plan, bulk=limit > INLINE_MAX)
 
     async def read_from_consumer(self, consumer: str, limit: int = 100) -> list[StreamEvent]:
         """Events after ``consumer``'s saved offset (does not move it)."""
         consumer = check_identifier(consumer, "consumer")
         limit = check_limit(limit)
         plan = streams.read_from_consumer(self.store.dialect, self.name, consumer, limit)
-        return await self.store.run(plan)
+        return await self.store.run(plan, bulk=limit > INLINE_MAX)
 
     async def save_offset(self, consumer: str, offset: int) -> None:
         """Checkpoint ``consumer`` at ``offset``; never moves an offset back."""
@@ -72,7 +73,8 @@ class Stream:
     async def trim_to(self, offset: int) -> int:
         """Drop events below ``offset`` (retention); returns how many were dropped."""
         offset = streams.check_offset(offset)
-        return await self.store.run(streams.trim_to(self.store.dialect, self.name, offset))
+        plan = streams.trim_to(self.store.dialect, self.name, offset)
+        return await self.store.run(plan, bulk=True)
 
     def subscribe(
         self, consumer: str, *, batch: int = 100, backstop: float = 5.0

@@ -24,22 +24,25 @@ import logging
 import os
 import secrets
 import socket
+from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..protocol.claim import retry_decision
+from ..protocol.claim import ack_many, heartbeat_many, retry_decision
 from ..protocol.errors import AlkstoreError, Closed, CommitUnknown, InvalidArgument, brief
 from ..protocol.names import queue_channel
 from ..protocol.plan import Plan
 from ..protocol.timeconv import US_PER_S, Duration
 from ..protocol.types import JobRecord
 from ..protocol.worker import (
-    Beat,
     Claim,
     ClaimResult,
-    Keepalive,
+    Idle,
+    Lapsed,
+    Leases,
     Outcome,
     Sweep,
+    Wait,
     WorkerPolicy,
     check_worker_id,
     claim_for_worker,
@@ -47,7 +50,7 @@ from ..protocol.worker import (
     settle_bound,
 )
 from ..runner.runtime import Runtime, Signal
-from .queue import Job, error_text
+from .queue import INLINE_MAX, Job, error_text
 
 if TYPE_CHECKING:
     from .queue import Queue
@@ -99,219 +102,332 @@ async def run_worker(
     task_status: Any,
 ) -> None:
     check_handler(handler)
-    store = queue.store
-    runtime = store.runtime
     vt = queue.options.visibility_timeout_us
     policy = WorkerPolicy.configure(
         concurrency=concurrency, visibility_timeout_us=vt, poll_interval=poll_interval,
         sweep_interval=sweep_interval, heartbeat_interval=heartbeat_interval,
     )  # fmt: skip
     wid = check_worker_id(worker_id) or default_worker_id()
-    kick = _Kick(runtime)
-    # Claimed and not yet settled: what a stopping worker must hand back.
-    held: dict[int, _WorkerJob] = {}
+    await _Worker(queue, handler, policy, wid).run(task_status)
 
-    async def forward_wakes(wakes: WakeReceiver) -> None:
+
+class _Slot:
+    """One of the worker's ``concurrency`` handler tasks, and the job it runs."""
+
+    __slots__ = ("job", "scope")
+
+    def __init__(self) -> None:
+        self.job: _WorkerJob | None = None
+        self.scope: Any = None
+
+
+class _Worker:
+    """The tasks of one ``Queue.work`` call, in one task group:
+
+    - the claim loop (``run``): claims as many jobs as there are idle slots,
+      in one statement, and hands each to a slot;
+    - ``concurrency`` slots, started once, each running the handler on the
+      job it is handed (no task, nursery or timer per job);
+    - one keeper, renewing every held claim in one round trip per round
+      (``Leases``) and stopping the handler of a claim that lapsed;
+    - one settler, acking the jobs whose handlers returned in batches (one
+      statement per batch, ownership checked per job), and retrying those
+      whose handlers raised.
+
+    What is claimed and not settled is ``held``; at shutdown the finished
+    ones are acked and the rest handed back.
+    """
+
+    def __init__(
+        self, queue: Queue, handler: Handler, policy: WorkerPolicy, worker_id: str
+    ) -> None:
+        self.queue = queue
+        self.store = queue.store
+        self.runtime = queue.store.runtime
+        self.handler = handler
+        self.policy = policy
+        self.wid = worker_id
+        self.kick = _Kick(self.runtime)
+        self.held: dict[int, _WorkerJob] = {}
+        # Claimed, waiting for a slot; slots take from the left.
+        self.ready: deque[_WorkerJob] = deque()
+        self.work = _Kick(self.runtime)  # jobs arrived in ``ready``
+        self.leases = Leases(policy.heartbeat_interval_us, queue.options.visibility_timeout_us)
+        self.keeper_kick = _Kick(self.runtime)
+        self.running: dict[int, _Slot] = {}  # job id -> the slot running it
+        # Finished jobs waiting to be settled, by what to do.
+        self.to_ack: list[_WorkerJob] = []
+        self.to_retry: list[tuple[_WorkerJob, Exception]] = []
+        self.settle_kick = _Kick(self.runtime)
+
+    async def run(self, task_status: Any) -> None:
+        store, runtime = self.store, self.runtime
+        try:
+            async with (
+                store.subscribe_channel(queue_channel(self.queue.name)) as wakes,
+                runtime.task_group() as group,
+            ):
+                group.start_soon(self._forward_wakes, wakes)
+                group.start_soon(self._keeper)
+                group.start_soon(self._settler)
+                for _ in range(self.policy.concurrency):
+                    group.start_soon(self._slot, _Slot())
+                if task_status is not None:
+                    task_status.started()
+                await self._claim_loop()
+        finally:
+            await self._shutdown()
+
+    # -- the claim loop ------------------------------------------------------------
+    async def _claim_loop(self) -> None:
+        store, policy, queue, wid = self.store, self.policy, self.queue, self.wid
+        vt = queue.options.visibility_timeout_us
+        while True:
+            now = store.now_us()
+            action = policy.next_action(now)
+            if isinstance(action, Sweep):
+                await _guard(queue.sweep_expired(), "sweep")
+                policy.swept(store.now_us())
+            elif isinstance(action, Claim):
+                n = action.n
+                seen: list[ClaimResult] = []
+                plan = _capture(claim_for_worker(store.dialect, queue.name, wid, n, now, vt), seen)
+                try:
+                    result = await store.run(plan, bulk=n > INLINE_MAX)
+                except Closed:
+                    raise
+                except CommitUnknown:
+                    # The claim may have committed: hand back what it
+                    # would have taken (refused harmlessly if it did not),
+                    # rather than leave it claimed by nobody until the
+                    # visibility timeout.
+                    log.warning("worker %s: claim on %s: outcome unknown; handing back",
+                                wid, queue.name, exc_info=True)  # fmt: skip
+                    taken = [_WorkerJob(self, r) for got in seen for r in got.jobs]
+                    if taken:
+                        self.held.update((j.id, j) for j in taken)  # if cancelled meanwhile
+                        await _hand_back(queue, taken)
+                        for j in taken:
+                            self.held.pop(j.id, None)
+                    policy.claim_failed(store.now_us())
+                    continue
+                except AlkstoreError:
+                    log.exception("worker %s: claim on %s failed", wid, queue.name)
+                    policy.claim_failed(store.now_us())
+                    continue
+                except BaseException:
+                    # Cancelled while the claim ran. Drivers report a claim
+                    # that committed as returned, but be sure: what it took
+                    # is ours to hand back.
+                    for got in seen:
+                        self.held.update((r.id, _WorkerJob(self, r)) for r in got.jobs)
+                    raise
+                # No checkpoint between the claim's return and here: every
+                # claimed job is held before anything can cancel us.
+                policy.claimed(now, len(result.jobs), n, result.next_due_us)
+                for record in result.jobs:
+                    self._dispatch(_WorkerJob(self, record))
+                if result.jobs:
+                    self.work.set()
+            else:
+                await self.kick.wait(max(0, action.until_us - store.now_us()) / US_PER_S)
+
+    def _dispatch(self, job: _WorkerJob) -> None:
+        self.held[job.id] = job
+        # No kick for the keeper: it never sleeps longer than one renewal
+        # interval (or claim term), and a lease taken now is first due a whole
+        # interval (or term) on.
+        self.leases.hold(job.id, job.record.claim_expires_at_us)
+        self.ready.append(job)
+
+    # -- the slots -------------------------------------------------------------------
+    async def _slot(self, slot: _Slot) -> None:
+        runtime = self.runtime
+        while True:
+            # One scope for a run of jobs, not one per job: cancelling it
+            # stops the job whose claim lapsed; a fresh one serves the next.
+            with runtime.cancel_scope() as scope:
+                slot.scope = scope
+                await self._run_jobs(slot)
+            job, slot.job = slot.job, None
+            if job is not None:
+                # Stopped because its claim lapsed: someone else may own it.
+                log.warning("job %s on %s lost its claim while running; not settled",
+                            job.id, self.queue.name)  # fmt: skip
+                self._forget(job)
+                self.policy.finished(Outcome.LOST)
+
+    async def _run_jobs(self, slot: _Slot) -> None:
+        ready, runtime = self.ready, self.runtime
+        while True:
+            while not ready:
+                await self.work.wait(None)
+            job = ready.popleft()
+            slot.job = job
+            self.running[job.id] = slot
+            self.policy.started()
+            if len(ready) * 2 < self.policy.ahead + 1:
+                self.kick.set()  # running low: time to claim more
+            # A job taken as shutdown began goes back without running.
+            await runtime.cancel_point()
+            await self._run_job(slot, job)
+            if ready:
+                self.work.set()  # more for the other slots too
+
+    async def _run_job(self, slot: _Slot, job: _WorkerJob) -> None:
+        error: Exception | None = None
+        try:
+            await self.handler(job)
+        except Exception as exc:
+            error = exc
+        # The handler is done (returned or raised, not cancelled): from here
+        # the job is settled whatever happens, shutdown included.
+        slot.job = None
+        self.running.pop(job.id, None)
+        self.leases.drop(job.id)
+        self._finished(job, error)
+        self.kick.set()
+
+    def _finished(self, job: _WorkerJob, error: Exception | None) -> None:
+        if job.settled is not None:
+            if error is not None:
+                log.warning("job %s on %s raised after its handler settled it (%s)", job.id,
+                            self.queue.name, job.settled, exc_info=error)  # fmt: skip
+            self.held.pop(job.id, None)
+            outcome = Outcome.RETRIED if job.settled == "retry" else Outcome.ACKED
+            self.policy.finished(outcome, self.store.now_us())
+            return
+        if error is None:
+            self.to_ack.append(job)
+        else:
+            self.to_retry.append((job, error))
+        self.settle_kick.set()
+        # The slot is free now; a retried job is looked for once its retry
+        # has committed (the settler says so).
+        self.policy.finished(Outcome.ACKED, self.store.now_us())
+
+    def _forget(self, job: _WorkerJob) -> None:
+        self.held.pop(job.id, None)
+        self.running.pop(job.id, None)
+        self.leases.drop(job.id)
+
+    # -- settling --------------------------------------------------------------------
+    async def _settler(self) -> None:
+        while True:
+            await self.settle_kick.wait(None)
+            await self._settle_all()
+
+    async def _settle_all(self) -> None:
+        """Ack what finished, in one statement per round, and retry what
+        failed; shielded (bounded by the claims), so a finished job is
+        settled even when shutdown starts meanwhile."""
+        while self.to_ack or self.to_retry:
+            acks, self.to_ack = self.to_ack, []
+            retries, self.to_retry = self.to_retry, []
+            records = [j.record for j in acks] + [j.record for j, _ in retries]
+            bound = settle_bound(self.store.now_us(), records)
+            with self.runtime.shield(bound) as scope:
+                if acks:
+                    await self._ack(acks)
+                for job, error in retries:
+                    await retry_failed(job, error)
+                    self.held.pop(job.id, None)
+                if retries:
+                    self.policy.retried()
+                    self.kick.set()
+            if scope.cancelled_caught:
+                log.warning("settling %d job(s) on %s: no answer within %.1f s, while their "
+                            "claims lasted; outcome unknown, each is delivered again unless "
+                            "it committed", len(records), self.queue.name, bound)  # fmt: skip
+                for job in acks:
+                    self.held.pop(job.id, None)
+                for job, _ in retries:
+                    self.held.pop(job.id, None)
+
+    async def _ack(self, jobs: list[_WorkerJob]) -> set[int] | None:
+        """Ack ``jobs`` in one statement; the ids acked (None: no answer)."""
+        store = self.store
+        plan = ack_many(store.dialect, self.wid, [j.record for j in jobs], store.now_us())
+        acked: set[int] | None = await _guard(store.run(plan, bulk=len(jobs) > INLINE_MAX), "ack")
+        for job in jobs:
+            self.held.pop(job.id, None)
+            if acked is not None and job.id not in acked:
+                log.warning("ack of job %s on %s refused: claim lost", job.id, self.queue.name)
+        return acked
+
+    # -- keeping the claims -------------------------------------------------------
+    async def _keeper(self) -> None:
+        store, leases = self.store, self.leases
+        vt = self.queue.options.visibility_timeout_us
+        while True:
+            now = store.now_us()
+            action = leases.next_action(now)
+            if isinstance(action, Idle):
+                # A lease taken while this wait lasts is due (renewal or
+                # expiry) no sooner than it ends: no kick needed on a claim.
+                await self.keeper_kick.wait(min(leases.interval_us, leases.term_us) / US_PER_S)
+            elif isinstance(action, Wait):
+                await self.keeper_kick.wait(max(0, action.until_us - now) / US_PER_S)
+            elif isinstance(action, Lapsed):
+                for key in action.keys:
+                    self._stop(key)
+            else:
+                jobs = [self.held[k] for k in action.keys if k in self.held]
+                plan = heartbeat_many(store.dialect, [j.record for j in jobs], now, vt)
+                try:
+                    owned = await store.run(plan)
+                except Closed:
+                    raise
+                except AlkstoreError:
+                    log.warning("heartbeat of %d job(s) on %s failed", len(jobs),
+                                self.queue.name, exc_info=True)  # fmt: skip
+                    leases.renew_failed(action.keys, store.now_us())
+                    continue
+                for job, ok in zip(jobs, owned, strict=True):
+                    if ok:
+                        job.extended(now + vt)
+                    elif job.id in self.running:
+                        self._stop(job.id)  # reclaimed, cancelled, or settled meanwhile
+
+    def _stop(self, job_id: int) -> None:
+        """Stop the handler of a job whose claim is gone (or, if it had not
+        started, drop it)."""
+        self.leases.drop(job_id)
+        waiting = self.held.get(job_id)
+        if waiting is not None and waiting in self.ready:
+            self.ready.remove(waiting)
+            self.held.pop(job_id, None)
+            self.policy.dropped()
+            log.warning("job %s on %s lost its claim before it started; not run",
+                        job_id, self.queue.name)  # fmt: skip
+            return
+        slot = self.running.get(job_id)
+        job = None if slot is None else slot.job
+        if slot is not None and job is not None and job.id == job_id and job.settled is None:
+            slot.scope.cancel()
+
+    # -- wakes and shutdown --------------------------------------------------------
+    async def _forward_wakes(self, wakes: WakeReceiver) -> None:
         while await wakes.recv() is not None:
-            policy.woke()
-            kick.set()
+            self.policy.woke()
+            self.kick.set()
         # The wake source closed (store closing, watcher gone): the worker
         # carries on with next-due sleeps and the poll backstop.
-        log.debug("worker %s: wake source for %s closed", wid, queue.name)
+        log.debug("worker %s: wake source for %s closed", self.wid, self.queue.name)
 
-    async def run_one(job: _WorkerJob) -> None:
-        outcome = Outcome.RELEASED
-
-        def report(how: Outcome) -> None:
-            nonlocal outcome
-            outcome = how
-            held.pop(job.id, None)  # not ours to hand back any more
-
-        try:
-            # A job whose task starts after shutdown began is handed back
-            # without ever reaching the handler.
-            await runtime.checkpoint()
-            await _run_job(queue, job, handler, policy.heartbeat_interval_us, report)
-        finally:
-            policy.finished(outcome)
-            kick.set()
-
-    try:
-        async with (
-            store.subscribe_channel(queue_channel(queue.name)) as wakes,
-            runtime.task_group() as group,
-        ):
-            group.start_soon(forward_wakes, wakes)
-            if task_status is not None:
-                task_status.started()
-            while True:
-                now = store.now_us()
-                action = policy.next_action(now)
-                if isinstance(action, Sweep):
-                    await _guard(queue.sweep_expired(), "sweep")
-                    policy.swept(store.now_us())
-                elif isinstance(action, Claim):
-                    seen: list[ClaimResult] = []
-                    plan = _capture(
-                        claim_for_worker(store.dialect, queue.name, wid, action.n, now, vt), seen
-                    )
-                    try:
-                        result = await store.run(plan)
-                    except Closed:
-                        raise
-                    except CommitUnknown:
-                        # The claim may have committed: hand back what it
-                        # would have taken (refused harmlessly if it did not),
-                        # rather than leave it claimed by nobody until the
-                        # visibility timeout.
-                        log.warning("worker %s: claim on %s: outcome unknown; handing back",
-                                    wid, queue.name, exc_info=True)  # fmt: skip
-                        taken = [_WorkerJob(queue, r) for got in seen for r in got.jobs]
-                        if taken:
-                            held.update((j.id, j) for j in taken)  # if cancelled meanwhile
-                            await _hand_back(queue, taken)
-                            for j in taken:
-                                held.pop(j.id, None)
-                        policy.claim_failed(store.now_us())
-                        continue
-                    except AlkstoreError:
-                        log.exception("worker %s: claim on %s failed", wid, queue.name)
-                        policy.claim_failed(store.now_us())
-                        continue
-                    except BaseException:
-                        # Cancelled while the claim ran. Drivers report a
-                        # claim that committed as returned, but be sure: what
-                        # it took is ours to hand back.
-                        for got in seen:
-                            held.update((r.id, _WorkerJob(queue, r)) for r in got.jobs)
-                        raise
-                    # No checkpoint between the claim's return and here:
-                    # every claimed job is in ``held`` before anything
-                    # can cancel us.
-                    jobs = [_WorkerJob(queue, record) for record in result.jobs]
-                    for job in jobs:
-                        held[job.id] = job
-                    policy.claimed(now, len(jobs), action.n, result.next_due_us)
-                    for job in jobs:
-                        group.start_soon(run_one, job)
-                else:
-                    await kick.wait(max(0, action.until_us - store.now_us()) / US_PER_S)
-    finally:
-        if held:
-            jobs = list(held.values())
-            bound = settle_bound(store.now_us(), [j.record for j in jobs])
-            with runtime.shield(bound) as scope:
-                await _hand_back(queue, jobs)
-            if scope.cancelled_caught:
-                log.warning("worker could not hand back %d job(s) within %.1f s; they return "
-                            "after their claims lapse", len(jobs), bound)  # fmt: skip
-
-
-async def _run_job(
-    queue: Queue,
-    job: _WorkerJob,
-    handler: Handler,
-    heartbeat_us: int,
-    report: Callable[[Outcome], None],
-) -> None:
-    """Run the handler under a heartbeat; settle the job by what happened and
-    ``report`` it. A job not reported is the caller's to hand back."""
-    store = queue.store
-    runtime = store.runtime
-    keep = Keepalive.for_claim(
-        heartbeat_us, queue.options.visibility_timeout_us, job.record.claim_expires_at_us
-    )
-    lost = False
-    done = False  # the handler returned or raised (not cancelled)
-    error: Exception | None = None
-
-    async def keep_alive(scope: Any) -> None:
-        nonlocal lost
-        while job.settled is None:
-            now = store.now_us()
-            step = keep.next_action(now)
-            if step is Beat.LOST:
-                break
-            if step is Beat.BEAT:
-                try:
-                    owned = await job.heartbeat()
-                except Closed:
-                    break
-                except AlkstoreError:
-                    log.warning("heartbeat of job %s on %s failed", job.id, queue.name)
-                    keep.beat_failed(store.now_us())
-                    continue
-                if not owned:
-                    break  # reclaimed, cancelled, or settled by the handler
-                keep.beat_ok(job.record.claim_expires_at_us)
-            else:
-                await runtime.sleep(max(0, step.until_us - now) / US_PER_S)
-        if job.settled is not None:
-            return  # the handler settled the job itself: nothing left to keep
-        # Someone else may own the job now: stop working on it.
-        lost = True
-        scope.cancel()
-
-    try:
-        async with runtime.task_group() as group:
-            with runtime.cancel_scope() as scope:
-                group.start_soon(keep_alive, scope)
-                try:
-                    await handler(job)
-                    done = True
-                except Exception as exc:
-                    error = exc
-                    done = True
-                finally:
-                    group.cancel()
-    except BaseException:
-        # Shutdown reached us after the handler finished (leaving the task
-        # group is a checkpoint): settle anyway, or the finished work would
-        # be handed back and done twice.
-        if done and not lost:
-            report(await _settle(queue, job, error))
-        raise
-    if lost:
-        log.warning("job %s on %s lost its claim while running; not settled", job.id, queue.name)
-        report(Outcome.LOST)
-        return
-    report(await _settle(queue, job, error))
-
-
-async def _settle(queue: Queue, job: _WorkerJob, error: Exception | None) -> Outcome:
-    """Ack a job whose handler returned, retry one whose handler raised;
-    leave alone one the handler settled itself (``job.fail(...)``, say).
-
-    Shielded: once the handler is done its outcome must be recorded even if
-    shutdown starts meanwhile.
-    """
-    if job.settled is not None:
-        if error is not None:
-            log.warning("job %s on %s raised after its handler settled it (%s)", job.id,
-                    queue.name, job.settled, exc_info=error)  # fmt: skip
-        return Outcome.RETRIED if job.settled == "retry" else Outcome.ACKED
-    store = queue.store
-    bound = settle_bound(store.now_us(), [job.record])
-    with store.runtime.shield(bound) as scope:
-        outcome = await _settle_now(queue, job, error)
-    if scope.cancelled_caught:
-        # No answer while the claim lasted: shutdown is not held up. The
-        # outcome is unknown (the statement may still commit); if it does
-        # not, the job is delivered again once its claim lapses.
-        log.warning("settling job %s on %s: no answer within %.1f s, while its claim lasted; "
-                    "outcome unknown, the job is delivered again unless it commits",
-                    job.id, queue.name, bound)  # fmt: skip
-        return Outcome.LOST
-    return outcome
-
-
-async def _settle_now(queue: Queue, job: _WorkerJob, error: Exception | None) -> Outcome:
-    if error is None:
-        if await _guard(job.ack(), "ack") is False:
-            log.warning("ack of job %s on %s refused: claim lost", job.id, queue.name)
-        return Outcome.ACKED
-    await retry_failed(job, error)
-    return Outcome.RETRIED
+    async def _shutdown(self) -> None:
+        # Finished jobs first (their handlers returned: ack them), then hand
+        # back the rest, unfinished.
+        await self._settle_all()
+        if not self.held:
+            return
+        jobs = list(self.held.values())
+        bound = settle_bound(self.store.now_us(), [j.record for j in jobs])
+        with self.runtime.shield(bound) as scope:
+            await _hand_back(self.queue, jobs)
+        if scope.cancelled_caught:
+            log.warning("worker could not hand back %d job(s) within %.1f s; they return "
+                        "after their claims lapse", len(jobs), bound)  # fmt: skip
 
 
 async def retry_failed(job: Job, error: Exception) -> None:
@@ -338,13 +454,27 @@ async def retry_failed(job: Job, error: Exception) -> None:
 class _WorkerJob(Job):
     """The ``Job`` a handler receives: it notes when the handler settles the
     job itself, so the worker neither settles it again nor takes the end of
-    its heartbeats for a lost claim."""
+    its heartbeats for a lost claim; and a heartbeat of the handler's own
+    moves the worker's next renewal."""
 
-    __slots__ = ("settled",)
+    __slots__ = ("_worker", "settled")
 
-    def __init__(self, queue: Queue, record: JobRecord) -> None:
-        super().__init__(queue, record)
+    def __init__(self, worker: _Worker, record: JobRecord) -> None:
+        super().__init__(worker.queue, record)
+        self._worker = worker
         self.settled: str | None = None
+
+    def extended(self, until_us: int) -> None:
+        """The claim now lasts until ``until_us`` (a renewal succeeded)."""
+        self._set_claim_expiry(until_us)
+        self._worker.leases.renewed(self.id, until_us)
+
+    async def heartbeat(self, extend: Duration | None = None) -> bool:
+        ok = await super().heartbeat(extend)
+        if ok:
+            self._worker.leases.renewed(self.id, self.record.claim_expires_at_us)
+            self._worker.keeper_kick.set()  # a short extension may be due before its wait ends
+        return ok
 
     async def ack(self) -> bool:
         self.settled = self.settled or "ack"
@@ -414,7 +544,7 @@ class _Kick:
     def set(self) -> None:
         self._signal.set()
 
-    async def wait(self, timeout: float) -> None:
+    async def wait(self, timeout: float | None) -> None:
         if not self._signal.is_set():
             await self._runtime.wait_signal(self._signal, timeout)
         if self._signal.is_set():

@@ -312,6 +312,18 @@ class AsyncioRuntime:
         if task is not None and task.cancelling() and _active_shield() is None:
             await asyncio.sleep(0)
 
+    async def yield_now(self) -> None:
+        try:
+            await asyncio.sleep(0)
+        except asyncio.CancelledError as exc:
+            shield = _active_shield()
+            if shield is not None:
+                shield.absorb(exc)
+            else:
+                task = asyncio.current_task()
+                if task is not None:
+                    _redeliver(task, exc.args[0] if exc.args else None)
+
     async def wait_signal(self, signal: Any, timeout: float | None) -> bool:
         return bool(await signal.wait_for(timeout))
 

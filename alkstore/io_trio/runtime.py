@@ -81,6 +81,9 @@ class TrioRuntime:
     async def cancel_point(self) -> None:
         await trio.lowlevel.checkpoint_if_cancelled()
 
+    async def yield_now(self) -> None:
+        await trio.lowlevel.cancel_shielded_checkpoint()
+
     async def wait_signal(self, signal: Any, timeout: float | None) -> bool:
         if timeout is None:
             await signal.wait()

@@ -63,6 +63,28 @@ def ack_batch(
     return int(count)
 
 
+def ack_many(d: Dialect, worker: str, jobs: Sequence[JobRecord], now_us: int) -> Plan[set[int]]:
+    """Ack every job ``worker`` still owns by its claim (number); returns the
+    ids acked (the others had lost their claims and are left alone)."""
+    if not jobs:
+        return set()
+    rows = yield d.ack_claims(worker, [(j.id, j.claims) for j in jobs], now_us)
+    return {int(r[0]) for r in rows}
+
+
+def heartbeat_many(
+    d: Dialect, jobs: Sequence[JobRecord], now_us: int, extend_us: int
+) -> Plan[list[bool]]:
+    """Extend each job's claim to ``now + extend`` while owned; whether it was."""
+    owned: list[bool] = []
+    for job in jobs:
+        count = yield d.extend_claim(
+            job.id, job.claimed_by, job.claims, now_us, now_us + extend_us
+        )
+        owned.append(bool(count))
+    return owned
+
+
 def heartbeat(d: Dialect, job: JobRecord, now_us: int, extend_us: int) -> Plan[bool]:
     until = until_us(now_us, extend_us, "extend")
     count = yield d.extend_claim(job.id, job.claimed_by, job.claims, now_us, until)

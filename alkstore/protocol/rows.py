@@ -59,6 +59,25 @@ def _shape(row: Row, n: int, what: str) -> None:
 
 def job_record(row: Row) -> JobRecord:
     """A row returned by a claim (``JOB_COLUMNS``)."""
+    # The common case, checked in one pass (``type(x) is int`` also refuses
+    # bool); anything unusual takes the field-by-field path for its error.
+    if type(row) is tuple and len(row) == 14:
+        (id_, queue, text, priority, attempts, max_attempts, run_at, created_at, expires_at,
+         claimed_by, visible_at, _state, _error, claims) = row  # fmt: skip
+        if (
+            type(id_) is int and type(queue) is str and type(text) is str
+            and type(priority) is int and type(attempts) is int and type(max_attempts) is int
+            and type(run_at) is int and type(created_at) is int
+            and (expires_at is None or type(expires_at) is int)
+            and type(claimed_by) is str and type(visible_at) is int and type(claims) is int
+        ):  # fmt: skip
+            payload = codec.decode(text)
+            return JobRecord(id_, queue, payload, priority, attempts, max_attempts, run_at,
+                             created_at, expires_at, claimed_by, visible_at, claims)  # fmt: skip
+    return _job_record_checked(row)
+
+
+def _job_record_checked(row: Row) -> JobRecord:
     _shape(row, 14, "job")
     return JobRecord(
         id=_int(row[0], "id"),

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal, TypeVar
+from typing import Any, Literal, NamedTuple, TypeVar
 
 from . import codec
 from .backoff import Backoff
@@ -44,9 +45,11 @@ class StreamEvent:
         return codec.convert(self.payload, target)
 
 
-@dataclass(frozen=True, slots=True)
-class JobRecord:
-    """A claimed job as the core sees it; the API wraps it in a ``Job`` handle."""
+class JobRecord(NamedTuple):
+    """A claimed job as the core sees it; the API wraps it in a ``Job`` handle.
+
+    A named tuple, not a frozen dataclass: a worker makes one per job it
+    claims, and a tuple is built several times faster."""
 
     id: int
     queue: str
@@ -136,9 +139,9 @@ def check_priority(value: object) -> int:
     return check_int(value, "priority", lo=-(2**31), hi=2**31 - 1)
 
 
-@dataclass(frozen=True, slots=True)
-class NewJob:
-    """A job about to be inserted: every time already resolved against ``now``."""
+class NewJob(NamedTuple):
+    """A job about to be inserted: every time already resolved against ``now``.
+    (A named tuple: batches make one per job.)"""
 
     queue: str
     payload_json: str
@@ -183,6 +186,24 @@ def resolve_enqueue(
     return NewJob(queue, codec.encode(payload), check_priority(priority), at, attempts, expires_us)
 
 
+def resolve_enqueue_many(
+    queue: str,
+    payloads: Iterable[codec.JSON],
+    now_us: int,
+    defaults: QueueOptions,
+    **options: Any,
+) -> list[NewJob]:
+    """``resolve_enqueue`` for many payloads with the same options: the
+    options are checked once, each payload encoded."""
+    first = resolve_enqueue(queue, None, now_us, defaults, **options)
+    encode = codec.encode
+    return [
+        NewJob(queue, encode(p), first.priority, first.run_at_us, first.max_attempts,
+               first.expires_at_us)
+        for p in payloads
+    ]  # fmt: skip
+
+
 __all__ = [
     "DeadReason",
     "JobInfo",
@@ -196,5 +217,6 @@ __all__ = [
     "Wake",
     "maybe_datetime",
     "resolve_enqueue",
+    "resolve_enqueue_many",
     "to_datetime",
 ]

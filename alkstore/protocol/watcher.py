@@ -36,6 +36,12 @@ class WatcherOptions:
     # Give up (closing every receiver) after failing this long without a
     # successful look; shorter failures are retried.
     give_up_after: float = 30.0
+    # inotify: while the commits found bring no wake for this process (its
+    # own commits, which woke it directly), rest longer after each look,
+    # growing by ``fastest`` per such look up to this: a store writing
+    # thousands of commits a second does not look thousands of times, and a
+    # foreign wake then waits at most this long.
+    busy_rest: float = 0.004
 
     def __post_init__(self) -> None:
         self.check()
@@ -44,7 +50,7 @@ class WatcherOptions:
         """Refuse a setting out of range with ``InvalidArgument``."""
         for name in ("fastest", "slowest_poll", "backstop"):
             check_seconds(getattr(self, name), f"watcher {name}")
-        for name in ("spin", "give_up_after"):
+        for name in ("spin", "give_up_after", "busy_rest"):
             check_seconds(getattr(self, name), f"watcher {name}", allow_zero=True)
         if self.window is not None:
             check_seconds(self.window, "watcher window", allow_zero=True)
@@ -83,6 +89,9 @@ class WatchCadence:
     # WAL), so under a stream of commits the looks that find something stay
     # at one per ``fastest``, and the wakes they deliver coalesce.
     rest_until: float = float("-inf")
+    busy_rest: float = 0.0
+    # Looks in a row that found commits but nothing to wake here.
+    quiet_finds: int = 0
 
     @classmethod
     def from_options(cls, options: WatcherOptions, *, inotify: bool) -> WatchCadence:
@@ -99,6 +108,7 @@ class WatchCadence:
             spin=max(0.0, options.spin) if inotify else 0.0,
             growth=max(1.0, options.growth),
             current=fastest,
+            busy_rest=max(fastest, options.busy_rest),
         )
 
     def event(self, now: float) -> None:
@@ -107,14 +117,18 @@ class WatchCadence:
         self.active_until = now + self.window
         self.current = self.fastest
 
-    def changed(self, now: float) -> None:
-        """A look found a commit (and delivered its wakes)."""
+    def changed(self, now: float, woke: bool = True) -> None:
+        """A look found a commit, and delivered wakes (``woke``) or had none
+        to deliver (this process's own commits, or foreign ones that notify
+        nobody here)."""
         self.last_look = now
         self.spin_until = float("-inf")  # the commit we were waiting for is in
         self.active_until = max(self.active_until, now + self.window)
         self.current = self.fastest
+        self.quiet_finds = 0 if woke else self.quiet_finds + 1
         if self.inotify:
-            self.rest_until = now + self.fastest
+            rest = min(self.busy_rest, self.fastest * (1 + self.quiet_finds))
+            self.rest_until = now + rest
 
     def unchanged(self, now: float) -> None:
         """A look found nothing new."""

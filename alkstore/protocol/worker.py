@@ -3,10 +3,10 @@
 ``WorkerPolicy`` decides for the claim loop of ``Queue.work``: events in (a
 wake arrived, a claim came back, a job finished, a sweep ran, the current
 time), one action out (sweep, claim ``n``, or wait until an instant for a
-kick). ``Keepalive`` decides for one running job: heartbeat now, wait, or
-give up because the claim has lapsed. Two plans complete the picture: a claim
-that also reads when the next job falls due (one round trip), and the
-hand-back of unfinished jobs at shutdown.
+kick). ``Leases`` decides for every claim the worker holds: renew these now,
+these have lapsed, or wait. Two plans complete the picture: a claim that
+also reads when the next job falls due (one round trip), and the hand-back
+of unfinished jobs at shutdown.
 
 Nothing here reads a clock or does IO: ``alkstore/api/worker.py`` performs
 the actions and feeds the results back in.
@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from . import claim as claim_plans
 from .dialect import Dialect
+from .errors import InvalidArgument
 from .ints import check_int
 from .names import check_identifier, queue_channel
 from .plan import Plan
@@ -38,6 +39,15 @@ _SWEEP_MAX_US = 30 * US_PER_S
 # process is a misconfiguration, and a claim of that many jobs is one huge
 # transaction. Run more workers (or processes) to go wider.
 MAX_CONCURRENCY = 10_000
+# Claiming ahead: beyond the free slots, claim about this much work, going by
+# the rate at which the worker has been finishing jobs, up to ``MAX_AHEAD``
+# jobs. Fast jobs are then claimed (and acked) in batches, not one round
+# trip per job; slow ones (a rate below one job per horizon) are claimed only
+# as slots free up, so other workers get their share.
+AHEAD_HORIZON_US = 20_000
+MAX_AHEAD = 1000
+# The rate is measured over windows of at least this long.
+_RATE_WINDOW_US = 50_000
 
 
 # -- actions ---------------------------------------------------------------------
@@ -78,7 +88,16 @@ class WorkerPolicy:
     poll_interval_us: int
     sweep_interval_us: int
     heartbeat_interval_us: int
+    # Claimed and not finished (running, or claimed ahead and waiting).
     running: int = 0
+    # Claimed ahead of a free slot, not started yet.
+    queued: int = 0
+    # How many jobs to claim beyond the slots (see ``AHEAD_HORIZON_US``).
+    ahead: int = 0
+    # Jobs finished per second, smoothed; and the window being measured.
+    rate: float = 0.0
+    _window_start_us: int | None = None
+    _window_finished: int = 0
     # The queue may hold claimable work we have not looked for yet.
     look: bool = True
     next_due_us: int | None = None
@@ -152,9 +171,16 @@ class WorkerPolicy:
 
     # -- what to do next ---------------------------------------------------------
     def capacity(self) -> int:
-        """Claim only what can start now: nothing waits in memory while its
-        visibility timeout runs, so a stopped worker strands nothing."""
-        return max(0, self.concurrency - self.running)
+        """What to claim now: the free slots, plus the claim-ahead the recent
+        rate calls for. Claimed-ahead jobs are heartbeaten like running ones
+        and handed back at shutdown."""
+        return max(0, self.concurrency + self.ahead - self.running)
+
+    def _worth_claiming(self, capacity: int) -> bool:
+        # A slot waits for work: claim whatever can be had. Otherwise top up
+        # only once half the target is free (one claim for many jobs).
+        starving = self.queued == 0 and self.running < self.concurrency
+        return capacity > 0 and (starving or capacity * 2 >= self.concurrency + self.ahead)
 
     def next_action(self, now_us: int) -> WorkerAction:
         if self.backoff_until_us is not None and now_us >= self.backoff_until_us:
@@ -162,7 +188,7 @@ class WorkerPolicy:
         if now_us >= self.next_sweep_us:
             return Sweep()
         capacity = self.capacity()
-        if capacity > 0 and self.backoff_until_us is None:
+        if self._worth_claiming(capacity) and self.backoff_until_us is None:
             if now_us >= self.next_poll_us:
                 self.look = True
             if self.next_due_us is not None and now_us >= self.next_due_us:
@@ -174,8 +200,8 @@ class WorkerPolicy:
 
     def _deadline(self, capacity: int) -> int:
         deadline = self.next_sweep_us
-        if capacity == 0:
-            # Nothing can be claimed until a job finishes, which kicks us.
+        if not self._worth_claiming(capacity):
+            # Nothing to claim until jobs finish, which kicks us.
             return deadline
         if self.backoff_until_us is not None:
             return min(deadline, self.backoff_until_us)
@@ -194,6 +220,7 @@ class WorkerPolicy:
         """A claim made at ``now_us`` returned ``got`` of ``asked`` jobs and,
         when short, when the next live job of the queue falls due."""
         self.running += got
+        self.queued += got
         self.errors = 0
         self.backoff_until_us = None
         self.next_poll_us = now_us + self.poll_interval_us
@@ -229,12 +256,41 @@ class WorkerPolicy:
         if self._stale_due_swept:
             self.look = True  # re-read when the next job falls due
 
-    def finished(self, outcome: Outcome = Outcome.ACKED) -> None:
-        """A job left the worker; its slot is free."""
+    def started(self) -> None:
+        """A claimed job's handler started (it no longer waits for a slot)."""
+        self.queued -= 1
+
+    def dropped(self) -> None:
+        """A job claimed ahead left without starting (its claim lapsed)."""
+        self.queued -= 1
+        self.running -= 1
+
+    def finished(self, outcome: Outcome = Outcome.ACKED, now_us: int | None = None) -> None:
+        """A started job left the worker; its slot is free. ``now_us`` feeds
+        the rate that sets how far ahead to claim."""
         self.running -= 1
         if outcome is Outcome.RETRIED:
-            # It is pending again (due after its backoff): learn when.
-            self.look = True
+            self.retried()
+        if now_us is not None:
+            self._count_finish(now_us)
+
+    def _count_finish(self, now_us: int) -> None:
+        if self._window_start_us is None:
+            self._window_start_us = now_us
+        self._window_finished += 1
+        elapsed = now_us - self._window_start_us
+        if elapsed < _RATE_WINDOW_US:
+            return
+        measured = self._window_finished * US_PER_S / elapsed
+        # Idle time in the window lowers the measured rate, as it should.
+        self.rate = measured if self.rate == 0.0 else 0.5 * (self.rate + measured)
+        self.ahead = min(MAX_AHEAD, int(self.rate * AHEAD_HORIZON_US / US_PER_S))
+        self._window_start_us, self._window_finished = now_us, 0
+
+    def retried(self) -> None:
+        """A job is pending again (due after its backoff): learn when. Counted
+        as a wake: a claim in flight may have run before the retry committed."""
+        self.woke()
 
 
 def check_worker_id(worker_id: object) -> str | None:
@@ -244,47 +300,95 @@ def check_worker_id(worker_id: object) -> str | None:
     return None if worker_id is None else check_identifier(worker_id, "worker id")
 
 
-# -- one running job -------------------------------------------------------------
-class Beat(enum.Enum):
-    BEAT = "beat"  # heartbeat now
-    LOST = "lost"  # the claim has lapsed: stop working on the job
+
+# -- the claims a worker holds --------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Renew:
+    """Renew these leases now (one round trip for all of them)."""
+
+    keys: tuple[int, ...]
 
 
-@dataclass
-class Keepalive:
-    """When a running job's claim needs a heartbeat, and when it is lost.
+@dataclass(frozen=True, slots=True)
+class Lapsed:
+    """These leases ran out without a renewal: someone else may hold them now."""
 
-    Beats are spaced ``interval_us`` from the start of the claim (or of the
-    last successful beat). A failed round trip is retried sooner; once the
-    claim's expiry passes without a successful beat the job is lost, since
-    another worker may own it by then.
+    keys: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Idle:
+    """Nothing held: wait until something is."""
+
+
+LeaseAction = Renew | Lapsed | Wait | Idle
+
+
+@dataclass(slots=True)
+class _Lease:
+    expires_us: int
+    renew_us: int
+
+
+class Leases:
+    """When each held lease (a job's claim) needs renewing, and when one is
+    lost. One machine for all of a worker's claims, so a worker keeps them
+    with one task and one round trip per renewal round, not one per job.
+
+    Renewals are spaced ``interval_us`` from the start of a lease (or its last
+    renewal). A failed round trip is retried sooner; once a lease's expiry
+    passes without a renewal it has lapsed, since another worker may hold it
+    by then.
     """
 
-    interval_us: int
-    visibility_us: int
-    claim_expires_us: int
-    next_beat_us: int
+    def __init__(self, interval_us: int, term_us: int) -> None:
+        if interval_us <= 0 or term_us <= 0:
+            raise InvalidArgument("lease interval and term must be > 0")
+        self.interval_us = interval_us
+        self.term_us = term_us
+        self._held: dict[int, _Lease] = {}
 
-    @classmethod
-    def for_claim(cls, interval_us: int, visibility_us: int, claim_expires_us: int) -> Keepalive:
-        claimed_at = claim_expires_us - visibility_us
-        return cls(interval_us, visibility_us, claim_expires_us, claimed_at + interval_us)
+    def __len__(self) -> int:
+        return len(self._held)
 
-    def next_action(self, now_us: int) -> Beat | Wait:
-        if now_us >= self.claim_expires_us:
-            return Beat.LOST
-        if now_us >= self.next_beat_us:
-            return Beat.BEAT
-        return Wait(min(self.next_beat_us, self.claim_expires_us))
+    def __contains__(self, key: int) -> bool:
+        return key in self._held
 
-    def beat_ok(self, claim_expires_us: int) -> None:
-        self.claim_expires_us = claim_expires_us
-        self.next_beat_us = claim_expires_us - self.visibility_us + self.interval_us
+    def hold(self, key: int, expires_us: int) -> None:
+        """A new lease running until ``expires_us`` (taken ``term_us`` before)."""
+        started = expires_us - self.term_us
+        self._held[key] = _Lease(expires_us, started + self.interval_us)
 
-    def beat_failed(self, now_us: int) -> None:
-        """The heartbeat's round trip failed (not refused): try again soon."""
-        remaining = self.claim_expires_us - now_us
-        self.next_beat_us = now_us + max(1_000, min(self.interval_us, remaining // 4))
+    def drop(self, key: int) -> None:
+        self._held.pop(key, None)
+
+    def renewed(self, key: int, expires_us: int) -> None:
+        """Renewed (by us, or by the job's handler) until ``expires_us``."""
+        lease = self._held.get(key)
+        if lease is not None:
+            lease.expires_us = expires_us
+            lease.renew_us = expires_us - self.term_us + self.interval_us
+
+    def renew_failed(self, keys: tuple[int, ...], now_us: int) -> None:
+        """The renewal's round trip failed (not refused): try again soon."""
+        for key in keys:
+            lease = self._held.get(key)
+            if lease is not None:
+                remaining = lease.expires_us - now_us
+                lease.renew_us = now_us + max(1_000, min(self.interval_us, remaining // 4))
+
+    def next_action(self, now_us: int) -> LeaseAction:
+        if not self._held:
+            return Idle()
+        lapsed = tuple(k for k, lease in self._held.items() if lease.expires_us <= now_us)
+        if lapsed:
+            for key in lapsed:
+                del self._held[key]
+            return Lapsed(lapsed)
+        due = tuple(k for k, lease in self._held.items() if lease.renew_us <= now_us)
+        if due:
+            return Renew(due)
+        return Wait(min(min(lease.renew_us, lease.expires_us) for lease in self._held.values()))
 
 
 # -- plans -----------------------------------------------------------------------

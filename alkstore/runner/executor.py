@@ -82,10 +82,11 @@ class Executor(Protocol):
         they may run while a caller's transaction holds it."""
         ...
 
-    async def run(self, plan: Plan[T]) -> tuple[T, list[str]]:
+    async def run(self, plan: Plan[T], *, bulk: bool = False) -> tuple[T, list[str]]:
         """Run ``plan`` in its own transaction (a read-only one for a
         ``ReadPlan``); return its value and the channels it notified (to
-        wake locally, now that it committed)."""
+        wake locally, now that it committed). ``bulk``: its work grows with
+        its input or the data (keep it off the event-loop thread)."""
         ...
 
     def transaction(self) -> AbstractAsyncContextManager[TxSession]:

@@ -95,14 +95,30 @@ async def open_sqlite_store(
             raise
         return conn
 
+    def open_inline() -> sqlite3.Connection:
+        inline = sqlite_conn.connect(target, busy_timeout=0, pragmas=opts.pragmas)
+        try:
+            sqlite_conn.guarded(inline.execute, control.NO_AUTOCHECKPOINT)
+        except BaseException:
+            inline.close()
+            raise
+        return inline
+
     conn = await runtime.run_in_thread(open_main)
     hub = WakeHub(runtime)
     file_at = file_path(target)
     file = None if file_at is None else DatabaseFile(file_at)
     # A private in-memory database is invisible to other connections: there
-    # every read goes through the writer.
+    # every read and write goes through the writer thread.
     readers = None if memory else SqliteReaders(runtime, connect, size=opts.readers, file=file)
-    executor = SqliteExecutor(runtime, conn, readers, file)
+    inline_conn = None
+    if not memory:
+        try:
+            inline_conn = await runtime.run_in_thread(open_inline)
+        except BaseException:
+            conn.close()
+            raise
+    executor = SqliteExecutor(runtime, conn, readers, file, inline_conn)
     store = Store(
         executor=executor, runtime=runtime, clock=clock or SystemClock(), hub=hub, seed=seed
     )

@@ -181,7 +181,7 @@ class PgExecutor:
 
     separate_readers = True
 
-    async def run(self, plan: Plan[T]) -> tuple[T, list[str]]:
+    async def run(self, plan: Plan[T], *, bulk: bool = False) -> tuple[T, list[str]]:
         if self._closed:
             plan.close()
             raise Closed("store is closed")

@@ -76,6 +76,10 @@ class Runtime(Protocol):
         shielded (work handed to the database is never abandoned), so a cancel
         that came before the operation must be taken before it starts."""
         ...
+    async def yield_now(self) -> None:
+        """Let other tasks run, without being a cancellation point: a cancel
+        that arrives meanwhile is delivered at the next checkpoint."""
+        ...
     async def wait_signal(self, signal: Signal, timeout: float | None) -> bool:
         """Wait for ``signal`` at most ``timeout`` seconds; True when it was set."""
         ...

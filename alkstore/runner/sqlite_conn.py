@@ -115,9 +115,14 @@ def commit(conn: sqlite3.Connection, wakes: Sequence[str] = ()) -> None:
 
 def run_plan(conn: sqlite3.Connection, plan: Plan[T], *, write: bool) -> tuple[T, list[str]]:
     """One plan, one transaction. Any failure rolls the whole plan back."""
+    guarded(conn.execute, control.BEGIN_WRITE if write else control.BEGIN_READ)
+    return run_begun(conn, plan)
+
+
+def run_begun(conn: sqlite3.Connection, plan: Plan[T]) -> tuple[T, list[str]]:
+    """The rest of ``run_plan`` once its transaction has begun."""
     wakes: list[str] = []
     try:
-        conn.execute(control.BEGIN_WRITE if write else control.BEGIN_READ)
         try:
             value = drive(conn, plan, wakes)
         except BaseException:

@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
-from ..engines.sqlite import SqliteDialect
+from ..engines.sqlite import SqliteDialect, control
 from ..protocol.errors import Closed
 from ..protocol.plan import Plan, is_read_only
 from . import sqlite_conn
 from .executor import Session
 from .runtime import Runtime
 from .sqlite_file import DatabaseFile
+from .sqlite_inline import InlineRunner
 from .sqlite_readers import SqliteReaders
-from .sqlite_writer import PlanItem, SqliteWriter, TxItem, TxStep
+from .sqlite_writer import Checkpoint, PlanItem, SqliteWriter, TxItem, TxStep
 
 T = TypeVar("T")
 
@@ -79,23 +81,43 @@ class SqliteExecutor:
         conn: sqlite3.Connection,
         readers: SqliteReaders | None = None,
         file: DatabaseFile | None = None,
+        inline_conn: sqlite3.Connection | None = None,
+        checkpoint_bytes: int = control.AUTOCHECKPOINT_PAGES * 4096,
     ) -> None:
         self._runtime = runtime
         self._writer = SqliteWriter(conn, file=file)
         self._readers = readers
         self._closed = False
+        self._inline: InlineRunner | None = None
+        if inline_conn is not None and file is not None:
+            self._inline = InlineRunner(
+                runtime,
+                inline_conn,
+                write_elsewhere=self._write,
+                read_elsewhere=self._read,
+                checkpoint=self._checkpoint,
+                wal_path=file.path + "-wal",
+                checkpoint_bytes=checkpoint_bytes,
+                file=file,
+            )
 
     @property
     def separate_readers(self) -> bool:
         """Reads run apart from the writer (and so beside a transaction)."""
         return self._readers is not None
 
-    async def run(self, plan: Plan[T]) -> tuple[T, list[str]]:
+    async def run(self, plan: Plan[T], *, bulk: bool = False) -> tuple[T, list[str]]:
+        if self._closed:
+            plan.close()
+            raise Closed("store is closed")
+        if self._inline is not None and not bulk:
+            return await self._inline.run(plan)
         if self._readers is not None and is_read_only(plan):
-            if self._closed:
-                plan.close()
-                raise Closed("store is closed")
-            return await self._readers.run(plan), []
+            return await self._read(plan)
+        return await self._write(plan)
+
+    async def _write(self, plan: Plan[T]) -> tuple[T, list[str]]:
+        """On the writer thread, which waits for the lock."""
         done = self._runtime.completion()
         try:
             self._writer.submit(PlanItem(plan, done))
@@ -103,6 +125,15 @@ class SqliteExecutor:
             plan.close()
             raise
         return await done.wait()  # type: ignore[no-any-return]
+
+    async def _read(self, plan: Plan[T]) -> tuple[T, list[str]]:
+        if self._readers is None:
+            return await self._write(plan)
+        return await self._readers.run(plan), []
+
+    def _checkpoint(self) -> None:
+        with contextlib.suppress(Closed):
+            self._writer.submit(Checkpoint())
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[SqliteTx]:
@@ -143,6 +174,8 @@ class SqliteExecutor:
         self._closed = True
         if self._readers is not None:
             self._readers.close()
+        if self._inline is not None:
+            self._inline.close()
         self._writer.stop()
         with self._runtime.shield():
             await self._runtime.run_in_thread(self._writer.join)

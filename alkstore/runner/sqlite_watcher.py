@@ -40,7 +40,7 @@ from ..protocol.wakes import foreign_notifications, last_notification_id
 from ..protocol.watcher import WatchCadence, WatcherOptions
 from . import sqlite_conn
 from .hub import WakeHub
-from .inotify import Inotify, open_inotify
+from .inotify import Inotify, Waiter, open_inotify
 from .runtime import Runtime
 from .sqlite_file import DatabaseFile
 
@@ -112,7 +112,8 @@ class SqliteWatcher:
         if notifier is not None and not self._watch_files(notifier):
             notifier.close()
             notifier = None
-        self.inotify = notifier is not None
+        waiter = Waiter(notifier) if notifier is not None else None
+        self.inotify = waiter is not None
         cadence = WatchCadence.from_options(self._options, inotify=self.inotify)
         runtime = self._runtime
         failing_since: float | None = None
@@ -123,7 +124,7 @@ class SqliteWatcher:
                 try:
                     if not self._primed:
                         self._prime()
-                    found = self._look()
+                    found, woke = self._look()
                 except AlkstoreError:
                     if self._file is not None and self._file.lost is not None:
                         raise  # the file is gone: nothing to wait for
@@ -138,32 +139,44 @@ class SqliteWatcher:
                 failing_since = None
                 now = runtime.monotonic()
                 if found:
-                    cadence.changed(now)
+                    cadence.changed(now, woke)
                 else:
                     cadence.unchanged(now)
                 wait, kind = cadence.next_wait(now)
+                if waiter is None:
+                    await runtime.sleep(wait)
+                    continue
+                # Timers are descriptors here (see inotify.py): no event-loop
+                # timeout on this path, however often it waits.
                 while kind == "rest":
-                    await runtime.sleep(wait)
+                    waiter.timer.arm(wait)
+                    await runtime.wait_readable(waiter.timer.fd, None)
+                    waiter.timer.drain()
                     wait, kind = cadence.next_wait(runtime.monotonic())
-                if notifier is not None and kind == "fd":
-                    await runtime.wait_readable(notifier.fd, wait)
+                if kind == "fd":
+                    waiter.timer.arm(wait)
+                    await runtime.wait_readable(waiter.fd, None)
+                elif wait > 0:
+                    waiter.timer.arm(wait)
+                    await runtime.wait_readable(waiter.timer.fd, None)
                 else:
-                    await runtime.sleep(wait)
-                if notifier is not None and notifier.drain():
+                    await runtime.checkpoint()
+                if waiter.settle():
                     self.events += 1
                     cadence.event(runtime.monotonic())
         finally:
-            if notifier is not None:
-                notifier.close()
+            if waiter is not None:
+                waiter.close()
 
-    def _look(self) -> bool:
-        """One look: deliver wakes for commits since the last; True if any."""
+    def _look(self) -> tuple[bool, bool]:
+        """One look: deliver wakes for commits since the last. Returns
+        whether anything committed, and whether it woke anyone here."""
         self.checks += 1
         if self._file is not None:
             self._file.check()
         current = sqlite_conn.data_version(self._conn)
         if current == self._version:
-            return False
+            return False, False
         self._version = current
         self.changes += 1
         channels: set[str] = set()
@@ -179,7 +192,7 @@ class SqliteWatcher:
                 break
         if channels:
             self._hub.wake(channels)
-        return True
+        return True, bool(channels)
 
     def _watch_files(self, notifier: Inotify) -> bool:
         watched = False

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..engines.sqlite import control
-from ..protocol.errors import AlkstoreError, Closed, CommitUnknown, DatabaseError
+from ..protocol.errors import AlkstoreError, Closed, DatabaseError
 from ..protocol.plan import Plan
-from . import sqlite_conn
+from . import sqlite_conn, sqlite_group
 from .runtime import Completion
 from .sqlite_file import DatabaseFile
 
@@ -54,7 +54,12 @@ class _Stop:
     pass
 
 
-Item = PlanItem | TxItem | _Stop
+class Checkpoint:
+    """Checkpoint the WAL (for the event-loop thread's connection, which
+    never does it itself); best effort, nobody waits for it."""
+
+
+Item = PlanItem | TxItem | Checkpoint | _Stop
 
 
 class SqliteWriter:
@@ -74,7 +79,7 @@ class SqliteWriter:
         self._thread.start()
 
     # -- event-loop side ---------------------------------------------------
-    def submit(self, item: PlanItem | TxItem) -> None:
+    def submit(self, item: PlanItem | TxItem | Checkpoint) -> None:
         with self._lock:
             if self._closed:
                 raise Closed("store is closed")
@@ -100,6 +105,9 @@ class SqliteWriter:
                 if isinstance(item, TxItem):
                     self._transaction(item)
                     continue
+                if isinstance(item, Checkpoint):
+                    self._checkpoint()
+                    continue
                 group = [item]
                 pending: Item | None = None
                 while len(group) < MAX_GROUP:
@@ -117,6 +125,8 @@ class SqliteWriter:
                     return
                 if isinstance(pending, TxItem):
                     self._transaction(pending)
+                if isinstance(pending, Checkpoint):
+                    self._checkpoint()
         finally:
             self._drain_after_stop()
             with contextlib.suppress(sqlite3.Error):
@@ -131,6 +141,10 @@ class SqliteWriter:
             if isinstance(item, PlanItem | TxItem):
                 item.done.reject(Closed("store is closed"))
 
+    def _checkpoint(self) -> None:
+        with contextlib.suppress(sqlite3.Error):
+            self._conn.execute(control.CHECKPOINT).fetchall()
+
     def _file_lost(self) -> DatabaseError | None:
         if self._file is None:
             return None
@@ -141,67 +155,21 @@ class SqliteWriter:
         return None
 
     def _run_group(self, group: list[PlanItem]) -> None:
-        conn = self._conn
-        lost = self._file_lost()
-        if lost is not None:
+        try:
+            outcomes = sqlite_group.run_group(
+                self._conn, [item.plan for item in group], write=True, file=self._file
+            )
+        except sqlite_group.Busy as busy:
+            # This connection waited its busy timeout for the lock already.
             for item in group:
                 item.plan.close()
-                item.done.reject(lost)
+                item.done.reject(busy.conflict)
             return
-        if len(group) == 1:
-            item = group[0]
-            try:
-                result = sqlite_conn.run_plan(conn, item.plan, write=True)
-            except BaseException as exc:
-                item.done.reject(_as_error(exc))
-                return
-            lost = self._file_lost()
-            if lost is not None:
-                item.done.reject(lost)
+        for item, outcome in zip(group, outcomes, strict=True):
+            if isinstance(outcome, sqlite_group.Done):
+                item.done.resolve((outcome.value, outcome.wakes))
             else:
-                item.done.resolve(result)
-            return
-        results: list[tuple[PlanItem, Any, BaseException | None]] = []
-        try:
-            conn.execute(control.BEGIN_WRITE)
-        except sqlite3.Error as exc:
-            for item in group:
-                item.done.reject(_as_error(exc))
-            return
-        for index, item in enumerate(group):
-            try:
-                results.append((item, sqlite_conn.run_in_tx(conn, item.plan), None))
-            except BaseException as exc:
-                results.append((item, None, _as_error(exc)))
-            if not conn.in_transaction:
-                # Some errors (disk full, I/O) make SQLite roll back the whole
-                # transaction: nothing in this group committed, and the rest
-                # must not run in autocommit mode behind our back.
-                cause = results[-1][2]
-                for done_item, _, failure in results:
-                    done_item.done.reject(failure or _rolled_back(cause))
-                for rest in group[index + 1 :]:
-                    rest.plan.close()
-                    rest.done.reject(_rolled_back(cause))
-                return
-        try:
-            sqlite_conn.commit(conn)
-        except CommitUnknown as exc:
-            for item, value, failure in results:
-                # Each plan's own wakes: it may have committed, so look again.
-                item.done.reject(failure or _unknown(exc, value[1]))
-            return
-        except AlkstoreError as exc:
-            for item, _, failure in results:
-                item.done.reject(failure or exc)
-            return
-        lost = self._file_lost()
-        for item, value, failure in results:
-            error = failure if failure is not None else lost
-            if error is None:
-                item.done.resolve(value)
-            else:
-                item.done.reject(error)
+                item.done.reject(_as_error(outcome.error))
 
     def _transaction(self, tx: TxItem) -> None:
         conn = self._conn
@@ -224,7 +192,7 @@ class SqliteWriter:
             if step.kind == "run":
                 assert step.fn is not None
                 if lost is not None:
-                    step.done.reject(_rolled_back(lost))
+                    step.done.reject(sqlite_group.rolled_back(lost))
                     continue
                 try:
                     step.done.resolve(step.fn(conn))
@@ -234,7 +202,7 @@ class SqliteWriter:
                         lost = exc
                 continue
             if lost is not None and step.kind == "commit":
-                step.done.reject(_rolled_back(lost))
+                step.done.reject(sqlite_group.rolled_back(lost))
                 return
             try:
                 sqlite_conn.finish(conn, step.kind == "commit")
@@ -249,22 +217,6 @@ class SqliteWriter:
                     sqlite_conn.finish(conn, False)
                 step.done.reject(_as_error(exc))
             return
-
-
-def _unknown(exc: CommitUnknown, wakes: list[str]) -> CommitUnknown:
-    error = CommitUnknown(str(exc), tuple(wakes))
-    error.__cause__ = exc.__cause__
-    return error
-
-
-def _rolled_back(cause: BaseException | None) -> DatabaseError:
-    """The error of work lost because SQLite rolled back its transaction."""
-    # Chain the driver's error (the contract's __cause__), not our wrapper.
-    if isinstance(cause, AlkstoreError) and cause.__cause__ is not None:
-        cause = cause.__cause__
-    error = DatabaseError(f"SQLite rolled back the whole transaction after an error: {cause}")
-    error.__cause__ = cause
-    return error
 
 
 def _as_error(exc: BaseException) -> BaseException:

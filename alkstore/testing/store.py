@@ -89,7 +89,7 @@ class InlineSqliteExecutor:
 
     separate_readers = False
 
-    async def run(self, plan: Plan[T]) -> tuple[T, list[str]]:
+    async def run(self, plan: Plan[T], *, bulk: bool = False) -> tuple[T, list[str]]:
         async with self._slot:
             if self._closed:
                 plan.close()

@@ -104,7 +104,7 @@ async def main(args: Any, lib: Lib, location: str) -> None:
             with Timer() as t:
                 for i in range(n):
                     await q.enqueue(payload(i))
-            return report(jobs=n, seconds=t.seconds)
+            return report(jobs=n, seconds=t.seconds, cpu=t.cpu)
         if w == "enqueue-concurrent":
             per = n // args.concurrency
 
@@ -114,13 +114,13 @@ async def main(args: Any, lib: Lib, location: str) -> None:
 
             with Timer() as t:
                 await lib.run_tasks([lambda k=k: producer(k) for k in range(args.concurrency)])
-            return report(jobs=per * args.concurrency, seconds=t.seconds)
+            return report(jobs=per * args.concurrency, seconds=t.seconds, cpu=t.cpu)
         if w == "enqueue-batch":
             with Timer() as t:
                 for start in range(0, n, args.batch):
                     end = min(n, start + args.batch)
                     await q.enqueue_batch([payload(i) for i in range(start, end)])
-            return report(jobs=n, seconds=t.seconds)
+            return report(jobs=n, seconds=t.seconds, cpu=t.cpu)
         await fill(store, n)
         if w == "process-batch":
             if args.processes > 1:
@@ -133,7 +133,7 @@ async def main(args: Any, lib: Lib, location: str) -> None:
                         await lib.sleep(0.001)
                         continue
                     done += await q.ack_batch([j.id for j in jobs], "w")
-            return report(jobs=n, seconds=t.seconds)
+            return report(jobs=n, seconds=t.seconds, cpu=t.cpu)
         if w in ("process", "process-sleep"):
             if args.processes > 1:
                 return await many_processes(args, lib, store, n)
@@ -152,7 +152,7 @@ async def main(args: Any, lib: Lib, location: str) -> None:
             with Timer() as t:
                 await lib.work_until(store, handler, finished, concurrency=args.concurrency)
             # Settled after the last handler returned: wait for the queue to drain.
-            return report(jobs=n, seconds=t.seconds)
+            return report(jobs=n, seconds=t.seconds, cpu=t.cpu)
         if w == "latency":
             return await latency(args, lib, store)
         raise SystemExit(f"unknown workload {w}")

@@ -360,6 +360,7 @@ SAMPLE_CALLS: dict[str, tuple[Any, ...]] = {
     "claim": ("q", "w", 3, T0, T0 + US),
     "ack": (1, "w", 1, T0),
     "ack_batch": ("q", [1, 2], "w", T0),
+    "ack_claims": ("w", [(1, 1), (2, 1)], T0),
     "owned": (1, "w", 1, T0),
     "next_due": ("q",),
     "release_claim": (1, "w", 1, T0, 1),
@@ -531,7 +532,7 @@ def test_retry_fail_heartbeat_release(pg: Pg, d: PostgresDialect) -> None:
 
 
 def _fields(job: JobRecord, **changes: Any) -> dict[str, Any]:
-    values = {f: getattr(job, f) for f in job.__dataclass_fields__}
+    values = job._asdict()
     values.update(changes)
     return values
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import random
 import sys
+from typing import Any
 
 import trio
 
@@ -40,15 +41,18 @@ async def main(schema: str, log: str, seed: int) -> None:
 
     rng = random.Random(seed)
     pid = os.getpid()
-    real_ack = Job.ack
+    import alkstore.api.worker as worker_module
 
-    async def logged_ack(self: Job) -> bool:
-        ok = await real_ack(self)
-        if ok:
-            log_line(log, "ack", self.id, pid)
-        return ok
+    real_ack = worker_module._Worker._ack
 
-    Job.ack = logged_ack  # type: ignore[method-assign]
+    async def logged_ack(self: Any, jobs: Any) -> Any:
+        # Logged once the worker's batch ack has committed.
+        acked = await real_ack(self, jobs)
+        for job_id in sorted(acked or ()):
+            log_line(log, "ack", job_id, pid)
+        return acked
+
+    worker_module._Worker._ack = logged_ack  # type: ignore[method-assign]
 
     async def handle(job: Job) -> None:
         log_line(log, "start", job.id, pid, job.attempts)

@@ -46,13 +46,14 @@ def read_log(path: str) -> list[list[str]]:
 
 
 def logging_ack(path: str, real_ack: Any) -> Any:
-    """``Job.ack`` that also logs every successful ack (one line per job id)."""
+    """The worker's batch ack (``_Worker._ack``), also logging every job it
+    acked, once the ack committed (one line per job id)."""
 
-    async def logged_ack(self: Job) -> bool:
-        ok: bool = await real_ack(self)
-        if ok:
-            log_line(path, "ack", self.id, os.getpid(), self.worker_id)
-        return ok
+    async def logged_ack(self: Any, jobs: Any) -> Any:
+        acked = await real_ack(self, jobs)
+        for job_id in sorted(acked or ()):
+            log_line(path, "ack", job_id, os.getpid(), self.wid)
+        return acked
 
     return logged_ack
 
@@ -84,7 +85,9 @@ async def _main(argv: list[str]) -> None:
             print(f"{time.monotonic():.6f}", flush=True)
         elif command == "worker":
             queue, log, vt = rest
-            Job.ack = logging_ack(log, Job.ack)  # type: ignore[method-assign]
+            import alkstore.api.worker as worker_module
+
+            worker_module._Worker._ack = logging_ack(log, worker_module._Worker._ack)  # type: ignore[method-assign]
             q = store.queue(queue, visibility_timeout=float(vt))
             await q.work(make_handler(log), worker_id=f"proc-{os.getpid()}", poll_interval=60)
         else:

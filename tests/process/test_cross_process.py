@@ -225,7 +225,11 @@ async def test_a_killed_worker_process_loses_nothing(
 
         others = [await q.enqueue({"n": i}) for i in range(3)]
         everything = [blocked, *others]
-        monkeypatch.setattr(Job, "ack", logging_ack(log, Job.ack))
+        import alkstore.api.worker as worker_module
+
+        monkeypatch.setattr(
+            worker_module._Worker, "_ack", logging_ack(log, worker_module._Worker._ack)
+        )
 
         async with trio.open_nursery() as nursery:
             # poll_interval 60 s: the worker wakes when the claim lapses.

@@ -7,10 +7,12 @@ import pytest
 from alkstore.protocol.errors import InvalidArgument
 from alkstore.protocol.types import JobRecord
 from alkstore.protocol.worker import (
-    Beat,
     Claim,
-    Keepalive,
+    Idle,
+    Lapsed,
+    Leases,
     Outcome,
+    Renew,
     Sweep,
     Wait,
     WorkerPolicy,
@@ -142,17 +144,40 @@ def test_a_failed_claim_backs_off_exponentially() -> None:
     assert isinstance(capped, Wait) and capped.until_us == T0 + 5 * S
 
 
-def test_keepalive_beats_from_the_claim_and_loses_at_expiry() -> None:
+def test_leases_renew_from_the_claim_and_lapse_at_expiry() -> None:
+    """Invariant: a held lease is renewed every interval from its start (or
+    last renewal), retried sooner after a failed round trip, and reported
+    lapsed (and dropped) once its expiry passes without a renewal."""
     vt = 4 * S
-    k = Keepalive.for_claim(S, vt, claim_expires_us=T0 + vt)  # claimed at T0
-    assert k.next_action(T0) == Wait(T0 + S)
-    assert k.next_action(T0 + S) is Beat.BEAT
-    k.beat_ok(claim_expires_us=T0 + S + vt)
-    assert k.next_action(T0 + S + 1) == Wait(T0 + 2 * S)
-    # Round trips failing: retried sooner, and the job is lost at expiry.
-    k.beat_failed(T0 + 2 * S)  # 3 s of claim left: retry in 0.75 s, not 1 s
-    assert k.next_action(T0 + 2 * S) == Wait(T0 + 2 * S + 3 * S // 4)
-    assert k.next_action(T0 + S + vt) is Beat.LOST
+    leases = Leases(S, vt)
+    assert leases.next_action(T0) == Idle()
+    leases.hold(1, T0 + vt)  # claimed at T0
+    assert leases.next_action(T0) == Wait(T0 + S)
+    assert leases.next_action(T0 + S) == Renew((1,))
+    leases.renewed(1, T0 + S + vt)
+    assert leases.next_action(T0 + S + 1) == Wait(T0 + 2 * S)
+    # Round trips failing: retried sooner, and the lease lapses at expiry.
+    leases.renew_failed((1,), T0 + 2 * S)  # 3 s of claim left: retry in 0.75 s, not 1 s
+    assert leases.next_action(T0 + 2 * S) == Wait(T0 + 2 * S + 3 * S // 4)
+    assert leases.next_action(T0 + S + vt) == Lapsed((1,))
+    assert len(leases) == 0 and leases.next_action(T0 + S + vt) == Idle()
+
+
+def test_leases_renew_every_due_claim_in_one_round() -> None:
+    """Invariant: the leases due at the same time come back in one Renew,
+    and the next wait is the earliest renewal or expiry among the rest."""
+    vt = 10 * S
+    leases = Leases(2 * S, vt)
+    leases.hold(1, T0 + vt)
+    leases.hold(2, T0 + S // 2 + vt)
+    leases.hold(3, T0 + 5 * S + vt)
+    assert leases.next_action(T0 + 2 * S + S // 2) == Renew((1, 2))
+    leases.renewed(1, T0 + 3 * S + vt)
+    leases.renewed(2, T0 + 3 * S + vt)
+    assert leases.next_action(T0 + 3 * S) == Wait(T0 + 5 * S)
+    leases.drop(1)
+    leases.drop(2)
+    assert leases.next_action(T0 + 3 * S) == Wait(T0 + 7 * S)
 
 
 # -- the SQLite watcher's cadence ----------------------------------------------------------

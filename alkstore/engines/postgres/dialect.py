@@ -136,6 +136,11 @@ class PostgresDialect:
             f"DELETE FROM {jobs} WHERE id = ANY($1::bigint[]) AND queue = $2 "
             f"AND state = {STATE_PROCESSING} AND claimed_by = $3 AND visible_at > $4"
         )
+        self._ack_claims = (
+            f"DELETE FROM {jobs} j USING unnest($1::bigint[], $2::bigint[]) AS c(id, claims) "
+            f"WHERE j.id = c.id AND j.claims = c.claims AND j.state = {STATE_PROCESSING} "
+            "AND j.claimed_by = $3 AND j.visible_at > $4 RETURNING j.id"
+        )
         # retry and fail read the row, decide, then write: the row lock taken
         # here keeps a concurrent reclaim or cancel from slipping in between.
         self._owned = (
@@ -377,6 +382,13 @@ class PostgresDialect:
         # A list is dumped as an int2/int4/int8 array by its largest element;
         # the cast makes it bigint[] whatever psycopg picked ('{}' included).
         return Statement(self._ack_batch, (list(job_ids), queue, worker, now_us), Fetch.ROWCOUNT)
+
+    def ack_claims(
+        self, worker: str, claims: Sequence[tuple[int, int]], now_us: int
+    ) -> Statement:
+        ids = [job_id for job_id, _ in claims]
+        numbers = [claim for _, claim in claims]
+        return Statement(self._ack_claims, (ids, numbers, worker, now_us), Fetch.ALL)
 
     def owned(self, job_id: int, worker: str, claim: int, now_us: int) -> Statement:
         return Statement(self._owned, (job_id, worker, claim, now_us), Fetch.ONE)

@@ -23,6 +23,12 @@ STEP_RELEASE = "RELEASE alkstore_step"
 DATA_VERSION = "PRAGMA data_version"
 # Reader connections refuse writes outright.
 QUERY_ONLY = "PRAGMA query_only = 1"
+# The event-loop thread's connection never checkpoints (that would block the
+# loop); the writer thread checkpoints for it when the WAL grows.
+NO_AUTOCHECKPOINT = "PRAGMA wal_autocheckpoint = 0"
+CHECKPOINT = "PRAGMA wal_checkpoint(PASSIVE)"
+# SQLite's own autocheckpoint threshold, in pages (of 4096 bytes by default).
+AUTOCHECKPOINT_PAGES = 1000
 # Primary result codes that mean "another connection holds the lock; run it
 # again": SQLITE_BUSY (past busy_timeout) and SQLITE_LOCKED.
 CONFLICT_CODES = frozenset({5, 6})

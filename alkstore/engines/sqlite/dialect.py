@@ -122,6 +122,17 @@ class SqliteDialect:
             Fetch.ROWCOUNT,
         )
 
+    def ack_claims(
+        self, worker: str, claims: Sequence[tuple[int, int]], now_us: int
+    ) -> Statement:
+        return Statement(
+            "DELETE FROM __alkstore_jobs WHERE (id, claims) IN "
+            "(SELECT value ->> 0, value ->> 1 FROM json_each(?)) "
+            f"AND state = {STATE_PROCESSING} AND claimed_by = ? AND visible_at > ? RETURNING id",
+            (orjson.dumps(list(claims)).decode(), worker, now_us),
+            Fetch.ALL,
+        )
+
     def owned(self, job_id: int, worker: str, claim: int, now_us: int) -> Statement:
         return Statement(
             f"SELECT attempts, max_attempts FROM __alkstore_jobs WHERE id = ? AND {_OWNED}",

@@ -1,0 +1,179 @@
+"""huey 3.5 (``SqliteHuey``, one file in ``--dir``) on the workloads of common.py.
+
+Enqueueing calls a ``@huey.task()`` function; processing runs huey's own
+consumer (``huey.create_consumer(workers=--concurrency)``, thread workers,
+``Consumer.run()`` as ``huey_consumer`` does) in ``--processes`` worker
+processes, stopped the way ``huey_consumer`` is (SIGINT, graceful). Every
+setting is huey's default otherwise (WAL, SQLite's default synchronous=FULL,
+polling from 0.1 s with backoff to 10 s when idle, results on).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sqlite3
+import sys
+import threading
+import time
+from typing import Any
+
+import _harness as h
+from common import Timer, latency_fields, parse, payload, report, skipped
+from huey import SqliteHuey
+
+
+def make_huey(
+    path: str, board: h.Board | None = None, sleep_s: float = 0.0
+) -> tuple[SqliteHuey, dict[str, Any]]:
+    huey = SqliteHuey(name="bench", filename=path)
+
+    @huey.task(name="noop")
+    def noop(p: dict[str, Any]) -> None:
+        if board is not None:
+            board.hit(p["i"])
+
+    @huey.task(name="sleep")
+    def sleeper(p: dict[str, Any]) -> None:
+        time.sleep(sleep_s)
+        if board is not None:
+            board.hit(p["i"])
+
+    return huey, {"noop": noop, "sleep": sleeper}
+
+
+def pending(path: str) -> int:
+    # huey deletes a task's row when it dequeues it.
+    conn = sqlite3.connect(path, timeout=10)
+    try:
+        return int(conn.execute("SELECT count(*) FROM task").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def task_for(workload: str) -> str:
+    return "sleep" if workload == "process-sleep" else "noop"
+
+
+# -- worker process -------------------------------------------------------------
+
+
+def worker(args: argparse.Namespace) -> None:
+    ctl = h.Control()
+    slot, path, board_path = h.worker_env()
+    board = h.Board(board_path, args.jobs, slot=slot)
+    huey, _ = make_huey(path, board, args.sleep_ms / 1000)
+    huey.pending_count()  # opens the connection before the clock starts
+    consumer = huey.create_consumer(workers=args.concurrency, worker_type="thread")
+    ctl.ready()
+    # The parent's stop becomes the SIGINT huey_consumer stops gracefully on.
+    ctl.on_stop(lambda: os.kill(os.getpid(), signal.SIGINT))
+    consumer.run()
+    huey.storage.close()
+    board.close()
+
+
+# -- the workloads -----------------------------------------------------------------
+
+
+def enqueue(args: argparse.Namespace, path: str) -> None:
+    huey, tasks = make_huey(path)
+    noop = tasks["noop"]
+    huey.pending_count()
+    if args.workload == "enqueue-single":
+        with Timer() as t:
+            for i in range(args.jobs):
+                noop(payload(i))
+    else:
+        # One huey instance shared by the threads, as in a threaded app
+        # (SqliteStorage has one connection behind a lock).
+        start = threading.Barrier(args.concurrency + 1)
+
+        def run(k: int) -> None:
+            start.wait()
+            for i in range(k, args.jobs, args.concurrency):
+                noop(payload(i))
+
+        threads = [threading.Thread(target=run, args=(k,)) for k in range(args.concurrency)]
+        for th in threads:
+            th.start()
+        with Timer() as t:
+            start.wait()
+            for th in threads:
+                th.join()
+    n = huey.pending_count()
+    huey.storage.close()
+    if n != args.jobs:
+        raise RuntimeError(f"{n} tasks enqueued, expected {args.jobs}")
+    report(jobs=args.jobs, seconds=t.seconds)
+
+
+def process(args: argparse.Namespace, path: str, board_path: str) -> None:
+    huey, tasks = make_huey(path)
+    task = tasks[task_for(args.workload)]
+    for i in range(args.jobs):  # untimed: huey has no batched enqueue
+        task(payload(i))
+    huey.storage.close()
+    board = h.Board(board_path, args.jobs, create=True)
+    workers = h.Workers(args.processes, path, board_path)
+    workers.wait_ready()
+    t0 = workers.go()
+    t1 = h.wait_done(board, args.jobs, workers, remaining=lambda: pending(path))
+    workers.stop()
+    board.check()
+    report(jobs=args.jobs, seconds=t1 - t0)
+
+
+def latency(args: argparse.Namespace, path: str, board_path: str) -> None:
+    huey, tasks = make_huey(path)
+    noop = tasks["noop"]
+    huey.pending_count()
+    board = h.Board(board_path, args.jobs, create=True)
+    workers = h.Workers(args.processes, path, board_path)
+    workers.wait_ready()
+    workers.go()
+    time.sleep(0.5)  # the consumer is up before the first job
+    returned = [0.0] * args.jobs
+    first = time.monotonic()
+    for i in h.paced(args.jobs, args.rate):
+        noop(payload(i))
+        returned[i] = time.monotonic()
+    h.wait_done(board, args.jobs, workers)
+    workers.stop()
+    huey.storage.close()
+    started = board.check()
+    report(
+        jobs=args.jobs,
+        seconds=max(started) - first,
+        **latency_fields([s - r for s, r in zip(started, returned, strict=True)]),
+    )
+
+
+def main() -> None:
+    if h.is_worker():
+        worker(parse(sys.argv[1:]))
+        return
+    args = parse(sys.argv[1:])
+    if args.workload == "enqueue-batch":
+        skipped(
+            "huey has no batched enqueue: Task.map() and group enqueue each task"
+            " on its own (SqliteStorage.enqueue commits per task)"
+        )
+    if args.workload == "process-batch":
+        skipped(
+            "huey has no bare claim-batch/ack-batch loop (its consumer dequeues one task at a time)"
+        )
+    base = h.run_dir(args.dir, "bench_huey_")
+    path = os.path.join(base, "huey.db")
+    board_path = os.path.join(base, "board")
+    if args.workload.startswith("enqueue"):
+        enqueue(args, path)
+    elif args.workload == "latency":
+        latency(args, path, board_path)
+    else:
+        process(args, path, board_path)
+
+
+if __name__ == "__main__":
+    h.bounded(main)
