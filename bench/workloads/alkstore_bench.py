@@ -121,6 +121,8 @@ async def main(args: Any, lib: Lib, location: str) -> None:
                     end = min(n, start + args.batch)
                     await q.enqueue_batch([payload(i) for i in range(start, end)])
             return report(jobs=n, seconds=t.seconds, cpu=t.cpu)
+        if w == "latency":
+            return await latency(args, lib, store)
         await fill(store, n)
         if w == "process-batch":
             if args.processes > 1:
@@ -151,11 +153,19 @@ async def main(args: Any, lib: Lib, location: str) -> None:
 
             with Timer() as t:
                 await lib.work_until(store, handler, finished, concurrency=args.concurrency)
-            # Settled after the last handler returned: wait for the queue to drain.
+                # Timed to the last job acked (the worker stopped after the
+                # last handler returned, settling what had finished).
+                await drained(lib, q)
             return report(jobs=n, seconds=t.seconds, cpu=t.cpu)
-        if w == "latency":
-            return await latency(args, lib, store)
         raise SystemExit(f"unknown workload {w}")
+
+
+async def drained(lib: Lib, q: Any) -> None:
+    while True:
+        s = await q.stats()
+        if s.ready + s.scheduled + s.processing == 0:
+            return
+        await lib.sleep(0.005)
 
 
 async def latency(args: Any, lib: Lib, store: Store) -> None:
@@ -178,8 +188,9 @@ async def latency(args: Any, lib: Lib, store: Store) -> None:
             wait = target - lib.now()
             if wait > 0:
                 await lib.sleep(wait)
-            sent[i] = lib.now()
             await q.enqueue(payload(i))
+            # From the enqueue's return (its commit), as the peers' scripts time it.
+            sent[i] = lib.now()
 
     with Timer() as t:
         await lib.run_tasks([producer, lambda: lib.work_until(
@@ -198,18 +209,21 @@ async def many_processes(args: Any, lib: Lib, store: Store, n: int) -> None:
             "--worker", f"{location_of(args)}|{go}"]  # fmt: skip
     # Spawned before the timed part starts, so the blocking call costs nothing measured.
     procs = [subprocess.Popen(argv) for _ in range(args.processes)]  # noqa: ASYNC220
+    ready = [Path(f"{go}.ready-{p.pid}") for p in procs]
     try:
-        await lib.sleep(2.0)  # let them import and open
+        # Each worker says when it has imported and opened its store.
+        while not all(r.exists() for r in ready):
+            if any(p.poll() is not None for p in procs):
+                raise SystemExit("a worker process died while starting")
+            await lib.sleep(0.01)
         with Timer() as t:
             go.touch()
-            while True:
-                s = await q.stats()
-                if s.ready + s.scheduled + s.processing == 0:
-                    break
-                await lib.sleep(0.005)
+            await drained(lib, q)
         report(jobs=n, seconds=t.seconds)
     finally:
         go.unlink(missing_ok=True)
+        for r in ready:
+            r.unlink(missing_ok=True)
         for p in procs:
             p.terminate()
         for p in procs:
@@ -228,6 +242,8 @@ async def worker(args: Any, lib: Lib) -> None:
     location, go = args.worker.split("|")
     delay = args.sleep_ms / 1000 if args.workload == "process-sleep" else 0.0
     async with open_store(args, location) as store:
+        await store.queue(QUEUE).stats()  # connected, schema read
+        Path(f"{go}.ready-{os.getpid()}").touch()  # noqa: ASYNC240 (before the timed part)
         while not Path(go).exists():  # noqa: ASYNC240 (a stat before the timed part)
             await lib.sleep(0.002)
         q = store.queue(QUEUE)
