@@ -315,7 +315,12 @@ async def test_reads_never_fail_on_the_write_lock_under_writer_processes(
     assert int(failed) == 0, examples
     assert int(reads) > 30, reads
     writes = [Tally(**orjson.loads((folder / f"{t}.json").read_bytes())) for t in tags]
-    assert all(len(t.enqueued) >= 5 for t in writes), "the writers did not contend"
+    # Every writer wrote throughout (the reads ran against real contention).
+    # Not an equal share each: SQLite's lock is not fair between processes,
+    # and on a loaded machine one writer can get a handful of commits where
+    # another gets hundreds.
+    counts = [len(t.enqueued) for t in writes]
+    assert all(counts) and sum(counts) >= 5 * PROCESSES, f"the writers did not contend: {counts}"
 
 
 async def _hold_lock_repeatedly(path: str, seconds: float) -> None:
