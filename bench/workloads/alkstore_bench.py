@@ -172,12 +172,14 @@ async def latency(args: Any, lib: Lib, store: Store) -> None:
     q = store.queue(QUEUE)
     n = args.jobs
     sent: dict[int, float] = {}
-    samples: list[float] = []
+    # Handler start per job; latencies are taken once all have run, since a
+    # handler may start before its enqueue has returned to the producer.
+    started: dict[int, float] = {}
     finished = lib.event()
 
     async def handler(job: Job) -> None:
-        samples.append(lib.now() - sent[job.payload["i"]])
-        if len(samples) >= n:
+        started.setdefault(job.payload["i"], lib.now())
+        if len(started) >= n:
             finished.set()
 
     async def producer() -> None:
@@ -195,6 +197,7 @@ async def latency(args: Any, lib: Lib, store: Store) -> None:
     with Timer() as t:
         await lib.run_tasks([producer, lambda: lib.work_until(
             store, handler, finished, concurrency=args.concurrency)])  # fmt: skip
+    samples = [max(0.0, started[i] - sent[i]) for i in range(n)]
     report(jobs=n, seconds=t.seconds, **latency_fields(samples))
 
 
