@@ -111,6 +111,17 @@ def latency_fields(samples_s: Sequence[float]) -> dict[str, float]:
     }
 
 
+def report_latency(jobs: int, first: float, returned: Sequence[float],
+                   started: Sequence[float]) -> None:
+    """The latency workload's result from a peer's board: each job's handler
+    start against its enqueue's return (``first``: the first enqueue began)."""
+    report(
+        jobs=jobs,
+        seconds=max(started) - first,
+        **latency_fields([s - r for s, r in zip(started, returned, strict=True)]),
+    )  # fmt: skip
+
+
 class Timer:
     """Wall time, and this process's CPU time (all threads), of a block."""
 

@@ -30,7 +30,7 @@ from typing import Any
 
 import _harness as h
 import honker
-from common import Timer, latency_fields, parse, payload, report
+from common import Timer, parse, payload, report, report_latency
 
 QUEUE = "bench"
 
@@ -194,11 +194,7 @@ def latency(args: argparse.Namespace, path: str, board_path: str) -> None:
     workers.stop()
     db.close()
     started = board.check()
-    report(
-        jobs=args.jobs,
-        seconds=max(started) - first,
-        **latency_fields([s - r for s, r in zip(started, returned, strict=True)]),
-    )
+    report_latency(args.jobs, first, returned, started)
 
 
 def main() -> None:

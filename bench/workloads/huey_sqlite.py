@@ -20,7 +20,7 @@ import time
 from typing import Any
 
 import _harness as h
-from common import Timer, latency_fields, parse, payload, report, skipped
+from common import Timer, parse, payload, report, report_latency, skipped
 from huey import SqliteHuey
 
 
@@ -143,11 +143,7 @@ def latency(args: argparse.Namespace, path: str, board_path: str) -> None:
     workers.stop()
     huey.storage.close()
     started = board.check()
-    report(
-        jobs=args.jobs,
-        seconds=max(started) - first,
-        **latency_fields([s - r for s, r in zip(started, returned, strict=True)]),
-    )
+    report_latency(args.jobs, first, returned, started)
 
 
 def main() -> None:

@@ -24,7 +24,15 @@ from typing import Any
 
 import _harness as h
 import asyncpg
-from common import Timer, fresh_schema, latency_fields, parse, payload, report, skipped
+from common import (
+    Timer,
+    fresh_schema,
+    parse,
+    payload,
+    report,
+    report_latency,
+    skipped,
+)
 
 ENTRY = "bench"
 DEFAULT_BATCH = 10  # QueueManager.run's batch_size default
@@ -207,11 +215,7 @@ def main() -> None:
         h.wait_done(board, args.jobs, workers)
         workers.stop()
         started = board.check()
-        report(
-            jobs=args.jobs,
-            seconds=max(started) - first,
-            **latency_fields([s - r for s, r in zip(started, returned, strict=True)]),
-        )
+        report_latency(args.jobs, first, returned, started)
         return
     # Done once the status log has been flushed: a successful job's row
     # leaves the queue table then.

@@ -25,7 +25,15 @@ from typing import Any
 
 import _harness as h
 import procrastinate
-from common import Timer, fresh_schema, latency_fields, parse, payload, report, skipped
+from common import (
+    Timer,
+    fresh_schema,
+    parse,
+    payload,
+    report,
+    report_latency,
+    skipped,
+)
 
 # Its task names are explicit, so an app in __main__ (which the warning is about) is fine here.
 logging.getLogger("procrastinate.blueprints").addFilter(
@@ -187,11 +195,7 @@ def main() -> None:
         h.wait_done(board, args.jobs, workers)
         workers.stop()
         started = board.check()
-        report(
-            jobs=args.jobs,
-            seconds=max(started) - first,
-            **latency_fields([s - r for s, r in zip(started, returned, strict=True)]),
-        )
+        report_latency(args.jobs, first, returned, started)
         return
     # Done once every job's finish_job has committed.
     t1 = h.wait_done(
