@@ -27,6 +27,12 @@ VT = 1.0
 WATCHDOG_S = 20.0
 
 
+async def _watchdog(blocker: psycopg.Connection[object]) -> None:
+    """End the blocking transaction at the latest after ``WATCHDOG_S``."""
+    await trio.sleep(WATCHDOG_S)
+    await terminate_backend(blocker.info.backend_pid)
+
+
 async def test_worker_shutdown_is_bounded_when_the_ack_gets_no_answer(schema: str) -> None:
     async with open_pg(schema) as store:
         q = store.queue("jobs", visibility_timeout=VT)
@@ -39,12 +45,7 @@ async def test_worker_shutdown_is_bounded_when_the_ack_gets_no_answer(schema: st
 
         with psycopg.connect(PG_DSN) as blocker:
             async with trio.open_nursery() as outer:
-
-                async def watchdog() -> None:
-                    await trio.sleep(WATCHDOG_S)
-                    await terminate_backend(blocker.info.backend_pid)
-
-                outer.start_soon(watchdog)
+                outer.start_soon(_watchdog, blocker)
                 async with trio.open_nursery() as workers:
                     await workers.start(q.work, handler)
                     await started.wait()
@@ -73,12 +74,7 @@ async def test_leaving_hold_lock_is_bounded_when_the_release_gets_no_answer(sche
     async with open_pg(schema) as store:
         with psycopg.connect(PG_DSN) as blocker:
             async with trio.open_nursery() as outer:
-
-                async def watchdog() -> None:
-                    await trio.sleep(WATCHDOG_S)
-                    await terminate_backend(blocker.info.backend_pid)
-
-                outer.start_soon(watchdog)
+                outer.start_soon(_watchdog, blocker)
                 with trio.CancelScope() as body:
                     async with store.hold_lock("l", "me", ttl):
                         blocker.execute(
