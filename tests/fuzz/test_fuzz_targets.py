@@ -24,6 +24,8 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import _drop_test_schemas as drop_test_schemas
+
 FUZZ_DIR = Path(__file__).resolve().parents[2] / "fuzz"
 TARGETS = ["names", "codec", "options", "schedule", "rows", "api"]
 SECONDS = int(os.environ.get("ALKSTORE_FUZZ_SECONDS", "10"))
@@ -117,6 +119,10 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Run]]:
             if run.proc.poll() is None:
                 run.proc.kill()
                 run.proc.wait()
+            # libFuzzer ends the process without running its atexit clean-up:
+            # drop the Postgres schema it named for its pid here, not at the
+            # next test session.
+            drop_test_schemas(only_pid=run.proc.pid)
 
 
 @pytest.mark.slow
