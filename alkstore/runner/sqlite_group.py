@@ -55,11 +55,13 @@ def run_group(
 ) -> list[Outcome]:
     """Run ``plans`` in one transaction; one outcome per plan, in order.
     Raises ``Busy`` (and runs nothing) when ``BEGIN`` cannot have the lock."""
-    lost = _file_lost(file)
-    if lost is not None:
+    # Known lost: fail before running anything. Otherwise the file is
+    # checked after the work (one stat a group): what ran in a lost file is
+    # reported failed, never done.
+    if file is not None and file.lost is not None:
         for plan in plans:
             plan.close()
-        return [Failed(lost) for _ in plans]
+        return [Failed(DatabaseError(file.lost)) for _ in plans]
     try:
         conn.execute(control.BEGIN_WRITE if write else control.BEGIN_READ)
     except sqlite3.Error as exc:

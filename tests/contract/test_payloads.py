@@ -127,9 +127,17 @@ async def test_json_values_round_trip_exactly(store: Store) -> None:
     for p in payloads:
         await q.enqueue(p)
         await s.publish(p)
+    batched = store.queue("batched")
+    await batched.enqueue_batch([*payloads, {"text": "a\u0000b", "sep": "\u2028"}])
     jobs = await q.claim_batch("w", len(payloads))
     events = await s.read_since(0)
-    for got in ([j.payload for j in jobs], [e.payload for e in events]):
+    batch_jobs = await batched.claim_batch("w", len(payloads) + 1)
+    assert batch_jobs[-1].payload == {"text": "a\u0000b", "sep": "\u2028"}
+    for got in (
+        [j.payload for j in jobs],
+        [e.payload for e in events],
+        [j.payload for j in batch_jobs[:-1]],
+    ):
         assert got == payloads
         # Types survive too (1.0 stays a float, True stays a bool).
         assert [type(v) for v in got] == [type(v) for v in payloads]

@@ -23,6 +23,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+import orjson
+
 from ...protocol.dialect import STATE_PENDING, STATE_PROCESSING
 from ...protocol.plan import Fetch, Statement
 from ...protocol.types import NewJob
@@ -102,12 +104,17 @@ class PostgresDialect:
         )
         # Many jobs in one statement: one array per column. WITH ORDINALITY
         # and ORDER BY make the identity hand out ids in the jobs' order.
+        # The batch travels as one JSON array of rows: the server parses it
+        # in C, where dumping six Python lists as Postgres arrays cost the
+        # client about twice the server's work (psycopg's list dumper is
+        # Python, element by element).
         self._enqueue_many = (
             f"INSERT INTO {jobs} (queue, payload, priority, max_attempts, run_at, "
             "created_at, expires_at, visible_at) "
-            "SELECT q, p, pr, ma, ra, $7, ex, ra FROM unnest($1::text[], $2::text[], "
-            "$3::int[], $4::bigint[], $5::bigint[], $6::bigint[]) "
-            "WITH ORDINALITY AS t(q, p, pr, ma, ra, ex, ord) ORDER BY ord RETURNING id"
+            "SELECT e->>0, e->>1, (e->>2)::int, (e->>3)::bigint, (e->>4)::bigint, $1, "
+            "(e->>5)::bigint, (e->>4)::bigint "
+            "FROM json_array_elements($2::text::json) WITH ORDINALITY AS t(e, ord) "
+            "ORDER BY ord RETURNING id"
         )
         # Claim = pick and update in one statement. The CTE walks the partial
         # claim index in claim order and locks what it picks; SKIP LOCKED
@@ -358,19 +365,11 @@ class PostgresDialect:
         )
 
     def enqueue_many(self, jobs: Sequence[NewJob], now_us: int) -> Statement:
-        return Statement(
-            self._enqueue_many,
-            (
-                [j.queue for j in jobs],
-                [j.payload_json for j in jobs],
-                [j.priority for j in jobs],
-                [j.max_attempts for j in jobs],
-                [j.run_at_us for j in jobs],
-                [j.expires_at_us for j in jobs],
-                now_us,
-            ),
-            Fetch.ALL,
-        )
+        rows = [
+            (j.queue, j.payload_json, j.priority, j.max_attempts, j.run_at_us, j.expires_at_us)
+            for j in jobs
+        ]
+        return Statement(self._enqueue_many, (now_us, orjson.dumps(rows).decode()), Fetch.ALL)
 
     def claim(self, queue: str, worker: str, n: int, now_us: int, until_us: int) -> Statement:
         return Statement(self._claim, (queue, now_us, n, worker, until_us), Fetch.ALL)
