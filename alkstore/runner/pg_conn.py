@@ -9,10 +9,21 @@ connection and far faster than trio-asyncio or threads (docs/engines.md).
 Cancellation: a task cancelled while a statement is in flight leaves the
 connection in an unknown protocol state, so the connection is marked broken
 and discarded by the pool (the server rolls back what it had open).
+
+Pipelining (the pool's connections): a connection in libpq's pipeline mode
+can carry several statements in one round trip. The executor uses it for
+statements whose results nobody waits for: ``BEGIN`` goes out with the
+transaction's first statement, and a statement fetched with ``Fetch.NONE``
+(a ``pg_notify``, say) goes out with the next one, ``COMMIT`` included, so an
+enqueue is two round trips instead of four. Nothing else changes: the
+statements run in the same order in the same transaction, and an error in a
+deferred statement fails the round trip that carried it (the statements after
+it in that trip are skipped by the server, ``COMMIT`` included).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -20,7 +31,7 @@ from psycopg import pq
 
 from ..protocol.errors import DatabaseError
 from ..protocol.plan import Fetch, Statement
-from .pg_wire import Wire, check
+from .pg_wire import OK_STATUSES, Wire, check, error_from_result
 from .runtime import Runtime
 
 # Longest a cancelled task waits for its cancel request to reach the server.
@@ -37,9 +48,21 @@ class PgConnection:
         self.wire = Wire(pgconn)
         self.broken = False
         self.in_transaction = False
+        # Pipeline mode: statements sent with the next round trip, unanswered.
+        self.pipelined = False
+        self._deferred: list[Callable[[], None]] = []
+        # The last round trip failed in a deferred statement, so the server
+        # skipped its own statement (a COMMIT among them: not committed).
+        self.skipped_last = False
+        # Round trips made so far: a caller can tell whether anything it
+        # deferred has gone out yet.
+        self.roundtrips = 0
+        self.begun_at = 0  # ``roundtrips`` when the open transaction began
 
     @classmethod
-    async def connect(cls, runtime: Runtime, dsn: str, *, timeout: float) -> PgConnection:
+    async def connect(
+        cls, runtime: Runtime, dsn: str, *, timeout: float, pipeline: bool = False
+    ) -> PgConnection:
         pgconn = pq.PGconn.connect_start(dsn.encode())
         if pgconn.status == pq.ConnStatus.BAD:
             raise DatabaseError(f"PostgreSQL: cannot connect: {_message(pgconn)}")
@@ -60,13 +83,23 @@ class PgConnection:
                 if left <= 0 or not await waiter(pgconn.socket, left):
                     raise DatabaseError(f"PostgreSQL: connecting timed out after {timeout} s")
             pgconn.nonblocking = 1
+            conn = cls(runtime, pgconn)
+            if pipeline:
+                pgconn.enter_pipeline_mode()
+                conn.pipelined = True
         except BaseException:
             pgconn.finish()
             raise
-        return cls(runtime, pgconn)
+        return conn
 
-    async def execute(self, statement: Statement) -> Any:
-        """Send one statement and return its result shaped by ``statement.fetch``."""
+    async def execute(self, statement: Statement, *, defer: bool = False) -> Any:
+        """Send one statement and return its result shaped by ``statement.fetch``.
+
+        ``defer`` (pipeline mode, ``Fetch.NONE`` only): send it with the next
+        round trip instead, and return ``None`` now."""
+        if defer and self.pipelined and statement.fetch is Fetch.NONE:
+            self._defer(lambda: self.wire.send(statement))
+            return None
         results = await self._roundtrip(lambda: self.wire.send(statement))
         return self.wire.result(results[-1], statement.fetch)
 
@@ -77,26 +110,69 @@ class PgConnection:
 
     async def command(self, sql: str) -> None:
         """A parameterless command (BEGIN, COMMIT, LISTEN ...)."""
-        results = await self._roundtrip(lambda: self.pgconn.send_query(self.wire.encode_sql(sql)))
+        results = await self._roundtrip(lambda: self._send_command(sql))
         for res in results:
             check(res)
 
-    async def _roundtrip(self, send: Any) -> list[pq.abc.PGresult]:
+    def defer_command(self, sql: str) -> None:
+        """``command``, sent with the next round trip (pipeline mode; at once
+        otherwise is not possible, so the caller must use ``command``)."""
+        assert self.pipelined
+        self._defer(lambda: self._send_command(sql))
+
+    def drop_deferred(self) -> bool:
+        """Forget what waits for the next round trip; whether anything did."""
+        had = bool(self._deferred)
+        self._deferred.clear()
+        return had
+
+    def _defer(self, send: Callable[[], None]) -> None:
         if self.broken:
             raise DatabaseError("PostgreSQL: connection is broken")
+        self._deferred.append(send)
+
+    def _send_command(self, sql: str) -> None:
+        if self.pipelined:
+            # The simple query protocol is not allowed in pipeline mode.
+            self.pgconn.send_query_params(self.wire.encode_sql(sql), None)
+        else:
+            self.pgconn.send_query(self.wire.encode_sql(sql))
+
+    async def _roundtrip(self, send: Callable[[], None]) -> list[pq.abc.PGresult]:
+        if self.broken:
+            raise DatabaseError("PostgreSQL: connection is broken")
+        self.skipped_last = False
+        self.roundtrips += 1
         pgconn = self.pgconn
+        deferred, self._deferred = self._deferred, []
         try:
-            send()
-            await self._flush()
-            results: list[pq.abc.PGresult] = []
-            while True:
-                while pgconn.is_busy():
-                    await self._runtime.wait_readable(pgconn.socket, None)
-                    pgconn.consume_input()
-                res = pgconn.get_result()
-                if res is None:
-                    break
-                results.append(res)
+            if self.pipelined:
+                for early in deferred:
+                    early()
+                send()
+                pgconn.pipeline_sync()
+                await self._flush()
+                groups = await self._pipeline_results()
+                for group in groups[:-1]:
+                    failed = next((r for r in group if r.status not in OK_STATUSES), None)
+                    if failed is not None:
+                        self.skipped_last = True
+                        raise error_from_result(failed)
+                results = groups[-1] if groups else []
+            else:
+                send()
+                await self._flush()
+                results = []
+                while True:
+                    while pgconn.is_busy():
+                        await self._runtime.wait_readable(pgconn.socket, None)
+                        pgconn.consume_input()
+                    res = pgconn.get_result()
+                    if res is None:
+                        break
+                    results.append(res)
+        except DatabaseError:
+            raise
         except (psycopg.OperationalError, OSError) as exc:
             self.broken = True
             raise _conn_error(pgconn, exc) from exc
@@ -150,6 +226,27 @@ class PgConnection:
             return
         finally:
             cancel.finish()
+
+    async def _pipeline_results(self) -> list[list[pq.abc.PGresult]]:
+        """Every result up to the pipeline's sync point, one list per statement."""
+        pgconn = self.pgconn
+        groups: list[list[pq.abc.PGresult]] = []
+        current: list[pq.abc.PGresult] = []
+        while True:
+            while pgconn.is_busy():
+                await self._runtime.wait_readable(pgconn.socket, None)
+                pgconn.consume_input()
+            res = pgconn.get_result()
+            if res is None:
+                if current:
+                    groups.append(current)
+                    current = []
+                continue
+            if res.status == pq.ExecStatus.PIPELINE_SYNC:
+                if current:
+                    groups.append(current)
+                return groups
+            current.append(res)
 
     async def _flush(self) -> None:
         pgconn = self.pgconn

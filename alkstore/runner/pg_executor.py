@@ -19,9 +19,29 @@ from .runtime import Runtime
 T = TypeVar("T")
 
 
-async def drive(conn: PgConnection, plan: Plan[T], wakes: list[str]) -> T:
-    """Run a plan's statements one after another on ``conn``."""
-    return await run_async(plan, noting_wakes(conn.execute, wakes))
+async def drive(
+    conn: PgConnection, plan: Plan[T], wakes: list[str], *, defer: bool = False
+) -> T:
+    """Run a plan's statements one after another on ``conn``. ``defer``: a
+    statement whose result the plan does not read (``Fetch.NONE``) goes out
+    with the next round trip (see ``PgConnection``); its error, if any, fails
+    that round trip, within the same transaction."""
+
+    def execute(statement: Statement) -> Any:
+        return conn.execute(statement, defer=defer)
+
+    return await run_async(plan, noting_wakes(execute, wakes))
+
+
+async def begin_transaction(conn: PgConnection, sql: str = control.BEGIN) -> None:
+    """Open a transaction; on a pipelined connection BEGIN goes out with the
+    first statement (its result is only checked)."""
+    conn.begun_at = conn.roundtrips
+    if conn.pipelined:
+        conn.defer_command(sql)
+    else:
+        await conn.command(sql)
+    conn.in_transaction = True
 
 
 # Longest a COMMIT or ROLLBACK is waited for once sent, cancelled caller or
@@ -33,6 +53,10 @@ async def rollback(runtime: Runtime, conn: PgConnection, timeout: float) -> None
     """Shielded and bounded: past ``timeout`` the connection is dropped (the
     server rolls back when it notices) rather than hold up a cancelled caller."""
     if conn.broken:
+        return
+    if conn.drop_deferred() and conn.roundtrips == conn.begun_at:
+        # BEGIN itself never went out: there is nothing to roll back.
+        conn.in_transaction = False
         return
     with runtime.shield(timeout):
         await conn.command(control.ROLLBACK)
@@ -58,6 +82,10 @@ async def commit_transaction(
             await conn.command(control.COMMIT)
         except DatabaseError as exc:
             if not conn.broken:
+                if conn.skipped_last:
+                    # A statement sent with the COMMIT failed, so the server
+                    # skipped the COMMIT: the transaction is open, aborted.
+                    await conn.command(control.ROLLBACK)
                 conn.in_transaction = False  # the server ended it: rolled back
                 raise
             unknown = CommitUnknown(
@@ -85,10 +113,9 @@ async def run_in_transaction(
     begin: str = control.BEGIN,
 ) -> T:
     """BEGIN, the plan, COMMIT; ROLLBACK (shielded) if anything before COMMIT fails."""
-    await conn.command(begin)
-    conn.in_transaction = True
+    await begin_transaction(conn, begin)
     try:
-        value = await drive(conn, plan, wakes)
+        value = await drive(conn, plan, wakes, defer=True)
     except BaseException:
         plan.close()
         await rollback(runtime, conn, timeout)
@@ -214,8 +241,7 @@ class PgExecutor:
             raise Closed("store is closed")
         runtime, timeout = self._runtime, self._end_timeout
         async with self._pool.connection() as conn:
-            await conn.command(control.BEGIN)
-            conn.in_transaction = True
+            await begin_transaction(conn)
             tx = PgTx(runtime, conn, timeout)
             try:
                 yield tx

@@ -36,7 +36,9 @@ class PgPool:
         return self._pool.total
 
     async def _connect(self) -> PgConnection:
-        conn = await PgConnection.connect(self._runtime, self._dsn, timeout=self._connect_timeout)
+        conn = await PgConnection.connect(
+            self._runtime, self._dsn, timeout=self._connect_timeout, pipeline=True
+        )
         self.backend_pids.add(conn.backend_pid)
         return conn
 
@@ -61,4 +63,4 @@ def _alive(conn: PgConnection) -> bool:
 
 
 def _reusable(conn: PgConnection) -> bool:
-    return not conn.broken and not conn.in_transaction
+    return not conn.broken and not conn.in_transaction and not conn.drop_deferred()

@@ -19,7 +19,7 @@ from ..engines.postgres import control
 from ..protocol.errors import DatabaseError, TransactionConflict
 from ..protocol.plan import Fetch, Statement
 
-_OK = (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK, pq.ExecStatus.EMPTY_QUERY)
+OK_STATUSES = (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK, pq.ExecStatus.EMPTY_QUERY)
 
 
 class Wire:
@@ -72,7 +72,7 @@ class Wire:
 
 
 def check(res: pq.abc.PGresult) -> None:
-    if res.status in _OK:
+    if res.status in OK_STATUSES:
         return
     raise error_from_result(res)
 

@@ -29,6 +29,7 @@ consumers, so they are validated (:func:`check_schema`) rather than mapped.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 
@@ -42,6 +43,7 @@ CHANNEL_DIGEST_HEX = 56  # 224 bits; the identifier is 60 bytes
 _SCHEMA = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 
+@functools.lru_cache(maxsize=4096)
 def channel_identifier(channel: str) -> str:
     """The LISTEN/NOTIFY identifier of a wake channel (deterministic, 60 ASCII bytes)."""
     digest = hashlib.sha256(channel.encode("utf-8", "surrogatepass")).hexdigest()
