@@ -25,7 +25,10 @@ def claim(
 ) -> Plan[list[JobRecord]]:
     """Take up to ``n`` due jobs: priority desc, then run_at, then id."""
     until = held_until_us(now_us, visibility_us)
-    rows = yield d.claim(queue, worker, check_limit(n, "n"), now_us, until)
+    n = check_limit(n, "n")
+    for statement in d.claim_prelude():
+        yield statement
+    rows = yield d.claim(queue, worker, n, now_us, until)
     jobs = [job_record(r) for r in rows]
     # RETURNING does not promise an order; restore the claim order.
     jobs.sort(key=lambda j: (-j.priority, j.run_at_us, j.id))

@@ -104,6 +104,9 @@ class SqliteDialect:
         rows = ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?)"] * len(jobs))
         return Statement(f"{_ENQUEUE_MANY} {rows} RETURNING id", tuple(params), Fetch.ALL)
 
+    def claim_prelude(self) -> tuple[Statement, ...]:
+        return ()  # the claim names its index (INDEXED BY)
+
     def claim(self, queue: str, worker: str, n: int, now_us: int, until_us: int) -> Statement:
         return Statement(_CLAIM, (worker, until_us, queue, now_us, now_us, n), Fetch.ALL)
 
