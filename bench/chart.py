@@ -4,8 +4,9 @@
 
 Run by the suite under the peers' interpreter, which has matplotlib (pinned in
 ``bench/peers.txt``). One row of panels per engine: throughput per workload
-(jobs/s, log scale, the median with the range as an error bar), and the
-latency p50/p99 (ms).
+(jobs/s, log scale, the median with the range as an error bar), the latency
+p50/p99 (ms), the idle worker's CPU (% of a core, log scale) and the worker's
+resident set after the memory workload (MB).
 """
 
 from __future__ import annotations
@@ -96,12 +97,12 @@ def main() -> None:
     engines = [(e, t) for e, t in ENGINES if any(c["engine"] == e for c in data["cells"])]
     fig, axes = plt.subplots(
         len(engines),
-        2,
-        figsize=(15, 4.8 * len(engines)),
-        gridspec_kw={"width_ratios": [3, 1]},
+        4,
+        figsize=(19, 4.8 * len(engines)),
+        gridspec_kw={"width_ratios": [3, 1, 0.7, 0.7]},
         squeeze=False,
     )
-    for (engine, title), (left, right) in zip(engines, axes, strict=True):
+    for (engine, title), (left, right, idle, memory) in zip(engines, axes, strict=True):
         cells = {
             (c["system"], c["row"], c["metric"]): c for c in data["cells"] if c["engine"] == engine
         }
@@ -112,6 +113,11 @@ def main() -> None:
         lat = [("latency", "p50_ms"), ("latency", "p99_ms")]
         grouped(right, ["p50", "p99"], cells, lat, systems, log=True)
         right.set_title(f"{title}: latency at 50% load (ms)")
+        grouped(idle, ["idle"], cells, [("idle", "cpu_pct")], systems, log=True)
+        idle.set_title(f"{title}: idle worker CPU\n(% of a core, log scale)", fontsize=10)
+        memory_jobs = data["settings"].get("memory_jobs", 0)
+        grouped(memory, ["memory"], cells, [("memory", "rss_end_mb")], systems, log=False)
+        memory.set_title(f"{title}: worker RSS (MB)\nafter {memory_jobs:,} jobs", fontsize=10)
     dirty = " + uncommitted" if meta.get("uncommitted_files") else ""
     fig.suptitle(
         f"alkstore benchmarks, {meta.get('date', '')[:10]}, {meta.get('commit', '')}"

@@ -9,8 +9,9 @@
 
 Every workload of ``bench/workloads/common.py`` runs for every system that
 offers it: alkstore on SQLite and Postgres under trio and asyncio
-(``alkstore_bench.py``), the floor (``floor.py``: plain sqlite3/psycopg), and
-the peers, honker and huey on SQLite, pgqueuer and procrastinate on Postgres.
+(``alkstore_bench.py``), the floor (``floor.py``: plain sqlite3/psycopg; no
+worker runtime, so no ``idle`` or ``memory``), and the peers, honker and huey
+on SQLite, pgqueuer and procrastinate on Postgres.
 Each run is a process of its own, with a timeout (SIGINT, so the script
 cleans up its database, then SIGKILL for its whole process group).
 
@@ -38,12 +39,19 @@ each peer on the same engine and workload), ``.json`` (every run, raw),
 ``.png`` (a chart, drawn by ``bench/chart.py`` under the peers' interpreter,
 which has matplotlib), and copies the markdown to ``bench/results/latest.md``.
 
-``--smoke`` runs every cell once with ``--smoke-jobs`` (50) jobs, several at
-a time, and checks only that each prints a valid result line (a ``skipped``
-line counts where the system does not offer the workload). It writes no
-files; its last line of stdout is a JSON summary. Exit status: 0 when every
-requested cell ran, 1 when any failed, 2 when some could not run at all
-(peers requested but not installed: never counted as a pass).
+``memory`` runs ``--memory-jobs`` (100,000) jobs, the issue's "memory of a
+worker flat after 100,000 jobs", under its own ``--memory-timeout`` (600 s:
+a slow peer needs minutes for them; honker 0.5, whose claim slows as the
+queue deepens, is expected to reach it); ``idle`` measures ``--idle-seconds``
+(5 s).
+
+``--smoke`` runs every cell once with ``--smoke-jobs`` (50) jobs (``memory``:
+300, ``idle``: 0.5 s), several at a time, and checks only that each prints a
+valid result line (a ``skipped`` line counts where the system does not offer
+the workload). It writes no files; its last line of stdout is a JSON summary.
+Exit status: 0 when every requested cell ran, 1 when any failed, 2 when some
+could not run at all (peers requested but not installed: never counted as a
+pass).
 """
 
 from __future__ import annotations
@@ -165,6 +173,8 @@ ROWS = (
     Row("process-batch x4", "process-batch", 4),
     Row("process-sleep", "process-sleep"),
     Row("latency", "latency"),
+    Row("idle", "idle"),
+    Row("memory", "memory"),
 )
 ROW_KEYS = [r.key for r in ROWS]
 
@@ -207,8 +217,10 @@ def environment(system: System) -> dict[str, str]:
     return env
 
 
-def concurrency_for(cell: Cell, args: argparse.Namespace, jobs: int) -> int:
+def concurrency_for(cell: Cell, args: argparse.Namespace, jobs: int) -> int | None:
     w = cell.row.workload
+    if w == "idle":
+        return None  # the worker runtime's default
     if w == "process-sleep":
         return args.sleep_concurrency
     if w == "enqueue-concurrent":
@@ -221,6 +233,7 @@ def argv_for(
     cell: Cell, args: argparse.Namespace, jobs: int, rate: float, run_dir: str
 ) -> list[str]:
     s, r = cell.system, cell.row
+    concurrency = concurrency_for(cell, args, jobs)
     return [
         interpreter(s, args),
         str(WORKLOADS / s.script),
@@ -230,19 +243,24 @@ def argv_for(
         str(jobs),
         "--batch",
         str(args.batch),
-        "--concurrency",
-        str(concurrency_for(cell, args, jobs)),
+        *(["--concurrency", str(concurrency)] if concurrency is not None else []),
         "--processes",
         str(r.processes),
         "--sleep-ms",
         str(args.sleep_ms),
         "--rate",
         f"{rate:.3f}",
+        "--idle-seconds",
+        str(args.idle_seconds),
         "--dir",
         run_dir,
         "--dsn",
         args.dsn,
     ]
+
+
+def timeout_for(cell: Cell, args: argparse.Namespace) -> float:
+    return args.memory_timeout if cell.row.workload == "memory" else args.timeout
 
 
 def parse_result(stdout: str, workload: str) -> tuple[dict[str, Any] | None, str]:
@@ -261,15 +279,19 @@ def parse_result(stdout: str, workload: str) -> tuple[dict[str, Any] | None, str
             return result, ""
         return None, "skipped without a reason"
     jobs, seconds = result.get("jobs"), result.get("seconds")
-    if not isinstance(jobs, int) or jobs <= 0:
+    if not isinstance(jobs, int) or jobs < (0 if workload == "idle" else 1):
         return None, f"bad jobs: {jobs!r}"
     if not isinstance(seconds, (int, float)) or not seconds > 0:
         return None, f"bad seconds: {seconds!r}"
-    if workload == "latency":
-        for field in ("p50_ms", "p99_ms"):
-            v = result.get(field)
-            if not isinstance(v, (int, float)) or v < 0:
-                return None, f"bad {field}: {v!r}"
+    fields = {
+        "latency": ("p50_ms", "p99_ms"),
+        "idle": ("cpu_pct",),
+        "memory": ("rss_start_mb", "rss_end_mb", "rss_growth"),
+    }.get(workload, ())
+    for field in fields:
+        v = result.get(field)
+        if not isinstance(v, (int, float)) or v < 0 or (field.startswith("rss") and not v > 0):
+            return None, f"bad {field}: {v!r}"
     return result, ""
 
 
@@ -297,9 +319,16 @@ class Runner:
         }
         if cell.row.workload == "latency":
             record["rate"] = rate
+        if cell.row.workload == "idle":
+            record["idle_seconds"] = self.args.idle_seconds
         why = not_offered(cell)
         if why:
             return {**record, "status": "skipped", "reason": why, "wall_s": 0.0}
+        timeout = timeout_for(cell, self.args)
+        env = environment(cell.system)
+        if timeout > self.args.timeout:
+            # The peers' scripts stop themselves (and clean up) a minute before the suite would.
+            env["BENCH_TIME_LIMIT"] = str(max(120.0, timeout - 60))
         start = time.monotonic()
         proc = subprocess.Popen(
             argv,
@@ -307,14 +336,14 @@ class Runner:
             stderr=subprocess.PIPE,
             text=True,
             cwd=ROOT,
-            env=environment(cell.system),
+            env=env,
             start_new_session=True,
         )
         with self._lock:
             self._live[proc.pid] = proc
         timed_out = False
         try:
-            out, err = proc.communicate(timeout=self.args.timeout)
+            out, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             timed_out = True
             out, err = self._stop(proc)
@@ -328,11 +357,11 @@ class Runner:
         record["rc"] = proc.returncode
         tail = "\n".join(err.strip().splitlines()[-12:])
         if timed_out or proc.returncode == 124:
-            limit = self.args.timeout if timed_out else "the script's own"
+            why = f"over {timeout:g} s limit" if timed_out else "over the script's own limit"
             return {
                 **record,
                 "status": "timeout",
-                "reason": f"over {limit} s limit",
+                "reason": why,
                 "stderr": tail,
             }
         result, why = parse_result(out, cell.row.workload)
@@ -504,7 +533,11 @@ class Suite:
 
     def one(self, cell: Cell, round_no: int) -> dict[str, Any]:
         jobs, rate, why = self.args.jobs, 0.0, ""
-        if cell.row.workload == "latency":
+        if cell.row.workload == "idle":
+            jobs = 0
+        elif cell.row.workload == "memory":
+            jobs = self.args.memory_jobs
+        elif cell.row.workload == "latency":
             rate, why = self.rate_for_latency(cell)
             jobs = self.latency_jobs(rate)
         run = self.runner.run(cell, round_no, jobs, rate or self.args.fallback_rate)
@@ -549,9 +582,17 @@ def describe(run: dict[str, Any]) -> str:
     status = run["status"]
     if status == "ok":
         r = run["result"]
-        text = f"{rate_of(run):>10,.0f} jobs/s"
-        if run["workload"] == "latency":
+        if run["workload"] == "idle":
+            text = f"{r['cpu_pct']:.3f}% of a core over {r['seconds']:.1f} s"
+        elif run["workload"] == "memory":
+            text = (
+                f"RSS {r['rss_start_mb']:.1f} -> {r['rss_end_mb']:.1f} MB"
+                f" (x{r['rss_growth']:.3f}) at {rate_of(run):,.0f} jobs/s"
+            )
+        elif run["workload"] == "latency":
             text = f"p50 {r['p50_ms']:.2f} ms, p99 {r['p99_ms']:.2f} ms at {run['rate']:,.0f}/s"
+        else:
+            text = f"{rate_of(run):>10,.0f} jobs/s"
         return f"{text}  ({run['wall_s']:.1f} s)"
     if status == "skipped":
         return f"skipped: {run['reason']}"
@@ -575,6 +616,10 @@ def summarize(runs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
                 metrics[field] = [float(r["result"][field]) for r in ok]
             metrics["rate"] = [float(r["rate"]) for r in ok]
             metrics["achieved"] = [rate_of(r) for r in ok]
+        elif row in ("idle", "memory"):
+            fields = ("cpu_pct",) if row == "idle" else MEMORY_METRICS
+            for field in fields:
+                metrics[field] = [float(r["result"][field]) for r in ok]
         else:
             metrics["rate"] = [rate_of(r) for r in ok]
         notes = sorted(
@@ -600,6 +645,25 @@ def summarize(runs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return cells
 
 
+MEMORY_METRICS = ("rss_start_mb", "rss_end_mb", "rss_growth")
+# Row label and metric of the rows that are not a plain rate, in table order.
+METRIC_ROWS = {
+    "latency": (
+        ("p50_ms", "latency p50 (ms)"),
+        ("p99_ms", "latency p99 (ms)"),
+        ("rate", "latency: offered (jobs/s)"),
+        ("achieved", "latency: achieved (jobs/s)"),
+    ),
+    "idle": (("cpu_pct", "idle: CPU, % of a core"),),
+    "memory": (
+        ("rss_end_mb", "memory: RSS after all jobs (MB)"),
+        ("rss_growth", "memory: RSS growth (all / first 10%)"),
+    ),
+}
+# Not worth a ratio between systems (the latency row's rates, a ratio already).
+NO_RATIO = {("latency", "rate"), ("latency", "achieved"), ("memory", "rss_growth")}
+
+
 def index(cells: Iterable[dict[str, Any]]) -> dict[tuple[str, str, str, str], dict[str, Any]]:
     return {(c["engine"], c["system"], c["row"], c["metric"]): c for c in cells}
 
@@ -609,6 +673,12 @@ def fmt(v: float | None, metric: str) -> str:
         return ""
     if metric.endswith("_ms"):
         return f"{v:.2f}" if v < 100 else f"{v:,.0f}"
+    if metric == "cpu_pct":
+        return f"{v:.3f}" if v < 1 else f"{v:.2f}" if v < 10 else f"{v:.1f}"
+    if metric.endswith("_mb"):
+        return f"{v:.1f}"
+    if metric == "rss_growth":
+        return f"{v:.3f}"
     return f"{v:,.0f}" if v >= 100 else f"{v:.1f}"
 
 
@@ -632,13 +702,8 @@ def table_rows(
     present = {(k[2], k[3]) for k in cells if k[0] == engine}
     out = []
     for key in ROW_KEYS:
-        if key == "latency":
-            for metric, label in (
-                ("p50_ms", "latency p50 (ms)"),
-                ("p99_ms", "latency p99 (ms)"),
-                ("rate", "latency: offered (jobs/s)"),
-                ("achieved", "latency: achieved (jobs/s)"),
-            ):
+        if key in METRIC_ROWS:
+            for metric, label in METRIC_ROWS[key]:
                 if (key, metric) in present:
                     out.append((label, key, metric))
         elif (key, "rate") in present:
@@ -703,7 +768,8 @@ def ratio_table(engine: str, cells: dict[tuple[str, str, str, str], dict[str, An
         return []
     lines = [
         "alkstore's median divided by the other's, same engine and workload: above 1"
-        " is faster for throughput, but *lower* is better for the latency rows. The"
+        " is faster for throughput, but *lower* is better for the latency, idle and"
+        " memory rows (CPU, resident set). The"
         " floor's figure for every processing row is its one-connection batched claim"
         " (`process`).",
         "",
@@ -712,7 +778,7 @@ def ratio_table(engine: str, cells: dict[tuple[str, str, str, str], dict[str, An
     ]
     any_value = False
     for label, row, metric in table_rows(engine, cells):
-        if row == "latency" and metric in ("rate", "achieved"):
+        if (row, metric) in NO_RATIO:
             continue
         texts = []
         for m, r in pairs:
@@ -773,7 +839,8 @@ def load_summary(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
 def compare_lines(old: list[dict[str, Any]], new: list[dict[str, Any]], old_name: str) -> list[str]:
     a, b = index(old), index(new)
     lines = [
-        f"Change against `{old_name}` (medians; throughput: + is faster; latency: + is slower):",
+        f"Change against `{old_name}` (medians; throughput: + is faster; latency: + is slower;"
+        " idle CPU and memory: + is more):",
         "",
         "| engine | system | workload | before | now | change |",
         "|---|---|---|---:|---:|---:|",
@@ -792,10 +859,10 @@ def compare_lines(old: list[dict[str, Any]], new: list[dict[str, Any]], old_name
     shown = 0
     for k in keys:
         engine, system, row, metric = k
-        if row == "latency" and metric in ("rate", "achieved"):
+        if (row == "latency" and metric in ("rate", "achieved")) or metric == "rss_start_mb":
             continue
         before, now = a[k]["median"], b[k]["median"]
-        label = row if metric == "rate" else f"{row} {metric.removesuffix('_ms')} (ms)"
+        label = dict(METRIC_ROWS.get(row, ())).get(metric, row) if metric != "rate" else row
         if before is None and now is None:
             continue
         change = f"{(now / before - 1) * 100:+.0f}%" if before and now else ""
@@ -958,7 +1025,8 @@ def header(meta: dict[str, Any], settings: dict[str, Any]) -> list[str]:
         f"- Peers (bench/.peers): {peers}",
         f"- Started {meta['date']}, took {meta.get('took_s', 0) / 60:.1f} min;"
         f" {s['rounds']} round(s), interleaved in shuffled order (seed {s['seed']}),"
-        f" {s['timeout']:.0f} s limit per run",
+        f" {s['timeout']:.0f} s limit per run"
+        + (f" ({s['memory_timeout']:.0f} s for memory)" if "memory_timeout" in s else ""),
         f"- Each run: {s['jobs']:,} jobs of 100-byte payloads; `--concurrency {s['concurrency']}`"
         f" (process, latency; pgqueuer's batch is min(10, concurrency / 2));"
         f" enqueue-concurrent: {s['enqueue_concurrency']} tasks on SQLite,"
@@ -968,12 +1036,19 @@ def header(meta: dict[str, Any], settings: dict[str, Any]) -> list[str]:
         f" latency: one job at a time, offered at {s['latency_fraction']:.0%} of the lower of"
         " the system's median `process` and `enqueue-single` rates"
         + (f" (fixed: {s['rate']:g}/s)" if s["rate"] else "")
-        + f", for up to {s['latency_seconds']:g} s (at least 200 jobs)",
+        + f", for up to {s['latency_seconds']:g} s (at least 200 jobs);"
+        f" idle: the worker runtime with its defaults on an empty queue, CPU over"
+        f" {s.get('idle_seconds', 5.0):g} s after 1 s of settling;"
+        f" memory: {s.get('memory_jobs', s['jobs']):,} jobs through one worker process"
+        " (`process`'s concurrency), its RSS after the first 10% and after all",
         "",
         "Throughput rows: jobs per second, median of the rounds with the range"
         " (min-max) in brackets. Latency rows: enqueue returning to handler start, ms;"
         " where the achieved rate falls short of the offered one the system could not keep"
-        " up, and its latency is that of a growing backlog."
+        " up, and its latency is that of a growing backlog. Idle: the worker process's CPU"
+        " time (every thread) over the window, % of one core. Memory: the worker process's"
+        " resident set (VmRSS), MiB, and its growth from 10% of the jobs to all of them"
+        " (1.000 is flat)."
         " n/o: not offered by that system (why: below). What each workload does:"
         " `bench/workloads/common.py`; how each system does it: the docstring of its script.",
         "",
@@ -1027,6 +1102,15 @@ def options(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--latency-fraction", type=float, default=0.5)
     p.add_argument("--latency-seconds", type=float, default=10.0)
     p.add_argument("--rate", type=float, default=0.0, help="fixed latency rate instead")
+    p.add_argument(
+        "--idle-seconds", type=float, help="idle: the measured window (default 5; smoke 0.5)"
+    )
+    p.add_argument(
+        "--memory-jobs", type=int, help="memory: jobs per run (default 100000; smoke 300)"
+    )
+    p.add_argument(
+        "--memory-timeout", type=float, help="memory: seconds per run (default 600; smoke 60)"
+    )
     p.add_argument("--fallback-rate", type=float, default=100.0, help=argparse.SUPPRESS)
     p.add_argument("--seed", type=int)
     p.add_argument("--no-install", action="store_true", help="never install the peers")
@@ -1041,6 +1125,12 @@ def options(argv: Sequence[str] | None = None) -> argparse.Namespace:
         args.timeout = 60.0 if args.smoke else 180.0
     if args.parallel is None:
         args.parallel = 3 if args.smoke else 1
+    if args.idle_seconds is None:
+        args.idle_seconds = 0.5 if args.smoke else 5.0
+    if args.memory_jobs is None:
+        args.memory_jobs = 300 if args.smoke else 100_000
+    if args.memory_timeout is None:
+        args.memory_timeout = args.timeout if args.smoke else max(600.0, args.timeout)
     if args.smoke:
         args.rounds, args.jobs = 1, args.smoke_jobs
     if args.against and not args.compare:
@@ -1153,6 +1243,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             "latency_fraction",
             "latency_seconds",
             "rate",
+            "idle_seconds",
+            "memory_jobs",
+            "memory_timeout",
         )
     }
     summary = summarize(suite.runs)

@@ -1,8 +1,8 @@
 """The benchmark suite still runs: ``bench/suite.py --smoke`` for alkstore and the floor.
 
-Every workload once, tiny (50 jobs), on SQLite and PostgreSQL, both drivers;
-a check that each prints a valid result line, not a measurement. The peers
-(bench/.peers) are not needed here.
+Every workload once, tiny (50 jobs; memory 300, idle 0.5 s), on SQLite and
+PostgreSQL, both drivers; a check that each prints a valid result line, not a
+measurement. The peers (bench/.peers) are not needed here.
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ ROWS = (
     "process-batch x4",
     "process-sleep",
     "latency",
+    "idle",
+    "memory",
 )
 # What the floor (plain sqlite3/psycopg) offers; it says "skipped" for the rest.
 FLOOR_ROWS = {"enqueue-single", "enqueue-batch", "process", "process-batch"}

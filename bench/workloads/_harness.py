@@ -5,7 +5,10 @@ procrastinate); not a system of its own.
   failure.
 - ``Workers`` / ``Control``: worker subprocesses (the script re-invoked with
   ``--worker``), each setting up, saying ``ready``, then starting on ``go`` and
-  stopping on ``stop`` (or when its stdin closes).
+  stopping on ``stop`` (or when its stdin closes); asked ``cpu`` meanwhile, a
+  worker answers with its ``time.process_time()`` (every thread of it).
+- ``idle`` / ``memory``: those two workloads of common.py, the same for every
+  peer once its workers are ready.
 - ``Board``: a file every process maps, where handlers record each job's
   time (``time.monotonic()``, one system-wide clock on Linux) and count what
   they ran, so the parent sees progress without a query per job.
@@ -31,7 +34,10 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-HARD_LIMIT_S = 120.0
+from common import SETTLE_S, idle_fields, memory_fields, report, status_mb
+
+# The suite sets a longer limit for its long runs (the memory workload).
+HARD_LIMIT_S = float(os.environ.get("BENCH_TIME_LIMIT", "120"))
 WORKER_FLAG = "--worker"
 MAX_SLOTS = 64
 
@@ -157,7 +163,10 @@ class Control:
             os._exit(3)
 
     def wait_stop(self) -> None:
-        sys.stdin.readline()
+        """Block until the parent says stop, answering its ``cpu`` questions meanwhile."""
+        while sys.stdin.readline().strip() == "cpu":
+            self._out.write(f"cpu {time.process_time():.9f}\n")
+            self._out.flush()
 
     def on_stop(self, fn: Callable[[], None]) -> None:
         """Call ``fn`` (from another thread) once the parent says stop."""
@@ -211,6 +220,24 @@ class Workers:
     def dead(self) -> list[int]:
         return [p.pid for p in self.procs if p.poll() is not None]
 
+    def cpu_seconds(self, timeout: float = 10.0) -> float:
+        """The workers' CPU time so far (their own ``time.process_time()``, summed)."""
+        total = 0.0
+        for p in self.procs:
+            assert p.stdin and p.stdout
+            p.stdin.write(b"cpu\n")
+            p.stdin.flush()
+            ready, _, _ = select.select([p.stdout], [], [], timeout)
+            words = (p.stdout.readline() if ready else b"").split()
+            if len(words) != 2 or words[0] != b"cpu":
+                raise RuntimeError(f"worker {p.pid} did not say its CPU time (exit {p.poll()})")
+            total += float(words[1])
+        return total
+
+    def status_mb(self, field: str = "VmRSS") -> float:
+        """The workers' ``field`` of ``/proc/<pid>/status``, summed, in MiB."""
+        return sum(status_mb(p.pid, field) for p in self.procs)
+
     def stop(self, timeout: float = 20.0) -> None:
         """Ask every worker to stop, wait for it; kill on expiry. Raises if one failed."""
         for p in self.procs:
@@ -253,6 +280,38 @@ def wait_done(
         elif workers.dead():
             raise RuntimeError(f"worker(s) {workers.dead()} exited before the jobs were done")
         time.sleep(poll_s)
+
+
+def idle(workers: Workers, seconds: float) -> None:
+    """The idle workload: start the (ready) workers on an empty queue, let
+    them settle, report their CPU time over ``seconds``."""
+    workers.go()
+    time.sleep(SETTLE_S)
+    cpu0, t0 = workers.cpu_seconds(), time.perf_counter()
+    time.sleep(seconds)
+    cpu1, t1 = workers.cpu_seconds(), time.perf_counter()
+    if workers.dead():
+        raise RuntimeError(f"worker(s) {workers.dead()} exited while idle")
+    workers.stop()
+    report(**idle_fields(cpu1 - cpu0, t1 - t0))
+
+
+def memory(
+    board: Board, jobs: int, workers: Workers, remaining: Callable[[], int] | None = None
+) -> None:
+    """The memory workload: the workers' resident set once 10% of the jobs
+    have run, and once all have (as ``wait_done`` sees it)."""
+    t0 = workers.go()
+    while board.total() < max(1, jobs // 10):
+        if workers.dead():
+            raise RuntimeError(f"worker(s) {workers.dead()} exited before the jobs were done")
+        time.sleep(0.001)
+    start = workers.status_mb()
+    t1 = wait_done(board, jobs, workers, remaining)
+    end, peak = workers.status_mb(), workers.status_mb("VmHWM")
+    workers.stop()
+    board.check()
+    report(**memory_fields(jobs, t1 - t0, start, end, peak))
 
 
 # -- the board ----------------------------------------------------------------

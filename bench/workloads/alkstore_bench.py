@@ -1,6 +1,13 @@
 """alkstore's side of every workload (see common.py), on either engine and driver.
 
     python bench/workloads/alkstore_bench.py process --engine sqlite --driver trio
+
+Processing is ``queue.work(handler, concurrency=--concurrency)`` in this
+process (``--processes`` above 1: that many spawned worker processes).
+``idle`` runs ``queue.work(handler)`` with its defaults (concurrency 1, the
+5 s poll behind the engine's wake-up) on an empty queue in this process and
+takes this process's CPU time. ``memory`` runs the ``process`` worker in one
+spawned process, so its resident set is the worker's alone (not the fill's).
 """
 
 from __future__ import annotations
@@ -19,7 +26,18 @@ from typing import Any
 import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import Timer, fresh_schema, latency_fields, parse, payload, report
+from common import (
+    SETTLE_S,
+    Timer,
+    fresh_schema,
+    idle_fields,
+    latency_fields,
+    memory_fields,
+    parse,
+    payload,
+    report,
+    status_mb,
+)
 
 from alkstore import io_asyncio, io_trio
 from alkstore.api.queue import Job
@@ -123,7 +141,11 @@ async def main(args: Any, lib: Lib, location: str) -> None:
             return report(jobs=n, seconds=t.seconds, cpu=t.cpu)
         if w == "latency":
             return await latency(args, lib, store)
+        if w == "idle":
+            return await idle(args, lib, store)
         await fill(store, n)
+        if w == "memory":
+            return await memory(args, lib, store, n)
         if w == "process-batch":
             if args.processes > 1:
                 return await many_processes(args, lib, store, n)
@@ -201,17 +223,35 @@ async def latency(args: Any, lib: Lib, store: Store) -> None:
     report(jobs=n, seconds=t.seconds, **latency_fields(samples))
 
 
-async def many_processes(args: Any, lib: Lib, store: Store, n: int) -> None:
-    """``--processes`` worker processes on the same database; timed from go
-    to the queue being empty."""
-    q = store.queue(QUEUE)
+async def idle(args: Any, lib: Lib, store: Store) -> None:
+    """``q.work(handler)`` with its defaults on an empty queue; this process's
+    CPU time over ``--idle-seconds`` once it has run ``SETTLE_S``."""
+    stop = lib.event()
+
+    async def handler(job: Job) -> None:
+        pass
+
+    async def measure() -> None:
+        await lib.sleep(SETTLE_S)
+        with Timer() as t:
+            await lib.sleep(args.idle_seconds)
+        stop.set()
+        report(**idle_fields(t.cpu, t.seconds))
+
+    await lib.run_tasks([measure, lambda: lib.work_until(store, handler, stop)])
+
+
+@asynccontextmanager
+async def spawned(args: Any, lib: Lib, count: int) -> AsyncIterator[tuple[list[Any], Path]]:
+    """``count`` worker processes on the same database, each ready (imported,
+    store open); they start on ``go.touch()``."""
     go = Path(args.dir) / f"go-{os.getpid()}"
     argv = [sys.executable, __file__, args.workload, "--engine", args.engine,
             "--driver", args.driver, "--concurrency", str(args.concurrency),
             "--sleep-ms", str(args.sleep_ms), "--dsn", args.dsn, "--dir", args.dir,
-            "--worker", f"{location_of(args)}|{go}"]  # fmt: skip
+            "--jobs", str(args.jobs), "--worker", f"{location_of(args)}|{go}"]  # fmt: skip
     # Spawned before the timed part starts, so the blocking call costs nothing measured.
-    procs = [subprocess.Popen(argv) for _ in range(args.processes)]  # noqa: ASYNC220
+    procs = [subprocess.Popen(argv) for _ in range(count)]  # noqa: ASYNC220
     ready = [Path(f"{go}.ready-{p.pid}") for p in procs]
     try:
         # Each worker says when it has imported and opened its store.
@@ -219,18 +259,43 @@ async def many_processes(args: Any, lib: Lib, store: Store, n: int) -> None:
             if any(p.poll() is not None for p in procs):
                 raise SystemExit("a worker process died while starting")
             await lib.sleep(0.01)
-        with Timer() as t:
-            go.touch()
-            await drained(lib, q)
-        report(jobs=n, seconds=t.seconds)
+        yield procs, go
     finally:
         go.unlink(missing_ok=True)
-        for r in ready:
-            r.unlink(missing_ok=True)
+        for f in go.parent.glob(f"{go.name}.*"):  # ready, and memory's marks
+            f.unlink(missing_ok=True)
         for p in procs:
             p.terminate()
         for p in procs:
             p.wait(30)
+
+
+async def many_processes(args: Any, lib: Lib, store: Store, n: int) -> None:
+    """``--processes`` worker processes on the same database; timed from go
+    to the queue being empty."""
+    async with spawned(args, lib, args.processes) as (_, go):
+        with Timer() as t:
+            go.touch()
+            await drained(lib, store.queue(QUEUE))
+    report(jobs=n, seconds=t.seconds)
+
+
+async def memory(args: Any, lib: Lib, store: Store, n: int) -> None:
+    """One spawned ``process`` worker; its resident set once its handler has
+    run 10% of the jobs (the worker reads its own and leaves it in a file:
+    polling the queue's counts would load the machine) and once all are acked."""
+    async with spawned(args, lib, 1) as (procs, go):
+        pid = procs[0].pid
+        tenth, done = (Path(f"{go}.{mark}-{pid}") for mark in ("tenth", "done"))
+        with Timer() as t:
+            go.touch()
+            while not done.exists():
+                if procs[0].poll() is not None:
+                    raise SystemExit("the worker process died")
+                await lib.sleep(0.005)
+            await drained(lib, store.queue(QUEUE))  # the last handlers' acks
+        start = float(tenth.read_text())
+        report(**memory_fields(n, t.seconds, start, status_mb(pid), status_mb(pid, "VmHWM")))
 
 
 _LOCATION = ""
@@ -259,11 +324,28 @@ async def worker(args: Any, lib: Lib) -> None:
                     continue
                 await q.ack_batch([j.id for j in jobs], wid)
 
+        count = 0
+        marks: dict[int, list[str]] = {}  # handler runs -> the marks to leave then
+        if args.workload == "memory":
+            marks.setdefault(max(1, args.jobs // 10), []).append("tenth")
+            marks.setdefault(args.jobs, []).append("done")
+
         async def handler(job: Job) -> None:
+            nonlocal count
             if delay:
                 await lib.sleep(delay)
+            count += 1
+            if count in marks:
+                leave_marks(go, marks[count])
 
         await q.work(handler, concurrency=args.concurrency)
+
+
+def leave_marks(go: str, names: list[str]) -> None:
+    """memory: the worker's resident set now, in a file per mark (a blocking
+    write, twice a run)."""
+    for name in names:
+        Path(f"{go}.{name}-{os.getpid()}").write_text(str(status_mb("self")))
 
 
 def run() -> None:

@@ -7,6 +7,8 @@ JSON object on its last line of stdout:
 
     {"jobs": 20000, "seconds": 1.23}                      # throughput
     {"jobs": 2000, "seconds": 1.0, "p50_ms": .., "p99_ms": ..}   # latency too
+    {"jobs": 0, "seconds": 5.0, "cpu_s": .., "cpu_pct": 0.08}     # idle
+    {"jobs": 100000, "seconds": .., "rss_start_mb": .., "rss_end_mb": .., "rss_growth": 1.02}
     {"skipped": "why"}                                     # not offered by the system
 
 Rates are ``jobs / seconds``; ``seconds`` covers only the measured phase
@@ -29,6 +31,16 @@ offers):
 - ``latency``: enqueue one job at a time at ``--rate`` jobs/s (a fraction of
   the maximum) while a worker runs; report p50/p99 of enqueue-return to
   handler-start, in ms.
+- ``idle``: the system's worker runtime with its default options and a no-op
+  handler on an empty queue; after ``SETTLE_S`` (1 s), the worker process's
+  CPU time (every thread: ``time.process_time()`` in that process) over
+  ``--idle-seconds`` of wall time, as a percentage of one core (``cpu_pct``).
+  No jobs.
+- ``memory``: like ``process`` (the same fill, ``--concurrency`` slots), in
+  one worker process of its own; its resident set (``VmRSS`` of
+  ``/proc/<pid>/status``) once 10% of the jobs have run (``rss_start_mb``)
+  and once all have (``rss_end_mb``), their ratio (``rss_growth``: 1.0 is
+  flat) and the peak (``VmHWM``, ``rss_peak_mb``). MB are MiB.
 
 Payloads are 100 bytes of JSON: ``payload(i)``.
 """
@@ -43,6 +55,7 @@ import sys
 import time
 import uuid
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 DSN = os.environ.get("ALKSTORE_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
@@ -54,7 +67,10 @@ WORKLOADS = (
     "process-batch",
     "process-sleep",
     "latency",
+    "idle",
+    "memory",
 )
+SETTLE_S = 1.0  # idle: the worker runs this long before the measured window
 
 
 _PADS = {n: "x" * max(0, 100 - len(json.dumps({"i": 10**n, "kind": "bench", "pad": ""},
@@ -77,6 +93,7 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--processes", type=int, default=1)
     p.add_argument("--sleep-ms", type=float, default=1.0)
     p.add_argument("--rate", type=float, default=500.0)
+    p.add_argument("--idle-seconds", type=float, default=5.0)
     p.add_argument("--driver", choices=("trio", "asyncio"), default="trio")
     p.add_argument("--engine", choices=("sqlite", "postgres"), default="sqlite")
     p.add_argument("--worker", default="", help=argparse.SUPPRESS)  # a spawned worker
@@ -120,6 +137,28 @@ def report_latency(jobs: int, first: float, returned: Sequence[float],
         seconds=max(started) - first,
         **latency_fields([s - r for s, r in zip(started, returned, strict=True)]),
     )  # fmt: skip
+
+
+def idle_fields(cpu_s: float, seconds: float) -> dict[str, Any]:
+    """The idle workload's result: ``cpu_s`` of CPU over ``seconds`` of wall time."""
+    return {"jobs": 0, "seconds": seconds, "cpu_s": cpu_s, "cpu_pct": 100 * cpu_s / seconds}
+
+
+def status_mb(pid: int | str, field: str = "VmRSS") -> float:
+    """A memory figure of ``/proc/<pid>/status`` (``VmRSS``: resident now,
+    ``VmHWM``: the peak), in MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024  # kB
+    raise RuntimeError(f"no {field} in /proc/{pid}/status")
+
+
+def memory_fields(
+    jobs: int, seconds: float, start_mb: float, end_mb: float, peak_mb: float
+) -> dict[str, Any]:
+    """The memory workload's result: resident set after 10% and after all jobs."""
+    return {"jobs": jobs, "seconds": seconds, "rss_start_mb": start_mb, "rss_end_mb": end_mb,
+            "rss_growth": end_mb / start_mb, "rss_peak_mb": peak_mb}  # fmt: skip
 
 
 class Timer:

@@ -4,6 +4,7 @@ What any queue on the engine can at best approach (see common.py for the
 workloads): one INSERT per transaction; batches of INSERTs; a batched claim
 (``UPDATE ... LIMIT 100 RETURNING`` on SQLite, ``SKIP LOCKED`` on Postgres)
 plus one DELETE by ids per batch. Synchronous, one connection, no event loop.
+No worker runtime, so no ``idle`` or ``memory`` (nor the workloads of one).
 """
 
 from __future__ import annotations
@@ -147,4 +148,6 @@ def pg_main(args: Any) -> None:
 
 if __name__ == "__main__":
     a = parse()
+    if a.workload in ("idle", "memory"):
+        skipped("the floor has no worker runtime (a bare loop on one connection)")
     (sqlite_main if a.engine == "sqlite" else pg_main)(a)

@@ -6,14 +6,17 @@ transaction each; ``--batch`` of them in one ``db.transaction()`` with
 runs: ``db.run_workers(queue, concurrency=--concurrency)`` over an
 ``@queue.task()`` handler, so the queue is filled by calling the task (the
 runtime dead-letters raw payloads). ``process-batch`` is the bare loop,
-``claim_batch(worker, 100)`` then ``ack_batch``. Defaults otherwise: WAL,
+``claim_batch(worker, 100)`` then ``ack_batch``. ``idle`` is
+``db.run_workers(queue)`` with its defaults on an empty queue, ``memory`` the
+``process`` worker (both in one worker process). Defaults otherwise: WAL,
 synchronous=NORMAL, the 1 ms update watcher, tasks store their result
 (``store_result=True``, one more write per job), 3 attempts.
 
 Expect ``process``/``process-sleep`` on a deep queue to hit the time limit:
 in 0.5.0 each ``honker_claim_batch`` call costs time in proportion to the
 jobs queued (about 7.6 ms at 16000, where the same UPDATE as plain SQL takes
-0.2 ms), and the runtime claims one job per call.
+0.2 ms), and the runtime claims one job per call; ``memory`` (100,000 jobs)
+with it.
 """
 
 from __future__ import annotations
@@ -91,9 +94,9 @@ def worker(args: argparse.Namespace) -> None:
             stop = asyncio.Event()
             loop = asyncio.get_running_loop()
             ctl.on_stop(lambda: loop.call_soon_threadsafe(stop.set))
-            runner = asyncio.create_task(
-                db.run_workers(queue=QUEUE, concurrency=args.concurrency, stop_event=stop)
-            )
+            # idle: run_workers' own default concurrency.
+            kw = {} if args.workload == "idle" else {"concurrency": args.concurrency}
+            runner = asyncio.create_task(db.run_workers(queue=QUEUE, stop_event=stop, **kw))
             await stop.wait()
             # run_workers cancels each drain loop once, and Python 3.11's
             # wait_for drops a cancel that races the update watcher's wake-up
@@ -170,11 +173,22 @@ def process(args: argparse.Namespace, path: str, board_path: str) -> None:
     board = h.Board(board_path, args.jobs, create=True)
     workers = h.Workers(args.processes, path, board_path)
     workers.wait_ready()
+    if args.workload == "memory":
+        return h.memory(board, args.jobs, workers, remaining=lambda: live(path))
     t0 = workers.go()
     t1 = h.wait_done(board, args.jobs, workers, remaining=lambda: live(path))
     workers.stop()
     board.check()
     report(jobs=args.jobs, seconds=t1 - t0)
+
+
+def idle(args: argparse.Namespace, path: str, board_path: str) -> None:
+    db, _, _ = open_queue(path)  # the schema, before the worker starts
+    db.close()
+    h.Board(board_path, 0, create=True)
+    workers = h.Workers(args.processes, path, board_path)
+    workers.wait_ready()
+    h.idle(workers, args.idle_seconds)
 
 
 def latency(args: argparse.Namespace, path: str, board_path: str) -> None:
@@ -209,6 +223,8 @@ def main() -> None:
         enqueue(args, path)
     elif args.workload == "latency":
         latency(args, path, board_path)
+    elif args.workload == "idle":
+        idle(args, path, board_path)
     else:
         process(args, path, board_path)
 

@@ -3,9 +3,12 @@
 Enqueueing calls a ``@huey.task()`` function; processing runs huey's own
 consumer (``huey.create_consumer(workers=--concurrency)``, thread workers,
 ``Consumer.run()`` as ``huey_consumer`` does) in ``--processes`` worker
-processes, stopped the way ``huey_consumer`` is (SIGINT, graceful). Every
-setting is huey's default otherwise (WAL, SQLite's default synchronous=FULL,
-polling from 0.1 s with backoff to 10 s when idle, results on).
+processes, stopped the way ``huey_consumer`` is (SIGINT, graceful). ``idle``
+is that consumer with its defaults (``huey.create_consumer()``: one thread
+worker) on an empty queue, ``memory`` the ``process`` consumer (both in one
+worker process). Every setting is huey's default otherwise (WAL, SQLite's
+default synchronous=FULL, polling from 0.1 s with backoff to 10 s when idle,
+so a longer ``--idle-seconds`` gives a lower idle figure; results on).
 """
 
 from __future__ import annotations
@@ -65,7 +68,10 @@ def worker(args: argparse.Namespace) -> None:
     board = h.Board(board_path, args.jobs, slot=slot)
     huey, _ = make_huey(path, board, args.sleep_ms / 1000)
     huey.pending_count()  # opens the connection before the clock starts
-    consumer = huey.create_consumer(workers=args.concurrency, worker_type="thread")
+    if args.workload == "idle":
+        consumer = huey.create_consumer()  # huey_consumer's defaults
+    else:
+        consumer = huey.create_consumer(workers=args.concurrency, worker_type="thread")
     ctl.ready()
     # The parent's stop becomes the SIGINT huey_consumer stops gracefully on.
     ctl.on_stop(lambda: os.kill(os.getpid(), signal.SIGINT))
@@ -118,11 +124,23 @@ def process(args: argparse.Namespace, path: str, board_path: str) -> None:
     board = h.Board(board_path, args.jobs, create=True)
     workers = h.Workers(args.processes, path, board_path)
     workers.wait_ready()
+    if args.workload == "memory":
+        return h.memory(board, args.jobs, workers, remaining=lambda: pending(path))
     t0 = workers.go()
     t1 = h.wait_done(board, args.jobs, workers, remaining=lambda: pending(path))
     workers.stop()
     board.check()
     report(jobs=args.jobs, seconds=t1 - t0)
+
+
+def idle(args: argparse.Namespace, path: str, board_path: str) -> None:
+    huey, _ = make_huey(path)
+    huey.pending_count()  # the table, before the consumer starts
+    huey.storage.close()
+    h.Board(board_path, 0, create=True)
+    workers = h.Workers(args.processes, path, board_path)
+    workers.wait_ready()
+    h.idle(workers, args.idle_seconds)
 
 
 def latency(args: argparse.Namespace, path: str, board_path: str) -> None:
@@ -167,6 +185,8 @@ def main() -> None:
         enqueue(args, path)
     elif args.workload == "latency":
         latency(args, path, board_path)
+    elif args.workload == "idle":
+        idle(args, path, board_path)
     else:
         process(args, path, board_path)
 

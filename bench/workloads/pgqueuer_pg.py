@@ -7,7 +7,9 @@ lists are its batch insert). Processing is the consumer of pgqueuer's quick
 start, ``PgQueuer(AsyncpgDriver(connection))`` and its ``run()`` (what ``pgq
 run`` calls: the QueueManager and an idle SchedulerManager), in
 ``--processes`` worker processes, with ``--concurrency`` as
-``max_concurrent_tasks``.
+``max_concurrent_tasks``. ``idle`` is that consumer's ``run()`` with its
+defaults on an empty queue, ``memory`` the ``process`` consumer (both in one
+worker process).
 Defaults otherwise (durable tables, LISTEN/NOTIFY, status log buffered up to
 the batch size or 0.1 s, heartbeats, log aggregation).
 """
@@ -81,9 +83,12 @@ async def worker_run(args: argparse.Namespace, schema: str, board: h.Board, ctl:
         loop = asyncio.get_running_loop()
         await asyncio.to_thread(ctl.ready)
         ctl.on_stop(lambda: loop.call_soon_threadsafe(pgq.shutdown.set))
-        await pgq.run(
-            batch_size=batch_size(args.concurrency), max_concurrent_tasks=args.concurrency
-        )
+        if args.workload == "idle":
+            await pgq.run()  # its defaults
+        else:
+            await pgq.run(
+                batch_size=batch_size(args.concurrency), max_concurrent_tasks=args.concurrency
+            )
     finally:
         await conn.close()
 
@@ -201,13 +206,23 @@ def main() -> None:
             raise RuntimeError(f"{n} jobs enqueued, expected {args.jobs}")
         report(jobs=args.jobs, seconds=seconds)
         return
-    if args.workload != "latency":
+    if args.workload not in ("latency", "idle"):
         asyncio.run(fill(args, schema))  # untimed
         # As autovacuum would within a minute (and as procrastinate_pg.py must).
         counter.conn.execute("ANALYZE pgqueuer")
     board = h.Board(board_path, args.jobs, create=True)
     workers = h.Workers(args.processes, schema, board_path)
     workers.wait_ready()
+    if args.workload == "idle":
+        return h.idle(workers, args.idle_seconds)
+
+    def queued() -> int:
+        # Done once the status log has been flushed: a successful job's row
+        # leaves the queue table then.
+        return counter.scalar("SELECT count(*) FROM pgqueuer")
+
+    if args.workload == "memory":
+        return h.memory(board, args.jobs, workers, remaining=queued)
     t0 = workers.go()
     if args.workload == "latency":
         time.sleep(0.5)  # the workers are listening before the first job
@@ -217,11 +232,7 @@ def main() -> None:
         started = board.check()
         report_latency(args.jobs, first, returned, started)
         return
-    # Done once the status log has been flushed: a successful job's row
-    # leaves the queue table then.
-    t1 = h.wait_done(
-        board, args.jobs, workers, remaining=lambda: counter.scalar("SELECT count(*) FROM pgqueuer")
-    )
+    t1 = h.wait_done(board, args.jobs, workers, remaining=queued)
     workers.stop()
     board.check()
     report(jobs=args.jobs, seconds=t1 - t0)

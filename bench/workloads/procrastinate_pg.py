@@ -7,7 +7,9 @@ one statement) and ``task.batch_defer_async`` (one statement per ``--batch``);
 the job's args are the 100-byte payload. Processing is
 ``app.run_worker_async(concurrency=--concurrency)`` in ``--processes`` worker
 processes, cancelled once every job is done (its documented way to stop a
-worker run as a task). Defaults otherwise: the connector's pool (4
+worker run as a task). ``idle`` is ``app.run_worker_async()`` with its
+defaults (concurrency 1) on an empty queue, ``memory`` the ``process`` worker
+(both in one worker process). Defaults otherwise: the connector's pool (4
 connections), LISTEN/NOTIFY with 5 s polling, finished jobs kept
 (``delete_jobs="never"``), no retries.
 """
@@ -77,9 +79,9 @@ async def worker_run(args: argparse.Namespace, schema: str, board: h.Board, ctl:
         stop = asyncio.Event()
         await asyncio.to_thread(ctl.ready)
         ctl.on_stop(lambda: loop.call_soon_threadsafe(stop.set))
-        run = asyncio.create_task(
-            app.run_worker_async(concurrency=args.concurrency, install_signal_handlers=False)
-        )
+        # idle: the worker's own default concurrency.
+        kw = {} if args.workload == "idle" else {"concurrency": args.concurrency}
+        run = asyncio.create_task(app.run_worker_async(install_signal_handlers=False, **kw))
         done, _ = await asyncio.wait(
             {run, asyncio.create_task(stop.wait())}, return_when="FIRST_COMPLETED"
         )
@@ -180,7 +182,7 @@ def main() -> None:
             raise RuntimeError(f"{n} jobs enqueued, expected {args.jobs}")
         report(jobs=args.jobs, seconds=seconds)
         return
-    if args.workload != "latency":
+    if args.workload not in ("latency", "idle"):
         asyncio.run(fill(args, schema))  # untimed
         # As autovacuum would within a minute: with no statistics the fetch
         # sorts every queued job (O(queue) per job, past the time limit at 20000).
@@ -188,6 +190,17 @@ def main() -> None:
     board = h.Board(board_path, args.jobs, create=True)
     workers = h.Workers(args.processes, schema, board_path)
     workers.wait_ready()
+    if args.workload == "idle":
+        return h.idle(workers, args.idle_seconds)
+
+    def unfinished() -> int:
+        # Done once every job's finish_job has committed.
+        return counter.scalar(
+            "SELECT count(*) FROM procrastinate_jobs WHERE status IN ('todo', 'doing')"
+        )
+
+    if args.workload == "memory":
+        return h.memory(board, args.jobs, workers, remaining=unfinished)
     t0 = workers.go()
     if args.workload == "latency":
         time.sleep(0.5)  # the workers are listening before the first job
@@ -197,15 +210,7 @@ def main() -> None:
         started = board.check()
         report_latency(args.jobs, first, returned, started)
         return
-    # Done once every job's finish_job has committed.
-    t1 = h.wait_done(
-        board,
-        args.jobs,
-        workers,
-        remaining=lambda: counter.scalar(
-            "SELECT count(*) FROM procrastinate_jobs WHERE status IN ('todo', 'doing')"
-        ),
-    )
+    t1 = h.wait_done(board, args.jobs, workers, remaining=unfinished)
     workers.stop()
     board.check()
     n = counter.scalar("SELECT count(*) FROM procrastinate_jobs WHERE status = 'succeeded'")
