@@ -16,6 +16,12 @@ and quoted; the schema is validated once, at construction.
 
 Row shapes and ``Fetch`` kinds are those of ``protocol.dialect`` and match
 the SQLite engine statement for statement.
+
+Layout (the same as :mod:`alkstore.engines.sqlite.dialect`, so the two read
+side by side): the column lists, then the SQL text of every statement (here
+built once per schema, in ``_build``), then the ``Dialect`` methods that bind
+it; both halves in the order of :class:`alkstore.protocol.dialect.Dialect`
+(wakes, queues, streams, schedules, locks).
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from .schema import DEFAULT_SCHEMA, qualified
 if TYPE_CHECKING:
     from ...protocol.dialect import Dialect
 
+# -- column lists (the row shapes of protocol.dialect) -----------------------
 _JOB_COLS = (
     "id, queue, payload, priority, attempts, max_attempts, run_at, created_at, "
     "expires_at, claimed_by, visible_at, state, last_error, claims"
@@ -73,12 +80,6 @@ def _text(value: str | None) -> str | None:
     return value
 
 
-_CLAIM_PLANNER = Statement(
-    "SELECT set_config('enable_sort', 'off', true), "
-    "set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true)"
-)
-
-
 class PostgresDialect:
     """Statement builders for one Postgres schema. Pure: every method only
     builds a ``Statement``."""
@@ -102,18 +103,32 @@ class PostgresDialect:
         self._build()
 
     def _build(self) -> None:
+        """The SQL text of every statement for this schema, built once."""
         jobs, dead = self.jobs, self.dead
+
+        # -- wakes -----------------------------------------------------------
+        # Delivered at commit, never on rollback; the payload is always empty
+        # (wakes are opaque).
+        self._notify = "SELECT pg_notify($1::text, '')"
+        # The three below feed the SQLite watcher's notifications table.
+        # Postgres wakes come from LISTEN/NOTIFY, so there is no table: they
+        # are constant statements that return "nothing new", in case shared
+        # code runs them.
+        self._notifications_since = "SELECT 0::bigint, ''::text, ''::text WHERE false"
+        self._last_notification_id = "SELECT 0::bigint"
+        self._prune_notifications = "SELECT 0 WHERE false"
+
+        # -- queues ----------------------------------------------------------
         self._enqueue = (
             f"INSERT INTO {jobs} (queue, payload, priority, max_attempts, run_at, "
             "created_at, expires_at, visible_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $5) "
             "RETURNING id"
         )
-        # Many jobs in one statement: one array per column. WITH ORDINALITY
-        # and ORDER BY make the identity hand out ids in the jobs' order.
-        # The batch travels as one JSON array of rows: the server parses it
-        # in C, where dumping six Python lists as Postgres arrays cost the
-        # client about twice the server's work (psycopg's list dumper is
-        # Python, element by element).
+        # Many jobs in one statement. WITH ORDINALITY and ORDER BY make the
+        # identity hand out ids in the jobs' order. The batch travels as one
+        # JSON array of rows: the server parses it in C, where dumping six
+        # Python lists as Postgres arrays cost the client about twice the
+        # server's work (psycopg's list dumper is Python, element by element).
         self._enqueue_many = (
             f"INSERT INTO {jobs} (queue, payload, priority, max_attempts, run_at, "
             "created_at, expires_at, visible_at) "
@@ -121,6 +136,22 @@ class PostgresDialect:
             "(e->>5)::bigint, (e->>4)::bigint "
             "FROM json_array_elements($2::text::json) WITH ORDINALITY AS t(e, ord) "
             "ORDER BY ord RETURNING id"
+        )
+        # Postgres has no index hints. On a jobs table that autovacuum has
+        # not analyzed yet (a new store filled with 100,000 jobs, say) the
+        # planner reads every due job through a bitmap scan and sorts them
+        # all, for every claim: claims cost O(n) and a backlog drains in
+        # O(n^2) (measured: 50 ms per claim of 100 at 100,000 jobs, 4-6 ms
+        # with this). For the claim's own transaction only, sorts and bitmap
+        # or sequential scans are priced out, which leaves the walk of the
+        # claim index in claim order, stopping at the LIMIT. It rides with
+        # BEGIN in the same round trip (pipelining).
+        self._claim_prelude = (
+            Statement(
+                "SELECT set_config('enable_sort', 'off', true), "
+                "set_config('enable_bitmapscan', 'off', true), "
+                "set_config('enable_seqscan', 'off', true)"
+            ),
         )
         # Claim = pick and update in one statement. The CTE walks the partial
         # claim index in claim order and locks what it picks; SKIP LOCKED
@@ -160,11 +191,6 @@ class PostgresDialect:
             f"SELECT attempts, max_attempts FROM {jobs} "
             f"WHERE id = $1 AND {_owned('$2', '$3', '$4')} FOR UPDATE"
         )
-        self._reschedule = (
-            f"UPDATE {jobs} SET state = {STATE_PENDING}, claimed_by = NULL, "
-            "run_at = $1, visible_at = $1, last_error = COALESCE($2::text, last_error) "
-            "WHERE id = $3"
-        )
         self._next_due = (
             f"SELECT MIN(visible_at) FROM {jobs} WHERE queue = $1 AND attempts < max_attempts"
         )
@@ -172,6 +198,11 @@ class PostgresDialect:
             f"UPDATE {jobs} SET state = {STATE_PENDING}, claimed_by = NULL, "
             f"run_at = $1, visible_at = $1, attempts = attempts - $2::bigint "
             f"WHERE id = $3 AND {_owned('$4', '$5', '$6')}"
+        )
+        self._reschedule = (
+            f"UPDATE {jobs} SET state = {STATE_PENDING}, claimed_by = NULL, "
+            "run_at = $1, visible_at = $1, last_error = COALESCE($2::text, last_error) "
+            "WHERE id = $3"
         )
         self._extend_claim = (
             f"UPDATE {jobs} SET visible_at = $1 WHERE id = $2 AND {_owned('$3', '$4', '$5')}"
@@ -189,6 +220,22 @@ class PostgresDialect:
         self._cancel = f"DELETE FROM {jobs} WHERE id = $1 AND queue = $2"
         self._get_job = f"SELECT {_JOB_COLS} FROM {jobs} WHERE id = $1 AND queue = $2"
         self._get_dead = f"SELECT {_DEAD_COLS} FROM {dead} WHERE id = $1 AND queue = $2"
+        # The sweep's candidates: deadlines that passed (except under a live
+        # claim, which keeps its chance to ack) and lapsed claims with no
+        # attempts left. Each arm matches one partial index (jobs_expiry,
+        # jobs_exhausted), so the planner can combine them with a BitmapOr.
+        # SKIP LOCKED: a row some worker is settling right now is not the
+        # sweep's, and a concurrent sweeper takes other rows. The lock held
+        # until commit means the core's decision and the bury that follows
+        # see the row as it was read.
+        sweep = (
+            f"SELECT {_SWEEP_COLS} FROM {jobs} WHERE "
+            f"((expires_at IS NOT NULL AND expires_at <= $1 "
+            f"AND (state = {STATE_PENDING} OR visible_at <= $1)) "
+            f"OR (attempts >= max_attempts AND visible_at <= $1))"
+        )
+        self._sweep_all = f"{sweep} ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED"
+        self._sweep_queue = f"{sweep} AND queue = $3 ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED"
         self._queue_counts = (
             f"SELECT "
             # ready: claimable right now (a job the next sweep will bury is
@@ -218,24 +265,8 @@ class PostgresDialect:
         )
         self._purge_all = f"DELETE FROM {dead} WHERE queue = $1"
         self._purge_before = f"DELETE FROM {dead} WHERE queue = $1 AND died_at < $2"
-        # The sweep's candidates: deadlines that passed (except under a live
-        # claim, which keeps its chance to ack) and lapsed claims with no
-        # attempts left. Each arm matches one partial index (jobs_expiry,
-        # jobs_exhausted), so the planner can combine them with a BitmapOr.
-        # SKIP LOCKED: a row some worker is settling right now is not the
-        # sweep's, and a concurrent sweeper takes other rows. The lock held
-        # until commit means the core's decision and the bury that follows
-        # see the row as it was read.
-        sweep = (
-            f"SELECT {_SWEEP_COLS} FROM {jobs} WHERE "
-            f"((expires_at IS NOT NULL AND expires_at <= $1 "
-            f"AND (state = {STATE_PENDING} OR visible_at <= $1)) "
-            f"OR (attempts >= max_attempts AND visible_at <= $1))"
-        )
-        self._sweep_all = f"{sweep} ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED"
-        self._sweep_queue = f"{sweep} AND queue = $3 ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED"
 
-        # -- streams --
+        # -- streams ---------------------------------------------------------
         # The counter row of the stream is created or bumped, and stays
         # locked until this transaction ends: a second publisher to the same
         # stream waits here until the first commits (or rolls back, and then
@@ -257,8 +288,9 @@ class PostgresDialect:
             f"SELECT {_EVENT_COLS} FROM {self.events} "
             'WHERE stream = $1 AND "offset" > $2 ORDER BY "offset" LIMIT $3'
         )
-        # Monotonic; the WHERE skips the write (and its dead tuple) when the
-        # stored offset is already at or past the new one.
+        # Monotonic: a lower offset than the stored one changes nothing; the
+        # WHERE skips the write (and its dead tuple) when the stored offset is
+        # already at or past the new one.
         self._save_offset = (
             f'INSERT INTO {self.offsets} AS o (stream, consumer, "offset") VALUES ($1, $2, $3) '
             'ON CONFLICT (stream, consumer) DO UPDATE SET "offset" = '
@@ -269,7 +301,7 @@ class PostgresDialect:
         )
         self._trim = f'DELETE FROM {self.events} WHERE stream = $1 AND "offset" < $2'
 
-        # -- schedules --
+        # -- schedules -------------------------------------------------------
         sched = self.schedules
         # Same expression: keep the pending fire time (re-registration at
         # every process start must not skip or repeat a fire).
@@ -289,12 +321,15 @@ class PostgresDialect:
             f"SELECT name, queue, expression, payload, options, next_fire_at FROM {sched} "
             "WHERE next_fire_at <= $1 ORDER BY next_fire_at LIMIT $2 FOR UPDATE SKIP LOCKED"
         )
+        # Compare-and-set on the fire time read by due_schedules: of the
+        # tickers that read the same fire time, exactly one moves it (and
+        # enqueues its job).
         self._advance_schedule = (
             f"UPDATE {sched} SET next_fire_at = $1 WHERE name = $2 AND next_fire_at = $3"
         )
         self._next_schedule_time = f"SELECT MIN(next_fire_at) FROM {sched}"
 
-        # -- locks --
+        # -- locks -----------------------------------------------------------
         locks = self.locks
         # One statement: take a free or lapsed lock (new token), refresh one we
         # hold (same token), or change nothing and return no row. A conflict
@@ -319,7 +354,22 @@ class PostgresDialect:
             "WHERE name = $1 AND owner = $2 AND token = $3 AND expires_at > $4"
         )
 
-    # -- wakes --------------------------------------------------------------
+    # -- wakes ---------------------------------------------------------------
+    def notify(self, channel: str, origin: str, now_us: int) -> Statement:
+        # ``origin`` and ``now_us`` are SQLite-watcher bookkeeping with no
+        # use here: NOTIFY carries the sender's pid.
+        return Statement(self._notify, (channel_identifier(channel),), wakes=(channel,))
+
+    def notifications_since(self, after_id: int, limit: int) -> Statement:
+        return Statement(self._notifications_since, fetch=Fetch.ALL)
+
+    def last_notification_id(self) -> Statement:
+        return Statement(self._last_notification_id, fetch=Fetch.ONE)
+
+    def prune_notifications(self, before_us: int) -> Statement:
+        return Statement(self._prune_notifications, fetch=Fetch.ROWCOUNT)
+
+    # Postgres only (the listener's, not the protocol's).
     def channel_identifier(self, channel: str) -> str:
         """The LISTEN/NOTIFY identifier of ``channel`` (see :mod:`.names`)."""
         return channel_identifier(channel)
@@ -334,27 +384,7 @@ class PostgresDialect:
         """``UNLISTEN`` SQL for ``channel``; no parameters."""
         return unlisten_sql(channel)
 
-    def notify(self, channel: str, origin: str, now_us: int) -> Statement:
-        # Delivered at commit, never on rollback; the payload is always empty
-        # (wakes are opaque). ``origin`` and ``now_us`` are SQLite-watcher
-        # bookkeeping with no use here: NOTIFY carries the sender's pid.
-        return Statement(
-            "SELECT pg_notify($1::text, '')", (channel_identifier(channel),), wakes=(channel,)
-        )
-
-    # The three below feed the SQLite watcher's notifications table. Postgres
-    # wakes come from LISTEN/NOTIFY, so there is no table: they are constant
-    # statements that return "nothing new", in case shared code runs them.
-    def notifications_since(self, after_id: int, limit: int) -> Statement:
-        return Statement("SELECT 0::bigint, ''::text, ''::text WHERE false", fetch=Fetch.ALL)
-
-    def last_notification_id(self) -> Statement:
-        return Statement("SELECT 0::bigint", fetch=Fetch.ONE)
-
-    def prune_notifications(self, before_us: int) -> Statement:
-        return Statement("SELECT 0 WHERE false", fetch=Fetch.ROWCOUNT)
-
-    # -- queues -------------------------------------------------------------
+    # -- queues --------------------------------------------------------------
     def enqueue(self, job: NewJob, now_us: int) -> Statement:
         return Statement(
             self._enqueue,
@@ -378,16 +408,7 @@ class PostgresDialect:
         return Statement(self._enqueue_many, (now_us, orjson.dumps(rows).decode()), Fetch.ALL)
 
     def claim_prelude(self) -> tuple[Statement, ...]:
-        # Postgres has no index hints. On a jobs table that autovacuum has
-        # not analyzed yet (a new store filled with 100,000 jobs, say) the
-        # planner reads every due job through a bitmap scan and sorts them
-        # all, for every claim: claims cost O(n) and a backlog drains in
-        # O(n^2) (measured: 50 ms per claim of 100 at 100,000 jobs, 4-6 ms
-        # with this). For the claim's own transaction only, sorts and bitmap
-        # or sequential scans are priced out, which leaves the walk of the
-        # claim index in claim order, stopping at the LIMIT. It rides with
-        # BEGIN in the same round trip (pipelining).
-        return (_CLAIM_PLANNER,)
+        return self._claim_prelude
 
     def claim(self, queue: str, worker: str, n: int, now_us: int, until_us: int) -> Statement:
         return Statement(self._claim, (queue, now_us, n, worker, until_us), Fetch.ALL)
@@ -410,9 +431,6 @@ class PostgresDialect:
     def owned(self, job_id: int, worker: str, claim: int, now_us: int) -> Statement:
         return Statement(self._owned, (job_id, worker, claim, now_us), Fetch.ONE)
 
-    def reschedule(self, job_id: int, run_at_us: int, error: str | None) -> Statement:
-        return Statement(self._reschedule, (run_at_us, _text(error), job_id))
-
     def next_due(self, queue: str) -> Statement:
         return Statement(self._next_due, (queue,), Fetch.ONE)
 
@@ -424,6 +442,9 @@ class PostgresDialect:
             (now_us, refund, job_id, worker, claim, now_us),
             Fetch.ROWCOUNT,
         )
+
+    def reschedule(self, job_id: int, run_at_us: int, error: str | None) -> Statement:
+        return Statement(self._reschedule, (run_at_us, _text(error), job_id))
 
     def extend_claim(
         self, job_id: int, worker: str, claim: int, now_us: int, until_us: int
@@ -468,7 +489,7 @@ class PostgresDialect:
             return Statement(self._purge_all, (queue,), Fetch.ROWCOUNT)
         return Statement(self._purge_before, (queue, before_us), Fetch.ROWCOUNT)
 
-    # -- streams ------------------------------------------------------------
+    # -- streams -------------------------------------------------------------
     def next_offset(self, stream: str) -> Statement:
         return Statement(self._next_offset, (stream,), Fetch.ONE)
 
@@ -489,7 +510,7 @@ class PostgresDialect:
     def trim(self, stream: str, offset: int) -> Statement:
         return Statement(self._trim, (stream, offset), Fetch.ROWCOUNT)
 
-    # -- schedules ----------------------------------------------------------
+    # -- schedules -----------------------------------------------------------
     def upsert_schedule(
         self,
         name: str,
@@ -517,7 +538,7 @@ class PostgresDialect:
     def next_schedule_time(self) -> Statement:
         return Statement(self._next_schedule_time, fetch=Fetch.ONE)
 
-    # -- locks --------------------------------------------------------------
+    # -- locks ---------------------------------------------------------------
     def acquire_lock(self, name: str, owner: str, now_us: int, until_us: int) -> Statement:
         return Statement(self._acquire_lock, (name, owner, until_us, now_us), Fetch.ONE)
 
