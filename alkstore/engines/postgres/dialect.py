@@ -21,7 +21,9 @@ Layout (the same as :mod:`alkstore.engines.sqlite.dialect`, so the two read
 side by side): the column lists, then the SQL text of every statement (here
 built once per schema, in ``_build``), then the ``Dialect`` methods that bind
 it; both halves in the order of :class:`alkstore.protocol.dialect.Dialect`
-(wakes, queues, streams, schedules, locks).
+(wakes, queues, streams, schedules, locks). The semantic rules (claimable,
+owned, lock held or free, ...) are not written here: each is a fragment of
+:mod:`.rules`, used by every statement that needs it.
 """
 
 from __future__ import annotations
@@ -35,6 +37,22 @@ from ...protocol.dialect import STATE_PENDING, STATE_PROCESSING
 from ...protocol.plan import Fetch, Statement
 from ...protocol.types import NewJob
 from .names import channel_identifier, check_schema, listen_sql, unlisten_sql
+from .rules import (
+    ATTEMPTS_LEFT,
+    CLAIM_ORDER,
+    claimable,
+    fencing_token,
+    fire_time_unchanged,
+    hidden,
+    keep_fire_time,
+    keep_higher_offset,
+    lock_free,
+    lock_held,
+    owned,
+    schedule_due,
+    sweep_exhausted,
+    sweep_expired,
+)
 from .schema import DEFAULT_SCHEMA, qualified
 
 if TYPE_CHECKING:
@@ -51,15 +69,6 @@ _DEAD_COLS = (
 )
 _EVENT_COLS = '"offset", stream, key, payload, created_at'
 _SWEEP_COLS = "id, state, visible_at, expires_at, attempts, max_attempts"
-
-
-def _owned(worker: str, claim: str, now: str) -> str:
-    """A job is owned by (worker, claim number) while its claim has not
-    lapsed; the arguments are the placeholders to compare with."""
-    return (
-        f"state = {STATE_PROCESSING} AND claimed_by = {worker} "
-        f"AND claims = {claim} AND visible_at > {now}"
-    )
 
 
 def _text(value: str | None) -> str | None:
@@ -163,9 +172,8 @@ class PostgresDialect:
         # whose visible_at passed, with attempts left, is claimable again.
         self._claim = f"""WITH picked AS (
             SELECT id FROM {jobs}
-            WHERE queue = $1 AND attempts < max_attempts AND visible_at <= $2
-              AND (expires_at IS NULL OR expires_at > $2)
-            ORDER BY priority DESC, visible_at, id
+            WHERE queue = $1 AND {claimable('$2')}
+            ORDER BY {CLAIM_ORDER}
             LIMIT $3
             FOR UPDATE SKIP LOCKED)
         UPDATE {jobs} AS j
@@ -175,29 +183,29 @@ class PostgresDialect:
             RETURNING j.id, j.queue, j.payload, j.priority, j.attempts, j.max_attempts,
                 j.run_at, j.created_at, j.expires_at, j.claimed_by, j.visible_at, j.state,
                 j.last_error, j.claims"""
-        self._ack = f"DELETE FROM {jobs} WHERE id = $1 AND {_owned('$2', '$3', '$4')}"
+        self._ack = f"DELETE FROM {jobs} WHERE id = $1 AND {owned('$2', '$3', '$4')}"
+        # The batch form has ids but no claim numbers: the worker's live claim.
         self._ack_batch = (
             f"DELETE FROM {jobs} WHERE id = ANY($1::bigint[]) AND queue = $2 "
-            f"AND state = {STATE_PROCESSING} AND claimed_by = $3 AND visible_at > $4"
+            f"AND {owned('$3', None, '$4')}"
         )
+        # The (id, claim number) pairs are matched by the join.
         self._ack_claims = (
             f"DELETE FROM {jobs} j USING unnest($1::bigint[], $2::bigint[]) AS c(id, claims) "
-            f"WHERE j.id = c.id AND j.claims = c.claims AND j.state = {STATE_PROCESSING} "
-            "AND j.claimed_by = $3 AND j.visible_at > $4 RETURNING j.id"
+            f"WHERE j.id = c.id AND j.claims = c.claims AND {owned('$3', None, '$4', row='j')} "
+            "RETURNING j.id"
         )
         # retry and fail read the row, decide, then write: the row lock taken
         # here keeps a concurrent reclaim or cancel from slipping in between.
         self._owned = (
             f"SELECT attempts, max_attempts FROM {jobs} "
-            f"WHERE id = $1 AND {_owned('$2', '$3', '$4')} FOR UPDATE"
+            f"WHERE id = $1 AND {owned('$2', '$3', '$4')} FOR UPDATE"
         )
-        self._next_due = (
-            f"SELECT MIN(visible_at) FROM {jobs} WHERE queue = $1 AND attempts < max_attempts"
-        )
+        self._next_due = f"SELECT MIN(visible_at) FROM {jobs} WHERE queue = $1 AND {ATTEMPTS_LEFT}"
         self._release_claim = (
             f"UPDATE {jobs} SET state = {STATE_PENDING}, claimed_by = NULL, "
             f"run_at = $1, visible_at = $1, attempts = attempts - $2::bigint "
-            f"WHERE id = $3 AND {_owned('$4', '$5', '$6')}"
+            f"WHERE id = $3 AND {owned('$4', '$5', '$6')}"
         )
         self._reschedule = (
             f"UPDATE {jobs} SET state = {STATE_PENDING}, claimed_by = NULL, "
@@ -205,7 +213,7 @@ class PostgresDialect:
             "WHERE id = $3"
         )
         self._extend_claim = (
-            f"UPDATE {jobs} SET visible_at = $1 WHERE id = $2 AND {_owned('$3', '$4', '$5')}"
+            f"UPDATE {jobs} SET visible_at = $1 WHERE id = $2 AND {owned('$3', '$4', '$5')}"
         )
         # One statement moves the row: delete it from the live table and
         # insert what was deleted into the dead one.
@@ -230,9 +238,7 @@ class PostgresDialect:
         # see the row as it was read.
         sweep = (
             f"SELECT {_SWEEP_COLS} FROM {jobs} WHERE "
-            f"((expires_at IS NOT NULL AND expires_at <= $1 "
-            f"AND (state = {STATE_PENDING} OR visible_at <= $1)) "
-            f"OR (attempts >= max_attempts AND visible_at <= $1))"
+            f"(({sweep_expired('$1')}) OR ({sweep_exhausted('$1')}))"
         )
         self._sweep_all = f"{sweep} ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED"
         self._sweep_queue = f"{sweep} AND queue = $3 ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED"
@@ -240,9 +246,8 @@ class PostgresDialect:
             f"SELECT "
             # ready: claimable right now (a job the next sweep will bury is
             # counted nowhere until it is dead).
-            f"COUNT(*) FILTER (WHERE state = {STATE_PENDING} AND visible_at <= $1 "
-            "AND attempts < max_attempts AND (expires_at IS NULL OR expires_at > $1)), "
-            f"COUNT(*) FILTER (WHERE state = {STATE_PENDING} AND visible_at > $1), "
+            f"COUNT(*) FILTER (WHERE state = {STATE_PENDING} AND {claimable('$1')}), "
+            f"COUNT(*) FILTER (WHERE state = {STATE_PENDING} AND {hidden('$1')}), "
             f"COUNT(*) FILTER (WHERE state = {STATE_PROCESSING}) "
             f"FROM {jobs} WHERE queue = $2"
         )
@@ -288,13 +293,10 @@ class PostgresDialect:
             f"SELECT {_EVENT_COLS} FROM {self.events} "
             'WHERE stream = $1 AND "offset" > $2 ORDER BY "offset" LIMIT $3'
         )
-        # Monotonic: a lower offset than the stored one changes nothing; the
-        # WHERE skips the write (and its dead tuple) when the stored offset is
-        # already at or past the new one.
+        # Monotonic: a lower offset than the stored one changes nothing.
         self._save_offset = (
             f'INSERT INTO {self.offsets} AS o (stream, consumer, "offset") VALUES ($1, $2, $3) '
-            'ON CONFLICT (stream, consumer) DO UPDATE SET "offset" = '
-            'GREATEST(o."offset", EXCLUDED."offset") WHERE EXCLUDED."offset" > o."offset"'
+            f"ON CONFLICT (stream, consumer) DO UPDATE SET {keep_higher_offset(row='o')}"
         )
         self._get_offset = (
             f'SELECT "offset" FROM {self.offsets} WHERE stream = $1 AND consumer = $2'
@@ -310,22 +312,20 @@ class PostgresDialect:
             "next_fire_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7) "
             "ON CONFLICT (name) DO UPDATE SET queue = EXCLUDED.queue, "
             "payload = EXCLUDED.payload, options = EXCLUDED.options, "
-            "next_fire_at = CASE WHEN s.expression = EXCLUDED.expression "
-            "THEN s.next_fire_at ELSE EXCLUDED.next_fire_at END, "
-            "expression = EXCLUDED.expression"
+            f"next_fire_at = {keep_fire_time(row='s')}, expression = EXCLUDED.expression"
         )
         self._delete_schedule = f"DELETE FROM {sched} WHERE name = $1"
         # SKIP LOCKED: a row another ticker holds is that ticker's fire; the
         # compare-and-set in advance_schedule stays the guarantee either way.
         self._due_schedules = (
             f"SELECT name, queue, expression, payload, options, next_fire_at FROM {sched} "
-            "WHERE next_fire_at <= $1 ORDER BY next_fire_at LIMIT $2 FOR UPDATE SKIP LOCKED"
+            f"WHERE {schedule_due('$1')} ORDER BY next_fire_at LIMIT $2 FOR UPDATE SKIP LOCKED"
         )
         # Compare-and-set on the fire time read by due_schedules: of the
         # tickers that read the same fire time, exactly one moves it (and
         # enqueues its job).
         self._advance_schedule = (
-            f"UPDATE {sched} SET next_fire_at = $1 WHERE name = $2 AND next_fire_at = $3"
+            f"UPDATE {sched} SET next_fire_at = $1 WHERE name = $2 AND {fire_time_unchanged('$3')}"
         )
         self._next_schedule_time = f"SELECT MIN(next_fire_at) FROM {sched}"
 
@@ -338,20 +338,18 @@ class PostgresDialect:
         self._acquire_lock = (
             f"INSERT INTO {locks} AS l (name, owner, token, expires_at) VALUES ($1, $2, 1, $3) "
             "ON CONFLICT (name) DO UPDATE SET "
-            "token = CASE WHEN l.owner = EXCLUDED.owner AND l.expires_at > $4 "
-            "THEN l.token ELSE l.token + 1 END, "
+            f"token = {fencing_token('EXCLUDED.owner', '$4', row='l')}, "
             "owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at "
-            "WHERE l.owner IS NULL OR l.expires_at <= $4 OR l.owner = EXCLUDED.owner "
+            f"WHERE {lock_free('$4', row='l')} OR l.owner = EXCLUDED.owner "
             "RETURNING token"
         )
         self._renew_lock = (
-            f"UPDATE {locks} SET expires_at = $1 "
-            "WHERE name = $2 AND owner = $3 AND token = $4 AND expires_at > $5"
+            f"UPDATE {locks} SET expires_at = $1 WHERE name = $2 AND {lock_held('$3', '$4', '$5')}"
         )
         # The row stays (owner cleared) so the next token continues the sequence.
         self._release_lock = (
             f"UPDATE {locks} SET owner = NULL, expires_at = 0 "
-            "WHERE name = $1 AND owner = $2 AND token = $3 AND expires_at > $4"
+            f"WHERE name = $1 AND {lock_held('$2', '$3', '$4')}"
         )
 
     # -- wakes ---------------------------------------------------------------

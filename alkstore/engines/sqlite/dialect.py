@@ -8,7 +8,10 @@ Layout (the same as :mod:`alkstore.engines.postgres.dialect`, so the two read
 side by side): the column lists, then the SQL text of every statement, then
 the ``Dialect`` methods that bind it; both halves in the order of
 :class:`alkstore.protocol.dialect.Dialect` (wakes, queues, streams,
-schedules, locks).
+schedules, locks). The semantic rules (claimable, owned, lock held or free,
+...) are not written here: each is a fragment of :mod:`.rules`, used by
+every statement that needs it. A ``?`` a fragment adds is bound where the
+fragment stands in the text.
 """
 
 from __future__ import annotations
@@ -20,6 +23,22 @@ import orjson
 from ...protocol.dialect import STATE_PENDING, STATE_PROCESSING
 from ...protocol.plan import Fetch, Statement
 from ...protocol.types import NewJob
+from .rules import (
+    ATTEMPTS_LEFT,
+    CLAIM_ORDER,
+    claimable,
+    fencing_token,
+    fire_time_unchanged,
+    hidden,
+    keep_fire_time,
+    keep_higher_offset,
+    lock_free,
+    lock_held,
+    owned,
+    schedule_due,
+    sweep_exhausted,
+    sweep_expired,
+)
 
 # -- column lists (the row shapes of protocol.dialect) -----------------------
 _JOB_COLS = (
@@ -32,9 +51,6 @@ _DEAD_COLS = (
 )
 _EVENT_COLS = '"offset", stream, key, payload, created_at'
 _SWEEP_COLS = "id, state, visible_at, expires_at, attempts, max_attempts"
-
-# A job is owned by (worker, claim number) while its claim has not lapsed.
-_OWNERSHIP = f"state = {STATE_PROCESSING} AND claimed_by = ? AND claims = ? AND visible_at > ?"
 
 # -- wakes -------------------------------------------------------------------
 # Wakes for other processes go through a table that their watchers poll.
@@ -67,36 +83,42 @@ _CLAIM = f"""UPDATE __alkstore_jobs
         claimed_by = ?, run_at = visible_at, visible_at = ?
     WHERE id IN (
         SELECT id FROM __alkstore_jobs INDEXED BY __alkstore_jobs_claim
-        WHERE queue = ? AND attempts < max_attempts AND visible_at <= ?
-          AND (expires_at IS NULL OR expires_at > ?)
-        ORDER BY priority DESC, visible_at, id
+        WHERE queue = ? AND {claimable('?')}
+        ORDER BY {CLAIM_ORDER}
         LIMIT ?)
     RETURNING {_JOB_COLS}"""
-_ACK = f"DELETE FROM __alkstore_jobs WHERE id = ? AND {_OWNERSHIP}"
+_ACK = f"DELETE FROM __alkstore_jobs WHERE id = ? AND {owned('?', '?', '?')}"
+# The batch form has ids but no claim numbers: the worker's live claim.
 _ACK_BATCH = (
     "DELETE FROM __alkstore_jobs WHERE id IN (SELECT value FROM json_each(?)) "
-    f"AND queue = ? AND state = {STATE_PROCESSING} AND claimed_by = ? AND visible_at > ?"
+    f"AND queue = ? AND {owned('?', None, '?')}"
 )
+# The (id, claim number) pairs are matched by the row-value IN.
 _ACK_CLAIMS = (
     "DELETE FROM __alkstore_jobs WHERE (id, claims) IN "
     "(SELECT value ->> 0, value ->> 1 FROM json_each(?)) "
-    f"AND state = {STATE_PROCESSING} AND claimed_by = ? AND visible_at > ? RETURNING id"
+    f"AND {owned('?', None, '?')} RETURNING id"
 )
 # retry and fail read the row, decide, then write, all under the write lock.
-_OWNED = f"SELECT attempts, max_attempts FROM __alkstore_jobs WHERE id = ? AND {_OWNERSHIP}"
+_OWNED = (
+    f"SELECT attempts, max_attempts FROM __alkstore_jobs WHERE id = ? AND {owned('?', '?', '?')}"
+)
 _NEXT_DUE = (
     "SELECT MIN(visible_at) FROM __alkstore_jobs INDEXED BY __alkstore_jobs_due "
-    "WHERE queue = ? AND attempts < max_attempts"
+    f"WHERE queue = ? AND {ATTEMPTS_LEFT}"
 )
 _RELEASE_CLAIM = (
     f"UPDATE __alkstore_jobs SET state = {STATE_PENDING}, claimed_by = NULL, "
-    f"run_at = ?, visible_at = ?, attempts = attempts - ? WHERE id = ? AND {_OWNERSHIP}"
+    "run_at = ?, visible_at = ?, attempts = attempts - ? "
+    f"WHERE id = ? AND {owned('?', '?', '?')}"
 )
 _RESCHEDULE = (
     f"UPDATE __alkstore_jobs SET state = {STATE_PENDING}, claimed_by = NULL, "
     "run_at = ?, visible_at = ?, last_error = COALESCE(?, last_error) WHERE id = ?"
 )
-_EXTEND_CLAIM = f"UPDATE __alkstore_jobs SET visible_at = ? WHERE id = ? AND {_OWNERSHIP}"
+_EXTEND_CLAIM = (
+    f"UPDATE __alkstore_jobs SET visible_at = ? WHERE id = ? AND {owned('?', '?', '?')}"
+)
 # Two statements move the row: copy it into the dead table, delete it.
 _BURY_COPY = (
     f"INSERT INTO __alkstore_dead ({_DEAD_COLS}, claims) "
@@ -119,12 +141,11 @@ def _sweep(scope: str) -> str:
     return (
         f"SELECT {_SWEEP_COLS} "
         f"FROM __alkstore_jobs INDEXED BY __alkstore_jobs_expiry "
-        f"WHERE expires_at IS NOT NULL AND expires_at <= ? "
-        f"AND (state = {STATE_PENDING} OR visible_at <= ?){scope} "
+        f"WHERE {sweep_expired('?')}{scope} "
         f"UNION "
         f"SELECT {_SWEEP_COLS} "
         f"FROM __alkstore_jobs INDEXED BY __alkstore_jobs_exhausted "
-        f"WHERE attempts >= max_attempts AND visible_at <= ?{scope} "
+        f"WHERE {sweep_exhausted('?')}{scope} "
         f"ORDER BY id LIMIT ?"
     )
 
@@ -135,9 +156,8 @@ _QUEUE_COUNTS = (
     f"SELECT "
     # ready: claimable right now (a job the next sweep will bury is
     # counted nowhere until it is dead).
-    f"COALESCE(SUM(state = {STATE_PENDING} AND visible_at <= ? "
-    f"AND attempts < max_attempts AND (expires_at IS NULL OR expires_at > ?)), 0), "
-    f"COALESCE(SUM(state = {STATE_PENDING} AND visible_at > ?), 0), "
+    f"COALESCE(SUM(state = {STATE_PENDING} AND {claimable('?')}), 0), "
+    f"COALESCE(SUM(state = {STATE_PENDING} AND {hidden('?')}), 0), "
     f"COALESCE(SUM(state = {STATE_PROCESSING}), 0) "
     f"FROM __alkstore_jobs WHERE queue = ?"
 )
@@ -179,8 +199,7 @@ _READ_SINCE = (
 # Monotonic: a lower offset than the stored one changes nothing.
 _SAVE_OFFSET = (
     'INSERT INTO __alkstore_offsets (stream, consumer, "offset") VALUES (?, ?, ?) '
-    'ON CONFLICT (stream, consumer) DO UPDATE SET "offset" = '
-    'MAX("offset", excluded."offset")'
+    f"ON CONFLICT (stream, consumer) DO UPDATE SET {keep_higher_offset()}"
 )
 _GET_OFFSET = 'SELECT "offset" FROM __alkstore_offsets WHERE stream = ? AND consumer = ?'
 _TRIM = 'DELETE FROM __alkstore_events WHERE stream = ? AND "offset" < ?'
@@ -193,18 +212,18 @@ _UPSERT_SCHEDULE = (
     "next_fire_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?) "
     "ON CONFLICT (name) DO UPDATE SET queue = excluded.queue, "
     "payload = excluded.payload, options = excluded.options, "
-    "next_fire_at = CASE WHEN expression = excluded.expression THEN next_fire_at "
-    "ELSE excluded.next_fire_at END, expression = excluded.expression"
+    f"next_fire_at = {keep_fire_time()}, expression = excluded.expression"
 )
 _DELETE_SCHEDULE = "DELETE FROM __alkstore_schedules WHERE name = ?"
 _DUE_SCHEDULES = (
     "SELECT name, queue, expression, payload, options, next_fire_at "
-    "FROM __alkstore_schedules WHERE next_fire_at <= ? ORDER BY next_fire_at LIMIT ?"
+    f"FROM __alkstore_schedules WHERE {schedule_due('?')} ORDER BY next_fire_at LIMIT ?"
 )
 # Compare-and-set on the fire time read by due_schedules: of the tickers
 # that read the same fire time, exactly one moves it (and enqueues its job).
 _ADVANCE_SCHEDULE = (
-    "UPDATE __alkstore_schedules SET next_fire_at = ? WHERE name = ? AND next_fire_at = ?"
+    "UPDATE __alkstore_schedules SET next_fire_at = ? "
+    f"WHERE name = ? AND {fire_time_unchanged('?')}"
 )
 _NEXT_SCHEDULE_TIME = "SELECT MIN(next_fire_at) FROM __alkstore_schedules"
 
@@ -214,20 +233,18 @@ _NEXT_SCHEDULE_TIME = "SELECT MIN(next_fire_at) FROM __alkstore_schedules"
 _ACQUIRE_LOCK = (
     "INSERT INTO __alkstore_locks (name, owner, token, expires_at) VALUES (?, ?, 1, ?) "
     "ON CONFLICT (name) DO UPDATE SET "
-    "token = CASE WHEN owner = excluded.owner AND expires_at > ? "
-    "THEN token ELSE token + 1 END, "
+    f"token = {fencing_token('excluded.owner', '?')}, "
     "owner = excluded.owner, expires_at = excluded.expires_at "
-    "WHERE owner IS NULL OR expires_at <= ? OR owner = excluded.owner "
+    f"WHERE {lock_free('?')} OR owner = excluded.owner "
     "RETURNING token"
 )
 _RENEW_LOCK = (
-    "UPDATE __alkstore_locks SET expires_at = ? "
-    "WHERE name = ? AND owner = ? AND token = ? AND expires_at > ?"
+    f"UPDATE __alkstore_locks SET expires_at = ? WHERE name = ? AND {lock_held('?', '?', '?')}"
 )
 # The row stays (owner cleared) so the next token continues the sequence.
 _RELEASE_LOCK = (
     "UPDATE __alkstore_locks SET owner = NULL, expires_at = 0 "
-    "WHERE name = ? AND owner = ? AND token = ? AND expires_at > ?"
+    f"WHERE name = ? AND {lock_held('?', '?', '?')}"
 )
 
 
