@@ -124,8 +124,9 @@ def sweep_expired(now: str) -> str:
 
 def sweep_exhausted(now: str) -> str:
     """The sweep's second probe (jobs_exhausted): no attempts left and
-    visible, so no claim of it is running. Binds: now. Core:
-    claim.sweep_decision ("claim_expired", "max_attempts")."""
+    visible, so no claim of it is running (a pending job with no attempts
+    left is always visible: only a release makes one, due at once).
+    Binds: now. Core: claim.sweep_decision ("claim_expired", "max_attempts")."""
     return f"{EXHAUSTED} AND {visible(now)}"
 
 
