@@ -307,6 +307,18 @@ class PgTickWithoutRowLock(PostgresDialect):
         self._due_schedules = PgTickWithoutGuards(schema)._due_schedules
 
 
+def test_the_text_edits_of_the_broken_dialects_take() -> None:
+    """The dialects above that edit the real statements' text must change it:
+    if the text they look for moved (into a rule fragment, say), the edit
+    would do nothing and the tests that rely on it would pass vacuously."""
+    real = PostgresDialect("alkstore")
+    assert PgClaimWithoutRowLock("alkstore")._claim != real._claim
+    assert PgTickWithoutCas("alkstore")._advance_schedule != real._advance_schedule
+    assert PgTickWithoutCas("alkstore")._due_schedules == real._due_schedules
+    assert PgTickWithoutRowLock("alkstore")._due_schedules != real._due_schedules
+    assert PgTickWithoutRowLock("alkstore")._advance_schedule == real._advance_schedule
+
+
 @pytest.mark.skipif("postgres" not in ENGINES, reason="Postgres not selected")
 @pytest.mark.parametrize("dialect", [PgTickWithoutCas, PgTickWithoutRowLock])
 def test_either_scheduler_guard_alone_fires_once(dialect: type[PostgresDialect]) -> None:

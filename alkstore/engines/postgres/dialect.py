@@ -16,6 +16,14 @@ and quoted; the schema is validated once, at construction.
 
 Row shapes and ``Fetch`` kinds are those of ``protocol.dialect`` and match
 the SQLite engine statement for statement.
+
+Layout (the same as :mod:`alkstore.engines.sqlite.dialect`, so the two read
+side by side): the column lists, then the SQL text of every statement (here
+built once per schema, in ``_build``), then the ``Dialect`` methods that bind
+it; both halves in the order of :class:`alkstore.protocol.dialect.Dialect`
+(wakes, queues, streams, schedules, locks). The semantic rules (claimable,
+owned, lock held or free, ...) are not written here: each is a fragment of
+:mod:`.rules`, used by every statement that needs it.
 """
 
 from __future__ import annotations
@@ -29,11 +37,28 @@ from ...protocol.dialect import STATE_PENDING, STATE_PROCESSING
 from ...protocol.plan import Fetch, Statement
 from ...protocol.types import NewJob
 from .names import channel_identifier, check_schema, listen_sql, unlisten_sql
+from .rules import (
+    ATTEMPTS_LEFT,
+    CLAIM_ORDER,
+    claimable,
+    fencing_token,
+    fire_time_unchanged,
+    hidden,
+    keep_fire_time,
+    keep_higher_offset,
+    lock_free,
+    lock_held,
+    owned,
+    schedule_due,
+    sweep_exhausted,
+    sweep_expired,
+)
 from .schema import DEFAULT_SCHEMA, qualified
 
 if TYPE_CHECKING:
     from ...protocol.dialect import Dialect
 
+# -- column lists (the row shapes of protocol.dialect) -----------------------
 _JOB_COLS = (
     "id, queue, payload, priority, attempts, max_attempts, run_at, created_at, "
     "expires_at, claimed_by, visible_at, state, last_error, claims"
@@ -44,15 +69,6 @@ _DEAD_COLS = (
 )
 _EVENT_COLS = '"offset", stream, key, payload, created_at'
 _SWEEP_COLS = "id, state, visible_at, expires_at, attempts, max_attempts"
-
-
-def _owned(worker: str, claim: str, now: str) -> str:
-    """A job is owned by (worker, claim number) while its claim has not
-    lapsed; the arguments are the placeholders to compare with."""
-    return (
-        f"state = {STATE_PROCESSING} AND claimed_by = {worker} "
-        f"AND claims = {claim} AND visible_at > {now}"
-    )
 
 
 def _text(value: str | None) -> str | None:
@@ -71,12 +87,6 @@ def _text(value: str | None) -> str | None:
     except UnicodeEncodeError:
         value = value.encode("utf-8", "replace").decode("utf-8")
     return value
-
-
-_CLAIM_PLANNER = Statement(
-    "SELECT set_config('enable_sort', 'off', true), "
-    "set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true)"
-)
 
 
 class PostgresDialect:
@@ -102,18 +112,32 @@ class PostgresDialect:
         self._build()
 
     def _build(self) -> None:
+        """The SQL text of every statement for this schema, built once."""
         jobs, dead = self.jobs, self.dead
+
+        # -- wakes -----------------------------------------------------------
+        # Delivered at commit, never on rollback; the payload is always empty
+        # (wakes are opaque).
+        self._notify = "SELECT pg_notify($1::text, '')"
+        # The three below feed the SQLite watcher's notifications table.
+        # Postgres wakes come from LISTEN/NOTIFY, so there is no table: they
+        # are constant statements that return "nothing new", in case shared
+        # code runs them.
+        self._notifications_since = "SELECT 0::bigint, ''::text, ''::text WHERE false"
+        self._last_notification_id = "SELECT 0::bigint"
+        self._prune_notifications = "SELECT 0 WHERE false"
+
+        # -- queues ----------------------------------------------------------
         self._enqueue = (
             f"INSERT INTO {jobs} (queue, payload, priority, max_attempts, run_at, "
             "created_at, expires_at, visible_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $5) "
             "RETURNING id"
         )
-        # Many jobs in one statement: one array per column. WITH ORDINALITY
-        # and ORDER BY make the identity hand out ids in the jobs' order.
-        # The batch travels as one JSON array of rows: the server parses it
-        # in C, where dumping six Python lists as Postgres arrays cost the
-        # client about twice the server's work (psycopg's list dumper is
-        # Python, element by element).
+        # Many jobs in one statement. WITH ORDINALITY and ORDER BY make the
+        # identity hand out ids in the jobs' order. The batch travels as one
+        # JSON array of rows: the server parses it in C, where dumping six
+        # Python lists as Postgres arrays cost the client about twice the
+        # server's work (psycopg's list dumper is Python, element by element).
         self._enqueue_many = (
             f"INSERT INTO {jobs} (queue, payload, priority, max_attempts, run_at, "
             "created_at, expires_at, visible_at) "
@@ -121,6 +145,22 @@ class PostgresDialect:
             "(e->>5)::bigint, (e->>4)::bigint "
             "FROM json_array_elements($2::text::json) WITH ORDINALITY AS t(e, ord) "
             "ORDER BY ord RETURNING id"
+        )
+        # Postgres has no index hints. On a jobs table that autovacuum has
+        # not analyzed yet (a new store filled with 100,000 jobs, say) the
+        # planner reads every due job through a bitmap scan and sorts them
+        # all, for every claim: claims cost O(n) and a backlog drains in
+        # O(n^2) (measured: 50 ms per claim of 100 at 100,000 jobs, 4-6 ms
+        # with this). For the claim's own transaction only, sorts and bitmap
+        # or sequential scans are priced out, which leaves the walk of the
+        # claim index in claim order, stopping at the LIMIT. It rides with
+        # BEGIN in the same round trip (pipelining).
+        self._claim_prelude = (
+            Statement(
+                "SELECT set_config('enable_sort', 'off', true), "
+                "set_config('enable_bitmapscan', 'off', true), "
+                "set_config('enable_seqscan', 'off', true)"
+            ),
         )
         # Claim = pick and update in one statement. The CTE walks the partial
         # claim index in claim order and locks what it picks; SKIP LOCKED
@@ -132,9 +172,8 @@ class PostgresDialect:
         # whose visible_at passed, with attempts left, is claimable again.
         self._claim = f"""WITH picked AS (
             SELECT id FROM {jobs}
-            WHERE queue = $1 AND attempts < max_attempts AND visible_at <= $2
-              AND (expires_at IS NULL OR expires_at > $2)
-            ORDER BY priority DESC, visible_at, id
+            WHERE queue = $1 AND {claimable('$2')}
+            ORDER BY {CLAIM_ORDER}
             LIMIT $3
             FOR UPDATE SKIP LOCKED)
         UPDATE {jobs} AS j
@@ -144,37 +183,37 @@ class PostgresDialect:
             RETURNING j.id, j.queue, j.payload, j.priority, j.attempts, j.max_attempts,
                 j.run_at, j.created_at, j.expires_at, j.claimed_by, j.visible_at, j.state,
                 j.last_error, j.claims"""
-        self._ack = f"DELETE FROM {jobs} WHERE id = $1 AND {_owned('$2', '$3', '$4')}"
+        self._ack = f"DELETE FROM {jobs} WHERE id = $1 AND {owned('$2', '$3', '$4')}"
+        # The batch form has ids but no claim numbers: the worker's live claim.
         self._ack_batch = (
             f"DELETE FROM {jobs} WHERE id = ANY($1::bigint[]) AND queue = $2 "
-            f"AND state = {STATE_PROCESSING} AND claimed_by = $3 AND visible_at > $4"
+            f"AND {owned('$3', None, '$4')}"
         )
+        # The (id, claim number) pairs are matched by the join.
         self._ack_claims = (
             f"DELETE FROM {jobs} j USING unnest($1::bigint[], $2::bigint[]) AS c(id, claims) "
-            f"WHERE j.id = c.id AND j.claims = c.claims AND j.state = {STATE_PROCESSING} "
-            "AND j.claimed_by = $3 AND j.visible_at > $4 RETURNING j.id"
+            f"WHERE j.id = c.id AND j.claims = c.claims AND {owned('$3', None, '$4', row='j')} "
+            "RETURNING j.id"
         )
         # retry and fail read the row, decide, then write: the row lock taken
         # here keeps a concurrent reclaim or cancel from slipping in between.
         self._owned = (
             f"SELECT attempts, max_attempts FROM {jobs} "
-            f"WHERE id = $1 AND {_owned('$2', '$3', '$4')} FOR UPDATE"
+            f"WHERE id = $1 AND {owned('$2', '$3', '$4')} FOR UPDATE"
+        )
+        self._next_due = f"SELECT MIN(visible_at) FROM {jobs} WHERE queue = $1 AND {ATTEMPTS_LEFT}"
+        self._release_claim = (
+            f"UPDATE {jobs} SET state = {STATE_PENDING}, claimed_by = NULL, "
+            f"run_at = $1, visible_at = $1, attempts = attempts - $2::bigint "
+            f"WHERE id = $3 AND {owned('$4', '$5', '$6')}"
         )
         self._reschedule = (
             f"UPDATE {jobs} SET state = {STATE_PENDING}, claimed_by = NULL, "
             "run_at = $1, visible_at = $1, last_error = COALESCE($2::text, last_error) "
             "WHERE id = $3"
         )
-        self._next_due = (
-            f"SELECT MIN(visible_at) FROM {jobs} WHERE queue = $1 AND attempts < max_attempts"
-        )
-        self._release_claim = (
-            f"UPDATE {jobs} SET state = {STATE_PENDING}, claimed_by = NULL, "
-            f"run_at = $1, visible_at = $1, attempts = attempts - $2::bigint "
-            f"WHERE id = $3 AND {_owned('$4', '$5', '$6')}"
-        )
         self._extend_claim = (
-            f"UPDATE {jobs} SET visible_at = $1 WHERE id = $2 AND {_owned('$3', '$4', '$5')}"
+            f"UPDATE {jobs} SET visible_at = $1 WHERE id = $2 AND {owned('$3', '$4', '$5')}"
         )
         # One statement moves the row: delete it from the live table and
         # insert what was deleted into the dead one.
@@ -189,13 +228,26 @@ class PostgresDialect:
         self._cancel = f"DELETE FROM {jobs} WHERE id = $1 AND queue = $2"
         self._get_job = f"SELECT {_JOB_COLS} FROM {jobs} WHERE id = $1 AND queue = $2"
         self._get_dead = f"SELECT {_DEAD_COLS} FROM {dead} WHERE id = $1 AND queue = $2"
+        # The sweep's candidates: deadlines that passed (except under a live
+        # claim, which keeps its chance to ack) and lapsed claims with no
+        # attempts left. Each arm matches one partial index (jobs_expiry,
+        # jobs_exhausted), so the planner can combine them with a BitmapOr.
+        # SKIP LOCKED: a row some worker is settling right now is not the
+        # sweep's, and a concurrent sweeper takes other rows. The lock held
+        # until commit means the core's decision and the bury that follows
+        # see the row as it was read.
+        sweep = (
+            f"SELECT {_SWEEP_COLS} FROM {jobs} WHERE "
+            f"(({sweep_expired('$1')}) OR ({sweep_exhausted('$1')}))"
+        )
+        self._sweep_all = f"{sweep} ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED"
+        self._sweep_queue = f"{sweep} AND queue = $3 ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED"
         self._queue_counts = (
             f"SELECT "
             # ready: claimable right now (a job the next sweep will bury is
             # counted nowhere until it is dead).
-            f"COUNT(*) FILTER (WHERE state = {STATE_PENDING} AND visible_at <= $1 "
-            "AND attempts < max_attempts AND (expires_at IS NULL OR expires_at > $1)), "
-            f"COUNT(*) FILTER (WHERE state = {STATE_PENDING} AND visible_at > $1), "
+            f"COUNT(*) FILTER (WHERE state = {STATE_PENDING} AND {claimable('$1')}), "
+            f"COUNT(*) FILTER (WHERE state = {STATE_PENDING} AND {hidden('$1')}), "
             f"COUNT(*) FILTER (WHERE state = {STATE_PROCESSING}) "
             f"FROM {jobs} WHERE queue = $2"
         )
@@ -218,24 +270,8 @@ class PostgresDialect:
         )
         self._purge_all = f"DELETE FROM {dead} WHERE queue = $1"
         self._purge_before = f"DELETE FROM {dead} WHERE queue = $1 AND died_at < $2"
-        # The sweep's candidates: deadlines that passed (except under a live
-        # claim, which keeps its chance to ack) and lapsed claims with no
-        # attempts left. Each arm matches one partial index (jobs_expiry,
-        # jobs_exhausted), so the planner can combine them with a BitmapOr.
-        # SKIP LOCKED: a row some worker is settling right now is not the
-        # sweep's, and a concurrent sweeper takes other rows. The lock held
-        # until commit means the core's decision and the bury that follows
-        # see the row as it was read.
-        sweep = (
-            f"SELECT {_SWEEP_COLS} FROM {jobs} WHERE "
-            f"((expires_at IS NOT NULL AND expires_at <= $1 "
-            f"AND (state = {STATE_PENDING} OR visible_at <= $1)) "
-            f"OR (attempts >= max_attempts AND visible_at <= $1))"
-        )
-        self._sweep_all = f"{sweep} ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED"
-        self._sweep_queue = f"{sweep} AND queue = $3 ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED"
 
-        # -- streams --
+        # -- streams ---------------------------------------------------------
         # The counter row of the stream is created or bumped, and stays
         # locked until this transaction ends: a second publisher to the same
         # stream waits here until the first commits (or rolls back, and then
@@ -257,19 +293,17 @@ class PostgresDialect:
             f"SELECT {_EVENT_COLS} FROM {self.events} "
             'WHERE stream = $1 AND "offset" > $2 ORDER BY "offset" LIMIT $3'
         )
-        # Monotonic; the WHERE skips the write (and its dead tuple) when the
-        # stored offset is already at or past the new one.
+        # Monotonic: a lower offset than the stored one changes nothing.
         self._save_offset = (
             f'INSERT INTO {self.offsets} AS o (stream, consumer, "offset") VALUES ($1, $2, $3) '
-            'ON CONFLICT (stream, consumer) DO UPDATE SET "offset" = '
-            'GREATEST(o."offset", EXCLUDED."offset") WHERE EXCLUDED."offset" > o."offset"'
+            f"ON CONFLICT (stream, consumer) DO UPDATE SET {keep_higher_offset(row='o')}"
         )
         self._get_offset = (
             f'SELECT "offset" FROM {self.offsets} WHERE stream = $1 AND consumer = $2'
         )
         self._trim = f'DELETE FROM {self.events} WHERE stream = $1 AND "offset" < $2'
 
-        # -- schedules --
+        # -- schedules -------------------------------------------------------
         sched = self.schedules
         # Same expression: keep the pending fire time (re-registration at
         # every process start must not skip or repeat a fire).
@@ -278,23 +312,24 @@ class PostgresDialect:
             "next_fire_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7) "
             "ON CONFLICT (name) DO UPDATE SET queue = EXCLUDED.queue, "
             "payload = EXCLUDED.payload, options = EXCLUDED.options, "
-            "next_fire_at = CASE WHEN s.expression = EXCLUDED.expression "
-            "THEN s.next_fire_at ELSE EXCLUDED.next_fire_at END, "
-            "expression = EXCLUDED.expression"
+            f"next_fire_at = {keep_fire_time(row='s')}, expression = EXCLUDED.expression"
         )
         self._delete_schedule = f"DELETE FROM {sched} WHERE name = $1"
         # SKIP LOCKED: a row another ticker holds is that ticker's fire; the
         # compare-and-set in advance_schedule stays the guarantee either way.
         self._due_schedules = (
             f"SELECT name, queue, expression, payload, options, next_fire_at FROM {sched} "
-            "WHERE next_fire_at <= $1 ORDER BY next_fire_at LIMIT $2 FOR UPDATE SKIP LOCKED"
+            f"WHERE {schedule_due('$1')} ORDER BY next_fire_at LIMIT $2 FOR UPDATE SKIP LOCKED"
         )
+        # Compare-and-set on the fire time read by due_schedules: of the
+        # tickers that read the same fire time, exactly one moves it (and
+        # enqueues its job).
         self._advance_schedule = (
-            f"UPDATE {sched} SET next_fire_at = $1 WHERE name = $2 AND next_fire_at = $3"
+            f"UPDATE {sched} SET next_fire_at = $1 WHERE name = $2 AND {fire_time_unchanged('$3')}"
         )
         self._next_schedule_time = f"SELECT MIN(next_fire_at) FROM {sched}"
 
-        # -- locks --
+        # -- locks -----------------------------------------------------------
         locks = self.locks
         # One statement: take a free or lapsed lock (new token), refresh one we
         # hold (same token), or change nothing and return no row. A conflict
@@ -303,23 +338,36 @@ class PostgresDialect:
         self._acquire_lock = (
             f"INSERT INTO {locks} AS l (name, owner, token, expires_at) VALUES ($1, $2, 1, $3) "
             "ON CONFLICT (name) DO UPDATE SET "
-            "token = CASE WHEN l.owner = EXCLUDED.owner AND l.expires_at > $4 "
-            "THEN l.token ELSE l.token + 1 END, "
+            f"token = {fencing_token('EXCLUDED.owner', '$4', row='l')}, "
             "owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at "
-            "WHERE l.owner IS NULL OR l.expires_at <= $4 OR l.owner = EXCLUDED.owner "
+            f"WHERE {lock_free('$4', row='l')} OR l.owner = EXCLUDED.owner "
             "RETURNING token"
         )
         self._renew_lock = (
-            f"UPDATE {locks} SET expires_at = $1 "
-            "WHERE name = $2 AND owner = $3 AND token = $4 AND expires_at > $5"
+            f"UPDATE {locks} SET expires_at = $1 WHERE name = $2 AND {lock_held('$3', '$4', '$5')}"
         )
         # The row stays (owner cleared) so the next token continues the sequence.
         self._release_lock = (
             f"UPDATE {locks} SET owner = NULL, expires_at = 0 "
-            "WHERE name = $1 AND owner = $2 AND token = $3 AND expires_at > $4"
+            f"WHERE name = $1 AND {lock_held('$2', '$3', '$4')}"
         )
 
-    # -- wakes --------------------------------------------------------------
+    # -- wakes ---------------------------------------------------------------
+    def notify(self, channel: str, origin: str, now_us: int) -> Statement:
+        # ``origin`` and ``now_us`` are SQLite-watcher bookkeeping with no
+        # use here: NOTIFY carries the sender's pid.
+        return Statement(self._notify, (channel_identifier(channel),), wakes=(channel,))
+
+    def notifications_since(self, after_id: int, limit: int) -> Statement:
+        return Statement(self._notifications_since, fetch=Fetch.ALL)
+
+    def last_notification_id(self) -> Statement:
+        return Statement(self._last_notification_id, fetch=Fetch.ONE)
+
+    def prune_notifications(self, before_us: int) -> Statement:
+        return Statement(self._prune_notifications, fetch=Fetch.ROWCOUNT)
+
+    # Postgres only (the listener's, not the protocol's).
     def channel_identifier(self, channel: str) -> str:
         """The LISTEN/NOTIFY identifier of ``channel`` (see :mod:`.names`)."""
         return channel_identifier(channel)
@@ -334,27 +382,7 @@ class PostgresDialect:
         """``UNLISTEN`` SQL for ``channel``; no parameters."""
         return unlisten_sql(channel)
 
-    def notify(self, channel: str, origin: str, now_us: int) -> Statement:
-        # Delivered at commit, never on rollback; the payload is always empty
-        # (wakes are opaque). ``origin`` and ``now_us`` are SQLite-watcher
-        # bookkeeping with no use here: NOTIFY carries the sender's pid.
-        return Statement(
-            "SELECT pg_notify($1::text, '')", (channel_identifier(channel),), wakes=(channel,)
-        )
-
-    # The three below feed the SQLite watcher's notifications table. Postgres
-    # wakes come from LISTEN/NOTIFY, so there is no table: they are constant
-    # statements that return "nothing new", in case shared code runs them.
-    def notifications_since(self, after_id: int, limit: int) -> Statement:
-        return Statement("SELECT 0::bigint, ''::text, ''::text WHERE false", fetch=Fetch.ALL)
-
-    def last_notification_id(self) -> Statement:
-        return Statement("SELECT 0::bigint", fetch=Fetch.ONE)
-
-    def prune_notifications(self, before_us: int) -> Statement:
-        return Statement("SELECT 0 WHERE false", fetch=Fetch.ROWCOUNT)
-
-    # -- queues -------------------------------------------------------------
+    # -- queues --------------------------------------------------------------
     def enqueue(self, job: NewJob, now_us: int) -> Statement:
         return Statement(
             self._enqueue,
@@ -378,16 +406,7 @@ class PostgresDialect:
         return Statement(self._enqueue_many, (now_us, orjson.dumps(rows).decode()), Fetch.ALL)
 
     def claim_prelude(self) -> tuple[Statement, ...]:
-        # Postgres has no index hints. On a jobs table that autovacuum has
-        # not analyzed yet (a new store filled with 100,000 jobs, say) the
-        # planner reads every due job through a bitmap scan and sorts them
-        # all, for every claim: claims cost O(n) and a backlog drains in
-        # O(n^2) (measured: 50 ms per claim of 100 at 100,000 jobs, 4-6 ms
-        # with this). For the claim's own transaction only, sorts and bitmap
-        # or sequential scans are priced out, which leaves the walk of the
-        # claim index in claim order, stopping at the LIMIT. It rides with
-        # BEGIN in the same round trip (pipelining).
-        return (_CLAIM_PLANNER,)
+        return self._claim_prelude
 
     def claim(self, queue: str, worker: str, n: int, now_us: int, until_us: int) -> Statement:
         return Statement(self._claim, (queue, now_us, n, worker, until_us), Fetch.ALL)
@@ -410,9 +429,6 @@ class PostgresDialect:
     def owned(self, job_id: int, worker: str, claim: int, now_us: int) -> Statement:
         return Statement(self._owned, (job_id, worker, claim, now_us), Fetch.ONE)
 
-    def reschedule(self, job_id: int, run_at_us: int, error: str | None) -> Statement:
-        return Statement(self._reschedule, (run_at_us, _text(error), job_id))
-
     def next_due(self, queue: str) -> Statement:
         return Statement(self._next_due, (queue,), Fetch.ONE)
 
@@ -424,6 +440,9 @@ class PostgresDialect:
             (now_us, refund, job_id, worker, claim, now_us),
             Fetch.ROWCOUNT,
         )
+
+    def reschedule(self, job_id: int, run_at_us: int, error: str | None) -> Statement:
+        return Statement(self._reschedule, (run_at_us, _text(error), job_id))
 
     def extend_claim(
         self, job_id: int, worker: str, claim: int, now_us: int, until_us: int
@@ -468,7 +487,7 @@ class PostgresDialect:
             return Statement(self._purge_all, (queue,), Fetch.ROWCOUNT)
         return Statement(self._purge_before, (queue, before_us), Fetch.ROWCOUNT)
 
-    # -- streams ------------------------------------------------------------
+    # -- streams -------------------------------------------------------------
     def next_offset(self, stream: str) -> Statement:
         return Statement(self._next_offset, (stream,), Fetch.ONE)
 
@@ -489,7 +508,7 @@ class PostgresDialect:
     def trim(self, stream: str, offset: int) -> Statement:
         return Statement(self._trim, (stream, offset), Fetch.ROWCOUNT)
 
-    # -- schedules ----------------------------------------------------------
+    # -- schedules -----------------------------------------------------------
     def upsert_schedule(
         self,
         name: str,
@@ -517,7 +536,7 @@ class PostgresDialect:
     def next_schedule_time(self) -> Statement:
         return Statement(self._next_schedule_time, fetch=Fetch.ONE)
 
-    # -- locks --------------------------------------------------------------
+    # -- locks ---------------------------------------------------------------
     def acquire_lock(self, name: str, owner: str, now_us: int, until_us: int) -> Statement:
         return Statement(self._acquire_lock, (name, owner, until_us, now_us), Fetch.ONE)
 

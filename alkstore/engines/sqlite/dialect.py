@@ -1,7 +1,17 @@
 """SQL text of every step on SQLite (3.35+ for RETURNING).
 
-Names are always bound parameters, never spliced into SQL, so any string is a
-distinct name and nothing needs quoting.
+Statements use ``?`` placeholders, bound in the order they appear. Names are
+always bound parameters, never spliced into SQL, so any string is a distinct
+name and nothing needs quoting.
+
+Layout (the same as :mod:`alkstore.engines.postgres.dialect`, so the two read
+side by side): the column lists, then the SQL text of every statement, then
+the ``Dialect`` methods that bind it; both halves in the order of
+:class:`alkstore.protocol.dialect.Dialect` (wakes, queues, streams,
+schedules, locks). The semantic rules (claimable, owned, lock held or free,
+...) are not written here: each is a fragment of :mod:`.rules`, used by
+every statement that needs it. A ``?`` a fragment adds is bound where the
+fragment stands in the text.
 """
 
 from __future__ import annotations
@@ -13,7 +23,24 @@ import orjson
 from ...protocol.dialect import STATE_PENDING, STATE_PROCESSING
 from ...protocol.plan import Fetch, Statement
 from ...protocol.types import NewJob
+from .rules import (
+    ATTEMPTS_LEFT,
+    CLAIM_ORDER,
+    claimable,
+    fencing_token,
+    fire_time_unchanged,
+    hidden,
+    keep_fire_time,
+    keep_higher_offset,
+    lock_free,
+    lock_held,
+    owned,
+    schedule_due,
+    sweep_exhausted,
+    sweep_expired,
+)
 
+# -- column lists (the row shapes of protocol.dialect) -----------------------
 _JOB_COLS = (
     "id, queue, payload, priority, attempts, max_attempts, run_at, created_at, "
     "expires_at, claimed_by, visible_at, state, last_error, claims"
@@ -22,62 +49,225 @@ _DEAD_COLS = (
     "id, queue, payload, priority, attempts, max_attempts, run_at, created_at, "
     "expires_at, claimed_by, last_error, reason, died_at"
 )
-# A job is owned by (worker, attempt) while its claim has not lapsed.
-# A job is owned by (worker, claim number) while its claim has not lapsed.
-_OWNED = f"state = {STATE_PROCESSING} AND claimed_by = ? AND claims = ? AND visible_at > ?"
+_EVENT_COLS = '"offset", stream, key, payload, created_at'
+_SWEEP_COLS = "id, state, visible_at, expires_at, attempts, max_attempts"
 
+# -- wakes -------------------------------------------------------------------
+# Wakes for other processes go through a table that their watchers poll.
+_NOTIFY = "INSERT INTO __alkstore_notifications (channel, origin, created_at) VALUES (?, ?, ?)"
+_NOTIFICATIONS_SINCE = (
+    "SELECT id, channel, origin FROM __alkstore_notifications WHERE id > ? ORDER BY id LIMIT ?"
+)
+_LAST_NOTIFICATION_ID = "SELECT COALESCE(MAX(id), 0) FROM __alkstore_notifications"
+_PRUNE_NOTIFICATIONS = "DELETE FROM __alkstore_notifications WHERE created_at < ?"
+
+# -- queues ------------------------------------------------------------------
 _ENQUEUE = (
     "INSERT INTO __alkstore_jobs (queue, payload, priority, max_attempts, run_at, "
     "created_at, expires_at, visible_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"
 )
+# Followed by one "(?, ?, ?, ?, ?, ?, ?, ?)" per job, then RETURNING id.
 _ENQUEUE_MANY = (
     "INSERT INTO __alkstore_jobs (queue, payload, priority, max_attempts, run_at, "
     "created_at, expires_at, visible_at) VALUES"
 )
+_ENQUEUE_MANY_ROW = "(?, ?, ?, ?, ?, ?, ?, ?)"
+# The claim names its index (INDEXED BY): nothing to set first.
+_CLAIM_PRELUDE: tuple[Statement, ...] = ()
+# Claim = pick and update in one statement; SQLite's single writer means no
+# other claim runs between the pick and the update. Reclaim of lapsed claims
+# is the same predicate: a processing job whose visible_at passed, with
+# attempts left, is claimable again.
 _CLAIM = f"""UPDATE __alkstore_jobs
     SET state = {STATE_PROCESSING}, attempts = attempts + 1, claims = claims + 1,
         claimed_by = ?, run_at = visible_at, visible_at = ?
     WHERE id IN (
         SELECT id FROM __alkstore_jobs INDEXED BY __alkstore_jobs_claim
-        WHERE queue = ? AND attempts < max_attempts AND visible_at <= ?
-          AND (expires_at IS NULL OR expires_at > ?)
-        ORDER BY priority DESC, visible_at, id
+        WHERE queue = ? AND {claimable('?')}
+        ORDER BY {CLAIM_ORDER}
         LIMIT ?)
     RETURNING {_JOB_COLS}"""
+_ACK = f"DELETE FROM __alkstore_jobs WHERE id = ? AND {owned('?', '?', '?')}"
+# The batch form has ids but no claim numbers: the worker's live claim.
+_ACK_BATCH = (
+    "DELETE FROM __alkstore_jobs WHERE id IN (SELECT value FROM json_each(?)) "
+    f"AND queue = ? AND {owned('?', None, '?')}"
+)
+# The (id, claim number) pairs are matched by the row-value IN.
+_ACK_CLAIMS = (
+    "DELETE FROM __alkstore_jobs WHERE (id, claims) IN "
+    "(SELECT value ->> 0, value ->> 1 FROM json_each(?)) "
+    f"AND {owned('?', None, '?')} RETURNING id"
+)
+# retry and fail read the row, decide, then write, all under the write lock.
+_OWNED = (
+    f"SELECT attempts, max_attempts FROM __alkstore_jobs WHERE id = ? AND {owned('?', '?', '?')}"
+)
+_NEXT_DUE = (
+    "SELECT MIN(visible_at) FROM __alkstore_jobs INDEXED BY __alkstore_jobs_due "
+    f"WHERE queue = ? AND {ATTEMPTS_LEFT}"
+)
+_RELEASE_CLAIM = (
+    f"UPDATE __alkstore_jobs SET state = {STATE_PENDING}, claimed_by = NULL, "
+    "run_at = ?, visible_at = ?, attempts = attempts - ? "
+    f"WHERE id = ? AND {owned('?', '?', '?')}"
+)
+_RESCHEDULE = (
+    f"UPDATE __alkstore_jobs SET state = {STATE_PENDING}, claimed_by = NULL, "
+    "run_at = ?, visible_at = ?, last_error = COALESCE(?, last_error) WHERE id = ?"
+)
+_EXTEND_CLAIM = (
+    f"UPDATE __alkstore_jobs SET visible_at = ? WHERE id = ? AND {owned('?', '?', '?')}"
+)
+# Two statements move the row: copy it into the dead table, delete it.
+_BURY_COPY = (
+    f"INSERT INTO __alkstore_dead ({_DEAD_COLS}, claims) "
+    "SELECT id, queue, payload, priority, attempts, max_attempts, run_at, "
+    "created_at, expires_at, claimed_by, COALESCE(?, last_error), ?, ?, claims "
+    "FROM __alkstore_jobs WHERE id = ?"
+)
+_BURY_DELETE = "DELETE FROM __alkstore_jobs WHERE id = ?"
+_CANCEL = "DELETE FROM __alkstore_jobs WHERE id = ? AND queue = ?"
+_GET_JOB = f"SELECT {_JOB_COLS} FROM __alkstore_jobs WHERE id = ? AND queue = ?"
+_GET_DEAD = f"SELECT {_DEAD_COLS} FROM __alkstore_dead WHERE id = ? AND queue = ?"
+
+
+def _sweep(scope: str) -> str:
+    # Two index probes: deadlines that passed, and lapsed claims with no
+    # attempts left. The core decides per row what, if anything, to do.
+    # Live claims are left out of the first probe: they are never buried,
+    # and a page full of them would hide the rows behind them from the
+    # sweep (the core drives it page by page until a page moves few rows).
+    return (
+        f"SELECT {_SWEEP_COLS} "
+        f"FROM __alkstore_jobs INDEXED BY __alkstore_jobs_expiry "
+        f"WHERE {sweep_expired('?')}{scope} "
+        f"UNION "
+        f"SELECT {_SWEEP_COLS} "
+        f"FROM __alkstore_jobs INDEXED BY __alkstore_jobs_exhausted "
+        f"WHERE {sweep_exhausted('?')}{scope} "
+        f"ORDER BY id LIMIT ?"
+    )
+
+
+_SWEEP_ALL = _sweep("")
+_SWEEP_QUEUE = _sweep(" AND queue = ?")
+_QUEUE_COUNTS = (
+    f"SELECT "
+    # ready: claimable right now (a job the next sweep will bury is
+    # counted nowhere until it is dead).
+    f"COALESCE(SUM(state = {STATE_PENDING} AND {claimable('?')}), 0), "
+    f"COALESCE(SUM(state = {STATE_PENDING} AND {hidden('?')}), 0), "
+    f"COALESCE(SUM(state = {STATE_PROCESSING}), 0) "
+    f"FROM __alkstore_jobs WHERE queue = ?"
+)
+_DEAD_COUNT = "SELECT COUNT(*) FROM __alkstore_dead WHERE queue = ?"
+_DEAD_LETTERS = (
+    f"SELECT {_DEAD_COLS} FROM __alkstore_dead WHERE queue = ? ORDER BY died_at, id LIMIT ?"
+)
+# Two statements: the dead row comes back under its own id (AUTOINCREMENT
+# never hands that id out again), then leaves the dead table. The first
+# one's row count says whether the job moved.
+_REQUEUE_COPY = (
+    "INSERT INTO __alkstore_jobs (id, queue, payload, priority, attempts, "
+    "max_attempts, run_at, created_at, expires_at, visible_at, state, last_error, "
+    "claims) "
+    f"SELECT id, queue, payload, priority, 0, max_attempts, ?, created_at, NULL, ?, "
+    f"{STATE_PENDING}, last_error, claims FROM __alkstore_dead "
+    "WHERE id = ? AND queue = ?"
+)
+_REQUEUE_DELETE = "DELETE FROM __alkstore_dead WHERE id = ? AND queue = ?"
+_PURGE_ALL = "DELETE FROM __alkstore_dead WHERE queue = ?"
+_PURGE_BEFORE = "DELETE FROM __alkstore_dead WHERE queue = ? AND died_at < ?"
+
+# -- streams -----------------------------------------------------------------
+# The per-stream counter row serialises publishers of one stream (SQLite has
+# one writer anyway), so offsets are dense and assigned in commit order.
+_NEXT_OFFSET = (
+    "INSERT INTO __alkstore_streams (name, last_offset) VALUES (?, 1) "
+    "ON CONFLICT (name) DO UPDATE SET last_offset = last_offset + 1 "
+    "RETURNING last_offset"
+)
+_INSERT_EVENT = (
+    'INSERT INTO __alkstore_events (stream, "offset", key, payload, created_at) '
+    "VALUES (?, ?, ?, ?, ?)"
+)
+_READ_SINCE = (
+    f"SELECT {_EVENT_COLS} FROM __alkstore_events "
+    'WHERE stream = ? AND "offset" > ? ORDER BY "offset" LIMIT ?'
+)
+# Monotonic: a lower offset than the stored one changes nothing.
+_SAVE_OFFSET = (
+    'INSERT INTO __alkstore_offsets (stream, consumer, "offset") VALUES (?, ?, ?) '
+    f"ON CONFLICT (stream, consumer) DO UPDATE SET {keep_higher_offset()}"
+)
+_GET_OFFSET = 'SELECT "offset" FROM __alkstore_offsets WHERE stream = ? AND consumer = ?'
+_TRIM = 'DELETE FROM __alkstore_events WHERE stream = ? AND "offset" < ?'
+
+# -- schedules ---------------------------------------------------------------
+# Same expression: keep the pending fire time (re-registration at every
+# process start must not skip or repeat a fire).
+_UPSERT_SCHEDULE = (
+    "INSERT INTO __alkstore_schedules (name, queue, expression, payload, options, "
+    "next_fire_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT (name) DO UPDATE SET queue = excluded.queue, "
+    "payload = excluded.payload, options = excluded.options, "
+    f"next_fire_at = {keep_fire_time()}, expression = excluded.expression"
+)
+_DELETE_SCHEDULE = "DELETE FROM __alkstore_schedules WHERE name = ?"
+_DUE_SCHEDULES = (
+    "SELECT name, queue, expression, payload, options, next_fire_at "
+    f"FROM __alkstore_schedules WHERE {schedule_due('?')} ORDER BY next_fire_at LIMIT ?"
+)
+# Compare-and-set on the fire time read by due_schedules: of the tickers
+# that read the same fire time, exactly one moves it (and enqueues its job).
+_ADVANCE_SCHEDULE = (
+    "UPDATE __alkstore_schedules SET next_fire_at = ? "
+    f"WHERE name = ? AND {fire_time_unchanged('?')}"
+)
+_NEXT_SCHEDULE_TIME = "SELECT MIN(next_fire_at) FROM __alkstore_schedules"
+
+# -- locks -------------------------------------------------------------------
+# One statement: take a free or lapsed lock (new token), refresh one we hold
+# (same token), or change nothing and return no row.
+_ACQUIRE_LOCK = (
+    "INSERT INTO __alkstore_locks (name, owner, token, expires_at) VALUES (?, ?, 1, ?) "
+    "ON CONFLICT (name) DO UPDATE SET "
+    f"token = {fencing_token('excluded.owner', '?')}, "
+    "owner = excluded.owner, expires_at = excluded.expires_at "
+    f"WHERE {lock_free('?')} OR owner = excluded.owner "
+    "RETURNING token"
+)
+_RENEW_LOCK = (
+    f"UPDATE __alkstore_locks SET expires_at = ? WHERE name = ? AND {lock_held('?', '?', '?')}"
+)
+# The row stays (owner cleared) so the next token continues the sequence.
+_RELEASE_LOCK = (
+    "UPDATE __alkstore_locks SET owner = NULL, expires_at = 0 "
+    f"WHERE name = ? AND {lock_held('?', '?', '?')}"
+)
 
 
 class SqliteDialect:
+    """Statement builders for SQLite. Pure: every method only builds a
+    ``Statement``."""
+
     name = "sqlite"
 
-    # -- wakes --------------------------------------------------------------
+    # -- wakes ---------------------------------------------------------------
     def notify(self, channel: str, origin: str, now_us: int) -> Statement:
-        return Statement(
-            "INSERT INTO __alkstore_notifications (channel, origin, created_at) VALUES (?, ?, ?)",
-            (channel, origin, now_us),
-            wakes=(channel,),
-        )
+        return Statement(_NOTIFY, (channel, origin, now_us), wakes=(channel,))
 
     def notifications_since(self, after_id: int, limit: int) -> Statement:
-        return Statement(
-            "SELECT id, channel, origin FROM __alkstore_notifications WHERE id > ? "
-            "ORDER BY id LIMIT ?",
-            (after_id, limit),
-            Fetch.ALL,
-        )
+        return Statement(_NOTIFICATIONS_SINCE, (after_id, limit), Fetch.ALL)
 
     def last_notification_id(self) -> Statement:
-        return Statement(
-            "SELECT COALESCE(MAX(id), 0) FROM __alkstore_notifications", fetch=Fetch.ONE
-        )
+        return Statement(_LAST_NOTIFICATION_ID, fetch=Fetch.ONE)
 
     def prune_notifications(self, before_us: int) -> Statement:
-        return Statement(
-            "DELETE FROM __alkstore_notifications WHERE created_at < ?",
-            (before_us,),
-            Fetch.ROWCOUNT,
-        )
+        return Statement(_PRUNE_NOTIFICATIONS, (before_us,), Fetch.ROWCOUNT)
 
-    # -- queues -------------------------------------------------------------
+    # -- queues --------------------------------------------------------------
     def enqueue(self, job: NewJob, now_us: int) -> Statement:
         return Statement(
             _ENQUEUE,
@@ -101,249 +291,117 @@ class SqliteDialect:
                 job.queue, job.payload_json, job.priority, job.max_attempts, job.run_at_us,
                 now_us, job.expires_at_us, job.run_at_us,
             )  # fmt: skip
-        rows = ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?)"] * len(jobs))
+        rows = ", ".join([_ENQUEUE_MANY_ROW] * len(jobs))
         return Statement(f"{_ENQUEUE_MANY} {rows} RETURNING id", tuple(params), Fetch.ALL)
 
     def claim_prelude(self) -> tuple[Statement, ...]:
-        return ()  # the claim names its index (INDEXED BY)
+        return _CLAIM_PRELUDE
 
     def claim(self, queue: str, worker: str, n: int, now_us: int, until_us: int) -> Statement:
         return Statement(_CLAIM, (worker, until_us, queue, now_us, now_us, n), Fetch.ALL)
 
     def ack(self, job_id: int, worker: str, claim: int, now_us: int) -> Statement:
-        return Statement(
-            f"DELETE FROM __alkstore_jobs WHERE id = ? AND {_OWNED}",
-            (job_id, worker, claim, now_us),
-            Fetch.ROWCOUNT,
-        )
+        return Statement(_ACK, (job_id, worker, claim, now_us), Fetch.ROWCOUNT)
 
     def ack_batch(self, queue: str, job_ids: Sequence[int], worker: str, now_us: int) -> Statement:
-        return Statement(
-            "DELETE FROM __alkstore_jobs WHERE id IN (SELECT value FROM json_each(?)) "
-            f"AND queue = ? AND state = {STATE_PROCESSING} AND claimed_by = ? AND visible_at > ?",
-            (orjson.dumps(list(job_ids)).decode(), queue, worker, now_us),
-            Fetch.ROWCOUNT,
-        )
+        ids = orjson.dumps(list(job_ids)).decode()
+        return Statement(_ACK_BATCH, (ids, queue, worker, now_us), Fetch.ROWCOUNT)
 
     def ack_claims(
         self, worker: str, claims: Sequence[tuple[int, int]], now_us: int
     ) -> Statement:
-        return Statement(
-            "DELETE FROM __alkstore_jobs WHERE (id, claims) IN "
-            "(SELECT value ->> 0, value ->> 1 FROM json_each(?)) "
-            f"AND state = {STATE_PROCESSING} AND claimed_by = ? AND visible_at > ? RETURNING id",
-            (orjson.dumps(list(claims)).decode(), worker, now_us),
-            Fetch.ALL,
-        )
+        pairs = orjson.dumps(list(claims)).decode()
+        return Statement(_ACK_CLAIMS, (pairs, worker, now_us), Fetch.ALL)
 
     def owned(self, job_id: int, worker: str, claim: int, now_us: int) -> Statement:
-        return Statement(
-            f"SELECT attempts, max_attempts FROM __alkstore_jobs WHERE id = ? AND {_OWNED}",
-            (job_id, worker, claim, now_us),
-            Fetch.ONE,
-        )
-
-    def reschedule(self, job_id: int, run_at_us: int, error: str | None) -> Statement:
-        return Statement(
-            f"UPDATE __alkstore_jobs SET state = {STATE_PENDING}, claimed_by = NULL, "
-            "run_at = ?, visible_at = ?, last_error = COALESCE(?, last_error) WHERE id = ?",
-            (run_at_us, run_at_us, error, job_id),
-        )
+        return Statement(_OWNED, (job_id, worker, claim, now_us), Fetch.ONE)
 
     def next_due(self, queue: str) -> Statement:
-        return Statement(
-            "SELECT MIN(visible_at) FROM __alkstore_jobs INDEXED BY __alkstore_jobs_due "
-            "WHERE queue = ? AND attempts < max_attempts",
-            (queue,),
-            Fetch.ONE,
-        )
+        return Statement(_NEXT_DUE, (queue,), Fetch.ONE)
 
     def release_claim(
         self, job_id: int, worker: str, claim: int, now_us: int, refund: int
     ) -> Statement:
         return Statement(
-            f"UPDATE __alkstore_jobs SET state = {STATE_PENDING}, claimed_by = NULL, "
-            f"run_at = ?, visible_at = ?, attempts = attempts - ? WHERE id = ? AND {_OWNED}",
+            _RELEASE_CLAIM,
             (now_us, now_us, refund, job_id, worker, claim, now_us),
             Fetch.ROWCOUNT,
         )
 
+    def reschedule(self, job_id: int, run_at_us: int, error: str | None) -> Statement:
+        return Statement(_RESCHEDULE, (run_at_us, run_at_us, error, job_id))
+
     def extend_claim(
         self, job_id: int, worker: str, claim: int, now_us: int, until_us: int
     ) -> Statement:
-        return Statement(
-            f"UPDATE __alkstore_jobs SET visible_at = ? WHERE id = ? AND {_OWNED}",
-            (until_us, job_id, worker, claim, now_us),
-            Fetch.ROWCOUNT,
-        )
+        return Statement(_EXTEND_CLAIM, (until_us, job_id, worker, claim, now_us), Fetch.ROWCOUNT)
 
     def bury(
         self, job_id: int, reason: str, error: str | None, now_us: int
     ) -> tuple[Statement, ...]:
         return (
-            Statement(
-                f"INSERT INTO __alkstore_dead ({_DEAD_COLS}, claims) "
-                "SELECT id, queue, payload, priority, attempts, max_attempts, run_at, "
-                "created_at, expires_at, claimed_by, COALESCE(?, last_error), ?, ?, claims "
-                "FROM __alkstore_jobs WHERE id = ?",
-                (error, reason, now_us, job_id),
-                Fetch.ROWCOUNT,
-            ),
-            Statement("DELETE FROM __alkstore_jobs WHERE id = ?", (job_id,), Fetch.ROWCOUNT),
+            Statement(_BURY_COPY, (error, reason, now_us, job_id), Fetch.ROWCOUNT),
+            Statement(_BURY_DELETE, (job_id,), Fetch.ROWCOUNT),
         )
 
     def cancel(self, queue: str, job_id: int) -> Statement:
-        return Statement(
-            "DELETE FROM __alkstore_jobs WHERE id = ? AND queue = ?",
-            (job_id, queue),
-            Fetch.ROWCOUNT,
-        )
+        return Statement(_CANCEL, (job_id, queue), Fetch.ROWCOUNT)
 
     def get_job(self, queue: str, job_id: int) -> Statement:
-        return Statement(
-            f"SELECT {_JOB_COLS} FROM __alkstore_jobs WHERE id = ? AND queue = ?",
-            (job_id, queue),
-            Fetch.ONE,
-        )
+        return Statement(_GET_JOB, (job_id, queue), Fetch.ONE)
 
     def get_dead(self, queue: str, job_id: int) -> Statement:
-        return Statement(
-            f"SELECT {_DEAD_COLS} FROM __alkstore_dead WHERE id = ? AND queue = ?",
-            (job_id, queue),
-            Fetch.ONE,
-        )
+        return Statement(_GET_DEAD, (job_id, queue), Fetch.ONE)
 
     def sweep_candidates(self, queue: str | None, now_us: int, limit: int) -> Statement:
-        # Two index probes: deadlines that passed, and lapsed claims with no
-        # attempts left. The core decides per row what, if anything, to do.
-        # Live claims are left out of the first probe: they are never buried,
-        # and a page full of them would hide the rows behind them from the
-        # sweep (the core drives it page by page until a page moves few rows).
-        scope = "" if queue is None else " AND queue = ?"
-        scope_params: tuple[str, ...] = () if queue is None else (queue,)
+        if queue is None:
+            return Statement(_SWEEP_ALL, (now_us, now_us, now_us, limit), Fetch.ALL)
         return Statement(
-            f"SELECT id, state, visible_at, expires_at, attempts, max_attempts "
-            f"FROM __alkstore_jobs INDEXED BY __alkstore_jobs_expiry "
-            f"WHERE expires_at IS NOT NULL AND expires_at <= ? "
-            f"AND (state = {STATE_PENDING} OR visible_at <= ?){scope} "
-            f"UNION "
-            f"SELECT id, state, visible_at, expires_at, attempts, max_attempts "
-            f"FROM __alkstore_jobs INDEXED BY __alkstore_jobs_exhausted "
-            f"WHERE attempts >= max_attempts AND visible_at <= ?{scope} "
-            f"ORDER BY id LIMIT ?",
-            (now_us, now_us, *scope_params, now_us, *scope_params, limit),
-            Fetch.ALL,
+            _SWEEP_QUEUE, (now_us, now_us, queue, now_us, queue, limit), Fetch.ALL
         )
 
     def queue_counts(self, queue: str, now_us: int) -> Statement:
-        return Statement(
-            f"SELECT "
-            # ready: claimable right now (a job the next sweep will bury is
-            # counted nowhere until it is dead).
-            f"COALESCE(SUM(state = {STATE_PENDING} AND visible_at <= ? "
-            f"AND attempts < max_attempts AND (expires_at IS NULL OR expires_at > ?)), 0), "
-            f"COALESCE(SUM(state = {STATE_PENDING} AND visible_at > ?), 0), "
-            f"COALESCE(SUM(state = {STATE_PROCESSING}), 0) "
-            f"FROM __alkstore_jobs WHERE queue = ?",
-            (now_us, now_us, now_us, queue),
-            Fetch.ONE,
-        )
+        return Statement(_QUEUE_COUNTS, (now_us, now_us, now_us, queue), Fetch.ONE)
 
     def dead_count(self, queue: str) -> Statement:
-        return Statement(
-            "SELECT COUNT(*) FROM __alkstore_dead WHERE queue = ?", (queue,), Fetch.ONE
-        )
+        return Statement(_DEAD_COUNT, (queue,), Fetch.ONE)
 
     def dead_letters(self, queue: str, limit: int) -> Statement:
-        return Statement(
-            f"SELECT {_DEAD_COLS} FROM __alkstore_dead WHERE queue = ? "
-            "ORDER BY died_at, id LIMIT ?",
-            (queue, limit),
-            Fetch.ALL,
-        )
+        return Statement(_DEAD_LETTERS, (queue, limit), Fetch.ALL)
 
     def requeue_dead(self, queue: str, job_id: int, now_us: int) -> tuple[Statement, ...]:
         return (
-            Statement(
-                "INSERT INTO __alkstore_jobs (id, queue, payload, priority, attempts, "
-                "max_attempts, run_at, created_at, expires_at, visible_at, state, last_error, "
-                "claims) "
-                f"SELECT id, queue, payload, priority, 0, max_attempts, ?, created_at, NULL, ?, "
-                f"{STATE_PENDING}, last_error, claims FROM __alkstore_dead "
-                "WHERE id = ? AND queue = ?",
-                (now_us, now_us, job_id, queue),
-                Fetch.ROWCOUNT,
-            ),
-            Statement(
-                "DELETE FROM __alkstore_dead WHERE id = ? AND queue = ?",
-                (job_id, queue),
-                Fetch.ROWCOUNT,
-            ),
+            Statement(_REQUEUE_COPY, (now_us, now_us, job_id, queue), Fetch.ROWCOUNT),
+            Statement(_REQUEUE_DELETE, (job_id, queue), Fetch.ROWCOUNT),
         )
 
     def purge_dead(self, queue: str, before_us: int | None) -> Statement:
         if before_us is None:
-            return Statement(
-                "DELETE FROM __alkstore_dead WHERE queue = ?", (queue,), Fetch.ROWCOUNT
-            )
-        return Statement(
-            "DELETE FROM __alkstore_dead WHERE queue = ? AND died_at < ?",
-            (queue, before_us),
-            Fetch.ROWCOUNT,
-        )
+            return Statement(_PURGE_ALL, (queue,), Fetch.ROWCOUNT)
+        return Statement(_PURGE_BEFORE, (queue, before_us), Fetch.ROWCOUNT)
 
-    # -- streams ------------------------------------------------------------
+    # -- streams -------------------------------------------------------------
     def next_offset(self, stream: str) -> Statement:
-        # The per-stream counter row serialises publishers of one stream, so
-        # offsets are dense and assigned in commit order.
-        return Statement(
-            "INSERT INTO __alkstore_streams (name, last_offset) VALUES (?, 1) "
-            "ON CONFLICT (name) DO UPDATE SET last_offset = last_offset + 1 "
-            "RETURNING last_offset",
-            (stream,),
-            Fetch.ONE,
-        )
+        return Statement(_NEXT_OFFSET, (stream,), Fetch.ONE)
 
     def insert_event(
         self, stream: str, offset: int, key: str | None, payload_json: str, now_us: int
     ) -> Statement:
-        return Statement(
-            'INSERT INTO __alkstore_events (stream, "offset", key, payload, created_at) '
-            "VALUES (?, ?, ?, ?, ?)",
-            (stream, offset, key, payload_json, now_us),
-        )
+        return Statement(_INSERT_EVENT, (stream, offset, key, payload_json, now_us))
 
     def read_since(self, stream: str, offset: int, limit: int) -> Statement:
-        return Statement(
-            'SELECT "offset", stream, key, payload, created_at FROM __alkstore_events '
-            'WHERE stream = ? AND "offset" > ? ORDER BY "offset" LIMIT ?',
-            (stream, offset, limit),
-            Fetch.ALL,
-        )
+        return Statement(_READ_SINCE, (stream, offset, limit), Fetch.ALL)
 
     def save_offset(self, stream: str, consumer: str, offset: int) -> Statement:
-        return Statement(
-            'INSERT INTO __alkstore_offsets (stream, consumer, "offset") VALUES (?, ?, ?) '
-            'ON CONFLICT (stream, consumer) DO UPDATE SET "offset" = '
-            'MAX("offset", excluded."offset")',
-            (stream, consumer, offset),
-        )
+        return Statement(_SAVE_OFFSET, (stream, consumer, offset))
 
     def get_offset(self, stream: str, consumer: str) -> Statement:
-        return Statement(
-            'SELECT "offset" FROM __alkstore_offsets WHERE stream = ? AND consumer = ?',
-            (stream, consumer),
-            Fetch.ONE,
-        )
+        return Statement(_GET_OFFSET, (stream, consumer), Fetch.ONE)
 
     def trim(self, stream: str, offset: int) -> Statement:
-        return Statement(
-            'DELETE FROM __alkstore_events WHERE stream = ? AND "offset" < ?',
-            (stream, offset),
-            Fetch.ROWCOUNT,
-        )
+        return Statement(_TRIM, (stream, offset), Fetch.ROWCOUNT)
 
-    # -- schedules ----------------------------------------------------------
+    # -- schedules -----------------------------------------------------------
     def upsert_schedule(
         self,
         name: str,
@@ -354,72 +412,31 @@ class SqliteDialect:
         next_fire_us: int,
         now_us: int,
     ) -> Statement:
-        # Same expression: keep the pending fire time (re-registration at
-        # every process start must not skip or repeat a fire).
         return Statement(
-            "INSERT INTO __alkstore_schedules (name, queue, expression, payload, options, "
-            "next_fire_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?) "
-            "ON CONFLICT (name) DO UPDATE SET queue = excluded.queue, "
-            "payload = excluded.payload, options = excluded.options, "
-            "next_fire_at = CASE WHEN expression = excluded.expression THEN next_fire_at "
-            "ELSE excluded.next_fire_at END, expression = excluded.expression",
+            _UPSERT_SCHEDULE,
             (name, queue, expression, payload_json, options_json, next_fire_us, now_us),
         )
 
     def delete_schedule(self, name: str) -> Statement:
-        return Statement(
-            "DELETE FROM __alkstore_schedules WHERE name = ?", (name,), Fetch.ROWCOUNT
-        )
+        return Statement(_DELETE_SCHEDULE, (name,), Fetch.ROWCOUNT)
 
     def due_schedules(self, now_us: int, limit: int) -> Statement:
-        return Statement(
-            "SELECT name, queue, expression, payload, options, next_fire_at "
-            "FROM __alkstore_schedules WHERE next_fire_at <= ? ORDER BY next_fire_at LIMIT ?",
-            (now_us, limit),
-            Fetch.ALL,
-        )
+        return Statement(_DUE_SCHEDULES, (now_us, limit), Fetch.ALL)
 
     def advance_schedule(self, name: str, fire_at_us: int, next_fire_us: int) -> Statement:
-        return Statement(
-            "UPDATE __alkstore_schedules SET next_fire_at = ? WHERE name = ? AND next_fire_at = ?",
-            (next_fire_us, name, fire_at_us),
-            Fetch.ROWCOUNT,
-        )
+        return Statement(_ADVANCE_SCHEDULE, (next_fire_us, name, fire_at_us), Fetch.ROWCOUNT)
 
     def next_schedule_time(self) -> Statement:
-        return Statement("SELECT MIN(next_fire_at) FROM __alkstore_schedules", fetch=Fetch.ONE)
+        return Statement(_NEXT_SCHEDULE_TIME, fetch=Fetch.ONE)
 
-    # -- locks --------------------------------------------------------------
+    # -- locks ---------------------------------------------------------------
     def acquire_lock(self, name: str, owner: str, now_us: int, until_us: int) -> Statement:
-        # One statement: take a free or lapsed lock (new token), refresh one we
-        # hold (same token), or change nothing and return no row.
-        return Statement(
-            "INSERT INTO __alkstore_locks (name, owner, token, expires_at) VALUES (?, ?, 1, ?) "
-            "ON CONFLICT (name) DO UPDATE SET "
-            "token = CASE WHEN owner = excluded.owner AND expires_at > ? "
-            "THEN token ELSE token + 1 END, "
-            "owner = excluded.owner, expires_at = excluded.expires_at "
-            "WHERE owner IS NULL OR expires_at <= ? OR owner = excluded.owner "
-            "RETURNING token",
-            (name, owner, until_us, now_us, now_us),
-            Fetch.ONE,
-        )
+        return Statement(_ACQUIRE_LOCK, (name, owner, until_us, now_us, now_us), Fetch.ONE)
 
     def renew_lock(
         self, name: str, owner: str, token: int, now_us: int, until_us: int
     ) -> Statement:
-        return Statement(
-            "UPDATE __alkstore_locks SET expires_at = ? "
-            "WHERE name = ? AND owner = ? AND token = ? AND expires_at > ?",
-            (until_us, name, owner, token, now_us),
-            Fetch.ROWCOUNT,
-        )
+        return Statement(_RENEW_LOCK, (until_us, name, owner, token, now_us), Fetch.ROWCOUNT)
 
     def release_lock(self, name: str, owner: str, token: int, now_us: int) -> Statement:
-        # The row stays (owner cleared) so the next token continues the sequence.
-        return Statement(
-            "UPDATE __alkstore_locks SET owner = NULL, expires_at = 0 "
-            "WHERE name = ? AND owner = ? AND token = ? AND expires_at > ?",
-            (name, owner, token, now_us),
-            Fetch.ROWCOUNT,
-        )
+        return Statement(_RELEASE_LOCK, (name, owner, token, now_us), Fetch.ROWCOUNT)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ...protocol import rows
 from ...protocol.plan import Fetch, Plan, Statement, reads
+from .rules import ATTEMPTS_LEFT, CLAIM_ORDER, EXHAUSTED, HAS_DEADLINE
 
 # Applied on every connection, before anything else. WAL lets readers run
 # beside the single writer; NORMAL sync in WAL mode is durable across process
@@ -40,17 +41,18 @@ _V1 = (
     # The claim path. Partial: a job whose claim lapsed with no attempts left
     # can never be claimed again, so it drops out of the index and claims
     # never walk over it while it waits for the sweep.
-    """CREATE INDEX IF NOT EXISTS __alkstore_jobs_claim
-        ON __alkstore_jobs (queue, priority DESC, visible_at, id)
-        WHERE attempts < max_attempts""",
+    f"""CREATE INDEX IF NOT EXISTS __alkstore_jobs_claim
+        ON __alkstore_jobs (queue, {CLAIM_ORDER})
+        WHERE {ATTEMPTS_LEFT}""",
     # When the next job of a queue becomes due, so an idle worker sleeps
     # exactly until then instead of polling.
-    """CREATE INDEX IF NOT EXISTS __alkstore_jobs_due
-        ON __alkstore_jobs (queue, visible_at) WHERE attempts < max_attempts""",
-    """CREATE INDEX IF NOT EXISTS __alkstore_jobs_expiry
-        ON __alkstore_jobs (expires_at) WHERE expires_at IS NOT NULL""",
-    """CREATE INDEX IF NOT EXISTS __alkstore_jobs_exhausted
-        ON __alkstore_jobs (visible_at) WHERE attempts >= max_attempts""",
+    f"""CREATE INDEX IF NOT EXISTS __alkstore_jobs_due
+        ON __alkstore_jobs (queue, visible_at) WHERE {ATTEMPTS_LEFT}""",
+    # The sweep's two probes: deadlines, and lapsed claims with nothing left.
+    f"""CREATE INDEX IF NOT EXISTS __alkstore_jobs_expiry
+        ON __alkstore_jobs (expires_at) WHERE {HAS_DEADLINE}""",
+    f"""CREATE INDEX IF NOT EXISTS __alkstore_jobs_exhausted
+        ON __alkstore_jobs (visible_at) WHERE {EXHAUSTED}""",
     """CREATE TABLE IF NOT EXISTS __alkstore_dead (
         id            INTEGER PRIMARY KEY,
         queue         TEXT    NOT NULL,
@@ -115,6 +117,9 @@ _V1 = (
 )
 
 # (version, statements). Append only: a released migration never changes.
+# Its partial-index predicates come from .rules, where the statements that
+# must use those indexes take them too; tests/engines/test_migrations.py pins
+# the text, so a rule edit cannot change a released migration unnoticed.
 MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = ((1, _V1),)
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

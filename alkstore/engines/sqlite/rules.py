@@ -1,0 +1,191 @@
+"""The semantic rules of the SQLite engine, each written once.
+
+Ownership, claimability, deadlines, lock acquisition and expiry, offset
+monotonicity and the scheduler's compare-and-set are decided in SQL, inside
+the statement that acts on them (so they hold atomically). Each rule is one
+fragment here; every statement of :mod:`.dialect` and every partial index of
+:mod:`.schema` that needs a rule uses the fragment, never a copy of its text
+(``tests/engines/test_rules.py`` checks that no comparison a rule makes is
+written anywhere else). ``docs/internals.md`` maps each rule to the tests
+that prove it.
+
+A fragment is an SQL boolean expression (or, where it says so, an assignment
+or a ``CASE``) over the columns of one row. Its arguments are what the rule
+compares with: a placeholder or an SQL expression such as
+``excluded.owner``. On SQLite every input is a ``?``, and each ``?`` in the
+result is one bind, in the order of the text; each function says which
+binds it adds. ``row`` names the table alias the columns belong to (empty:
+unqualified).
+
+The same rules, under the same names and in the same order, are in
+:mod:`alkstore.engines.postgres.rules`; the two are kept side by side, not
+generated one from the other. Migrations that use a fragment are pinned
+(``tests/engines/test_migrations.py``): a released migration's text never
+changes, so editing a fragment that one uses means freezing that
+migration's old text first.
+"""
+
+from __future__ import annotations
+
+from ...protocol.dialect import STATE_PENDING, STATE_PROCESSING
+
+
+def _of(row: str) -> str:
+    return f"{row}." if row else ""
+
+
+# -- attempts ----------------------------------------------------------------
+# A job with attempts left may still be claimed: the predicate of the claim
+# and due indexes (jobs_claim, jobs_due), and of every statement that must
+# use them. Model: LiveJob.claimable, QueueModel.next_due.
+ATTEMPTS_LEFT = "attempts < max_attempts"
+# The complement: no claim may take the job again; once no claim of it is
+# running, the sweep buries it. The predicate of jobs_exhausted. Model:
+# QueueModel.sweep_reason; core: claim.retry_decision, claim.sweep_decision.
+EXHAUSTED = "attempts >= max_attempts"
+
+
+# -- visibility --------------------------------------------------------------
+def visible(now: str, *, row: str = "") -> str:
+    """``visible_at`` has come: a pending job is due, a processing job's
+    claim has lapsed (``now == visible_at`` is lapsed: the half-open rule of
+    the model). Binds: now."""
+    return f"{_of(row)}visible_at <= {now}"
+
+
+def hidden(now: str, *, row: str = "") -> str:
+    """The complement of :func:`visible`: a pending job is not due yet, a
+    processing job's claim is live. Binds: now."""
+    return f"{_of(row)}visible_at > {now}"
+
+
+# -- deadlines ---------------------------------------------------------------
+# The job has a deadline: the predicate of jobs_expiry.
+HAS_DEADLINE = "expires_at IS NOT NULL"
+
+
+def before_deadline(now: str) -> str:
+    """No deadline, or one still ahead. Binds: now. Model:
+    ``not LiveJob.deadline_passed``."""
+    return f"(expires_at IS NULL OR expires_at > {now})"
+
+
+def deadline_passed(now: str) -> str:
+    """A deadline at or before ``now`` (uses jobs_expiry). Binds: now.
+    Model: LiveJob.deadline_passed."""
+    return f"{HAS_DEADLINE} AND expires_at <= {now}"
+
+
+# -- claiming ----------------------------------------------------------------
+# Claim order: priority first, then when the job became due, then id. The
+# claim index's columns after ``queue``, so the claim walks it in order.
+CLAIM_ORDER = "priority DESC, visible_at, id"
+
+
+def claimable(now: str) -> str:
+    """A claim at ``now`` may take the job: attempts left, visible (due, or
+    its claim lapsed: reclaim is the same rule) and not past its deadline.
+    Binds: now, now. Model: LiveJob.claimable."""
+    return f"{ATTEMPTS_LEFT} AND {visible(now)} AND {before_deadline(now)}"
+
+
+# -- ownership ---------------------------------------------------------------
+def owned(worker: str, claim: str | None, now: str, *, row: str = "") -> str:
+    """The job is held by ``worker`` under claim number ``claim``, and the
+    claim is live: what every settling statement (ack, retry, fail,
+    heartbeat, release) checks in the statement that changes the row.
+
+    ``claim`` None leaves the claim number to the statement: ``ack_claims``
+    matches (id, claim number) pairs itself, and ``ack_batch`` has no claim
+    numbers (the batch form checks the worker and the live claim). Binds:
+    worker, claim (unless None), now. Model: LiveJob.owned_by.
+    """
+    p = _of(row)
+    number = "" if claim is None else f" AND {p}claims = {claim}"
+    return (
+        f"{p}state = {STATE_PROCESSING} AND {p}claimed_by = {worker}{number} "
+        f"AND {hidden(now, row=row)}"
+    )
+
+
+def no_live_claim(now: str) -> str:
+    """Pending, or processing under a claim that has lapsed. Binds: now.
+    Model: ``not LiveJob.claim_live``."""
+    return f"(state = {STATE_PENDING} OR {visible(now)})"
+
+
+# -- the sweep ---------------------------------------------------------------
+def sweep_expired(now: str) -> str:
+    """The sweep's first probe (jobs_expiry): a deadline that passed, with
+    no live claim to protect it (a running claim keeps its chance to ack).
+    Binds: now, now. Core: claim.sweep_decision ("expired")."""
+    return f"{deadline_passed(now)} AND {no_live_claim(now)}"
+
+
+def sweep_exhausted(now: str) -> str:
+    """The sweep's second probe (jobs_exhausted): no attempts left and
+    visible, so no claim of it is running (a pending job with no attempts
+    left is always visible: only a release makes one, due at once).
+    Binds: now. Core: claim.sweep_decision ("claim_expired", "max_attempts")."""
+    return f"{EXHAUSTED} AND {visible(now)}"
+
+
+# -- locks -------------------------------------------------------------------
+def lock_held(owner: str, token: str | None, now: str, *, row: str = "") -> str:
+    """The lock is held by ``owner`` (under fencing token ``token``, unless
+    None) and its TTL has not lapsed. Binds: owner (if a ``?``), token
+    (unless None), now. Model: LockState.held, LockModel._holds."""
+    p = _of(row)
+    fence = "" if token is None else f" AND {p}token = {token}"
+    return f"{p}owner = {owner}{fence} AND {p}expires_at > {now}"
+
+
+def lock_free(now: str, *, row: str = "") -> str:
+    """Nobody holds the lock: released (owner cleared) or its TTL lapsed
+    (``now == expires_at`` is lapsed). The complement of :func:`lock_held`
+    for any owner. Binds: now. Model: ``not LockState.held``."""
+    p = _of(row)
+    return f"({p}owner IS NULL OR {p}expires_at <= {now})"
+
+
+def fencing_token(owner: str, now: str, *, row: str = "") -> str:
+    """The token an acquisition by ``owner`` leaves (a ``CASE``): the same
+    one when ``owner`` already holds the lock (a refresh), the next one
+    otherwise, so tokens strictly increase across holders. Binds: owner (if
+    a ``?``), now. Model: LockModel.try_lock."""
+    p = _of(row)
+    return f"CASE WHEN {lock_held(owner, None, now, row=row)} THEN {p}token ELSE {p}token + 1 END"
+
+
+# -- streams -----------------------------------------------------------------
+def keep_higher_offset(*, row: str = "") -> str:
+    """A consumer's saved offset never moves back: what follows ``ON
+    CONFLICT (stream, consumer) DO UPDATE SET``. No binds. Model:
+    StreamModel.save_offset."""
+    p = _of(row)
+    return f'"offset" = MAX({p}"offset", excluded."offset")'
+
+
+# -- schedules ---------------------------------------------------------------
+def schedule_due(now: str) -> str:
+    """The schedule's next fire time has come. Binds: now."""
+    return f"next_fire_at <= {now}"
+
+
+def fire_time_unchanged(fire_at: str) -> str:
+    """The scheduler's compare-and-set: the row still holds the fire time
+    this ticker read, so of the tickers that read it exactly one moves it on
+    and enqueues its job. Binds: fire_at. Core: schedule.tick."""
+    return f"next_fire_at = {fire_at}"
+
+
+def keep_fire_time(*, row: str = "") -> str:
+    """The fire time a re-registration leaves (a ``CASE``, for ``ON CONFLICT
+    (name) DO UPDATE``): the pending one when the expression is the same
+    (every process registers at start-up; none may skip or repeat a fire),
+    the new one otherwise. No binds."""
+    p = _of(row)
+    return (
+        f"CASE WHEN {p}expression = excluded.expression THEN {p}next_fire_at "
+        "ELSE excluded.next_fire_at END"
+    )

@@ -1,0 +1,408 @@
+"""Each semantic rule has one home per engine, and means what the model says.
+
+The rules (claimable, owned, exhausted, deadlines, lock held or free, ...)
+are SQL fragments in ``alkstore/engines/{sqlite,postgres}/rules.py``. These
+tests check that:
+
+- no other engine module writes a rule's comparison itself (so a rule edited
+  in its module is edited everywhere it applies, partial indexes included);
+- both rules modules define the same rules in the same order, and both
+  dialect files define the protocol's methods in the protocol's order (the
+  layout that lets the two engines be read side by side);
+- the statements that must use a partial index carry its predicate;
+- evaluated by each engine on every combination of column values a live row
+  can hold, each fragment selects exactly the rows the reference model's
+  predicate selects (``alkstore.protocol.model``), and the sweep's two probes
+  plus the core's ``sweep_decision`` bury exactly what the model buries.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import itertools
+import re
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from psycopg import pq
+
+from alkstore.engines import postgres, sqlite
+from alkstore.engines.postgres import PostgresDialect
+from alkstore.engines.postgres import rules as pg_rules
+from alkstore.engines.sqlite import SqliteDialect
+from alkstore.engines.sqlite import rules as lite_rules
+from alkstore.protocol.claim import SweepCandidate, sweep_decision
+from alkstore.protocol.dialect import STATE_PENDING, STATE_PROCESSING, Dialect
+from alkstore.protocol.model import LiveJob, LockState, QueueModel
+from alkstore.protocol.plan import Fetch, Statement
+from alkstore.runner.pg_wire import Wire
+
+from ..backends import BACKENDS, PG_DSN, selected_backends
+
+ENGINES_DIR = Path(__file__).resolve().parents[2] / "alkstore" / "engines"
+ENGINES = sorted({BACKENDS[b].engine for b in selected_backends()})
+RULES: dict[str, ModuleType] = {"sqlite": lite_rules, "postgres": pg_rules}
+
+# -- one home ------------------------------------------------------------------
+
+# Comparisons only a rule makes. (Assignments such as ``SET visible_at = ?``
+# or ``claims = claims + 1`` are not rules and do not match.)
+RULE_SHAPED = [
+    re.compile(r"\b(attempts|visible_at|expires_at|next_fire_at)\s*(<=|>=|<|>)"),
+    re.compile(r"\b(expires_at|owner)\s+IS\s+(NOT\s+)?NULL"),
+    re.compile(r"\bclaims\s*=\s*(\?|\$\d)"),
+    re.compile(r"\btoken\s*=\s*(\?|\$\d)"),
+    re.compile(r"(?<!SET )\bnext_fire_at\s*=\s*(\?|\$\d)"),
+    re.compile(r"\bGREATEST\(|\bMAX\(\"offset\""),
+    re.compile(r"\bpriority DESC\b"),
+]
+
+
+def string_constants(path: Path) -> Iterator[tuple[int, str]]:
+    """Every string literal of a module (f-string parts included), docstrings excepted."""
+    tree = ast.parse(path.read_text(), str(path))
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    for node in ast.walk(tree):
+        is_text = isinstance(node, ast.Constant) and isinstance(node.value, str)
+        if is_text and id(node) not in docstrings:
+            yield node.lineno, node.value
+
+
+def test_no_rule_is_written_outside_its_rules_module() -> None:
+    checked = 0
+    offenders = []
+    for path in sorted(ENGINES_DIR.rglob("*.py")):
+        if path.name == "rules.py":
+            continue
+        checked += 1
+        for lineno, text in string_constants(path):
+            for pattern in RULE_SHAPED:
+                if pattern.search(text):
+                    offenders.append(f"{path.relative_to(ENGINES_DIR)}:{lineno}: {text!r}")
+    assert checked >= 8
+    assert not offenders, "write these with the fragments of rules.py:\n" + "\n".join(offenders)
+
+
+def rendered_rules(engine: str) -> list[str]:
+    """Every fragment of ``engine``'s rules module, with placeholders for its inputs."""
+    module = RULES[engine]
+    out = []
+    for name in public_rules(module):
+        value = getattr(module, name)
+        if callable(value):
+            params = inspect.signature(value).parameters.values()
+            args = ["?" if engine == "sqlite" else "$1" for p in params if p.default is p.empty]
+            value = value(*args)
+        out.append(value)
+    return out
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgres"])
+def test_the_rule_shapes_are_the_rules(engine: str) -> None:
+    """The patterns above are live: each matches a fragment of the rules module."""
+    fragments = rendered_rules(engine)
+    for pattern in RULE_SHAPED:
+        assert any(pattern.search(f) for f in fragments), pattern.pattern
+
+
+def public_rules(module: ModuleType) -> list[str]:
+    return [
+        name
+        for name, value in vars(module).items()
+        if not name.startswith("_")
+        and (name.isupper() or inspect.isfunction(value))
+        and getattr(value, "__module__", module.__name__) == module.__name__
+        and name not in {"STATE_PENDING", "STATE_PROCESSING", "annotations"}
+    ]
+
+
+def test_both_engines_define_the_same_rules_in_the_same_order() -> None:
+    lite, pg = public_rules(lite_rules), public_rules(pg_rules)
+    assert len(lite) >= 15
+    assert lite == pg
+    for name in lite:
+        a, b = getattr(lite_rules, name), getattr(pg_rules, name)
+        if callable(a):
+            assert inspect.signature(a) == inspect.signature(b), name
+        else:
+            assert a == b, name  # the constants are plain SQL both engines share
+
+
+def protocol_methods() -> list[str]:
+    return [n for n, v in vars(Dialect).items() if inspect.isfunction(v) and not n.startswith("_")]
+
+
+@pytest.mark.parametrize("cls", [SqliteDialect, PostgresDialect])
+def test_the_dialects_define_the_protocol_methods_in_its_order(cls: type) -> None:
+    ours = [n for n in vars(cls) if n in set(protocol_methods())]
+    assert ours == protocol_methods()
+
+
+def test_the_dialect_files_have_the_same_sections_in_the_same_order() -> None:
+    def sections(path: Path) -> list[str]:
+        found = re.findall(r"^\s*# -- ([\w ]+?)(?: \(.*\))? -+$", path.read_text(), re.M)
+        return list(found)
+
+    lite = sections(ENGINES_DIR / "sqlite" / "dialect.py")
+    pg = sections(ENGINES_DIR / "postgres" / "dialect.py")
+    order = ["wakes", "queues", "streams", "schedules", "locks"]
+    # SQL text first, then the methods; the same sections in both halves.
+    assert lite == pg == ["column lists", *order, *order]
+    assert sections(ENGINES_DIR / "sqlite" / "rules.py") == sections(
+        ENGINES_DIR / "postgres" / "rules.py"
+    )
+
+
+# -- partial indexes -----------------------------------------------------------
+
+INDEX = re.compile(r"CREATE INDEX IF NOT EXISTS (\w+)\s+ON [^(]+\(([^)]*)\)(?:\s+WHERE (.+))?$")
+
+
+def indexes(statements: tuple[str, ...]) -> dict[str, tuple[str, str | None]]:
+    out = {}
+    for sql in statements:
+        m = INDEX.match(" ".join(sql.split()))
+        if m:
+            out[m[1].removeprefix("__alkstore_")] = (m[2], m[3])
+    return out
+
+
+def flat(statement: Statement) -> str:
+    return " ".join(statement.sql.split())
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgres"])
+def test_statements_carry_the_predicates_of_their_partial_indexes(engine: str) -> None:
+    """A partial index serves a statement only if the statement's WHERE
+    implies the index's (SQLite: contains its terms): the same fragment on
+    both sides. SQLite refuses an INDEXED BY it cannot honour; Postgres
+    would silently scan the table instead."""
+    r = RULES[engine]
+    d: Any = SqliteDialect() if engine == "sqlite" else PostgresDialect()
+    v1 = dict(sqlite.MIGRATIONS if engine == "sqlite" else postgres.migrations())[1]
+    idx = indexes(v1)
+    assert idx["jobs_claim"] == (f"queue, {r.CLAIM_ORDER}", r.ATTEMPTS_LEFT)
+    assert idx["jobs_due"] == ("queue, visible_at", r.ATTEMPTS_LEFT)
+    assert idx["jobs_expiry"] == ("expires_at", r.HAS_DEADLINE)
+    assert idx["jobs_exhausted"] == ("visible_at", r.EXHAUSTED)
+    claim = flat(d.claim("q", "w", 1, 0, 1))
+    assert r.ATTEMPTS_LEFT in claim and f"ORDER BY {r.CLAIM_ORDER}" in claim
+    assert r.ATTEMPTS_LEFT in flat(d.next_due("q"))
+    for queue in (None, "q"):
+        sweep = flat(d.sweep_candidates(queue, 0, 10))
+        assert r.HAS_DEADLINE in sweep and r.EXHAUSTED in sweep
+
+
+# -- the rules mean what the model says ---------------------------------------
+
+NOW = 1_000
+W, C = "w", 2  # the worker and claim number asked about
+
+
+class Db:
+    """Runs statements on one engine: an in-memory SQLite database, or a
+    Postgres session (temporary tables only), the way the drivers bind."""
+
+    def __init__(self, engine: str) -> None:
+        self.engine = engine
+        if engine == "sqlite":
+            self.lite = sqlite3.connect(":memory:")
+        else:
+            self.pg = pq.PGconn.connect(PG_DSN.encode())
+            assert self.pg.status == pq.ConnStatus.OK, self.pg.error_message
+            self.wire = Wire(self.pg)
+
+    def ph(self, n: int) -> str:
+        """The engine's n-th placeholder (SQLite's are all ``?``)."""
+        return "?" if self.engine == "sqlite" else f"${n}"
+
+    def run(self, sql: str, *params: Any, fetch: Fetch = Fetch.ALL) -> Any:
+        if self.engine == "sqlite":
+            cur = self.lite.execute(sql, params)
+            return cur.fetchall() if fetch is Fetch.ALL else None
+        statement = Statement(sql, params, fetch)
+        self.wire.send(statement)
+        results = []
+        while (res := self.pg.get_result()) is not None:
+            results.append(res)
+        return self.wire.result(results[0], fetch)
+
+    def ids(self, where: str, *params: Any, table: str = "t") -> set[int]:
+        return {int(r[0]) for r in self.run(f"SELECT id FROM {table} WHERE {where}", *params)}
+
+    def close(self) -> None:
+        if self.engine == "sqlite":
+            self.lite.close()
+        else:
+            self.pg.finish()
+
+
+@pytest.fixture(params=ENGINES)
+def db(request: pytest.FixtureRequest) -> Iterator[Db]:
+    conn = Db(request.param)
+    yield conn
+    conn.close()
+
+
+def literal(value: object) -> str:
+    return "NULL" if value is None else f"'{value}'" if isinstance(value, str) else str(value)
+
+
+def reachable_jobs() -> list[LiveJob]:
+    """Every combination of the columns the job rules read, as a live row can
+    hold them: a pending row has no claimer; a processing row has one, a
+    claim number and at least one attempt; attempts never exceed
+    max_attempts; and a pending row with no attempts left is visible (only a
+    release without refund makes one, and it makes it due at once)."""
+    jobs = []
+    combos = itertools.product(
+        ("pending", "processing"),
+        (None, "w", "x"),
+        (0, 1, 2, 3),  # claims
+        ((0, 1), (1, 1), (0, 3), (2, 3), (3, 3)),  # (attempts, max_attempts)
+        (NOW - 1, NOW, NOW + 1),  # visible_at
+        (None, NOW - 1, NOW, NOW + 1),  # expires_at
+    )
+    for state, worker, claims, (attempts, max_attempts), visible, expires in combos:
+        if state == "pending" and worker is not None:
+            continue
+        if state == "processing" and (worker is None or claims == 0 or attempts == 0):
+            continue
+        if state == "pending" and attempts >= max_attempts and visible > NOW:
+            continue
+        jobs.append(
+            LiveJob(
+                id=len(jobs) + 1, queue="q", payload=None, priority=0, attempts=attempts,
+                max_attempts=max_attempts, run_at_us=0, created_at_us=0,
+                expires_at_us=expires, claimed_by=worker, visible_at_us=visible, state=state,
+                last_error=None, claims=claims,
+            )
+        )  # fmt: skip
+    return jobs
+
+
+def load_jobs(db: Db, jobs: list[LiveJob]) -> None:
+    text = 'text COLLATE "C"' if db.engine == "postgres" else "TEXT"
+    db.run(
+        f"CREATE TEMP TABLE t (id bigint, state smallint, claimed_by {text}, claims bigint, "
+        "attempts bigint, max_attempts bigint, visible_at bigint, expires_at bigint)",
+        fetch=Fetch.NONE,
+    )
+    values = ", ".join(
+        "(" + ", ".join(literal(v) for v in (
+            j.id, STATE_PENDING if j.state == "pending" else STATE_PROCESSING, j.claimed_by,
+            j.claims, j.attempts, j.max_attempts, j.visible_at_us, j.expires_at_us,
+        )) + ")"
+        for j in jobs
+    )  # fmt: skip
+    db.run(f"INSERT INTO t VALUES {values}", fetch=Fetch.NONE)
+
+
+def test_job_rules_select_what_the_model_selects(db: Db) -> None:
+    r = RULES[db.engine]
+    jobs = reachable_jobs()
+    assert len(jobs) > 200
+    load_jobs(db, jobs)
+
+    def model(pred: Any) -> set[int]:
+        return {j.id for j in jobs if pred(j)}
+
+    p1, p2, p3 = db.ph(1), db.ph(2), db.ph(3)
+    now2 = (NOW, NOW) if db.engine == "sqlite" else (NOW,)
+    assert db.ids(r.ATTEMPTS_LEFT) == model(lambda j: j.attempts < j.max_attempts)
+    assert db.ids(r.EXHAUSTED) == model(lambda j: j.attempts >= j.max_attempts)
+    assert db.ids(r.HAS_DEADLINE) == model(lambda j: j.expires_at_us is not None)
+    assert db.ids(r.visible(p1), NOW) == model(lambda j: j.visible_at_us <= NOW)
+    assert db.ids(r.hidden(p1), NOW) == model(lambda j: j.visible_at_us > NOW)
+    assert db.ids(r.deadline_passed(p1), NOW) == model(lambda j: j.deadline_passed(NOW))
+    assert db.ids(r.before_deadline(p1), NOW) == model(lambda j: not j.deadline_passed(NOW))
+    assert db.ids(r.claimable(p1), *now2) == model(lambda j: j.claimable(NOW))
+    assert db.ids(r.no_live_claim(p1), NOW) == model(lambda j: not j.claim_live(NOW))
+    assert db.ids(r.owned(p1, p2, p3), W, C, NOW) == model(lambda j: j.owned_by(W, C, NOW))
+    # Without the claim number (the batch forms): the worker's live claim.
+    assert db.ids(r.owned(p1, None, p2), W, NOW) == model(
+        lambda j: j.claim_live(NOW) and j.claimed_by == W
+    )
+    # The queue_counts columns, as QueueModel.stats counts them.
+    stats = QueueModel()
+    stats.jobs = {j.id: j for j in jobs}
+    counted = stats.stats("q", NOW)
+    pending = f"state = {STATE_PENDING}"
+    assert len(db.ids(f"{pending} AND {r.claimable(p1)}", *now2)) == counted.ready
+    assert len(db.ids(f"{pending} AND {r.hidden(p1)}", NOW)) == counted.scheduled
+
+
+def test_the_sweep_probes_and_decision_bury_what_the_model_buries(db: Db) -> None:
+    r = RULES[db.engine]
+    jobs = reachable_jobs()
+    load_jobs(db, jobs)
+    by_id = {j.id: j for j in jobs}
+    now2 = (NOW, NOW) if db.engine == "sqlite" else (NOW,)
+    candidates = db.ids(r.sweep_expired(db.ph(1)), *now2) | db.ids(
+        r.sweep_exhausted(db.ph(1)), NOW
+    )
+    model = QueueModel()
+    buried = {}
+    for job_id in candidates:
+        j = by_id[job_id]
+        state = STATE_PENDING if j.state == "pending" else STATE_PROCESSING
+        c = SweepCandidate(
+            j.id, state, j.visible_at_us, j.expires_at_us, j.attempts, j.max_attempts
+        )
+        if (reason := sweep_decision(c, NOW)) is not None:
+            buried[job_id] = reason
+    expected = {
+        j.id: reason for j in jobs if (reason := model.sweep_reason(j, NOW)) is not None
+    }
+    assert buried == expected
+    assert len(expected) > 20
+    # The first probe leaves live claims out (they are never buried, and a
+    # page of them would hide what is behind it).
+    assert not any(by_id[i].claim_live(NOW) for i in db.ids(r.sweep_expired(db.ph(1)), *now2))
+
+
+def test_lock_rules_select_what_the_model_selects(db: Db) -> None:
+    r = RULES[db.engine]
+    text = 'text COLLATE "C"' if db.engine == "postgres" else "TEXT"
+    db.run(
+        f"CREATE TEMP TABLE l (id bigint, owner {text}, token bigint, expires_at bigint)",
+        fetch=Fetch.NONE,
+    )
+    locks = {
+        i: LockState(owner, token, expires)
+        for i, (owner, token, expires) in enumerate(
+            itertools.product((None, "a", "b"), (1, 2), (0, NOW - 1, NOW, NOW + 1)), start=1
+        )
+    }
+    values = ", ".join(
+        f"({i}, {literal(s.owner)}, {s.token}, {s.expires_at_us})" for i, s in locks.items()
+    )
+    db.run(f"INSERT INTO l VALUES {values}", fetch=Fetch.NONE)
+    p1, p2, p3 = db.ph(1), db.ph(2), db.ph(3)
+
+    def model(pred: Any) -> set[int]:
+        return {i for i, s in locks.items() if pred(s)}
+
+    assert db.ids(r.lock_free(p1), NOW, table="l") == model(lambda s: not s.held(NOW))
+    for owner, token in itertools.product(("a", "b"), (1, 2)):
+        assert db.ids(r.lock_held(p1, p2, p3), owner, token, NOW, table="l") == model(
+            lambda s, o=owner, t=token: s.held(NOW) and s.owner == o and s.token == t
+        )
+        # The token an acquisition by ``owner`` leaves: LockModel.try_lock's.
+        rows = db.run(f"SELECT id, {r.fencing_token(p1, p2)} FROM l", owner, NOW)
+        assert {int(i): int(t) for i, t in rows} == {
+            i: s.token if s.held(NOW) and s.owner == owner else s.token + 1
+            for i, s in locks.items()
+        }
