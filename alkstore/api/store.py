@@ -10,8 +10,10 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..protocol import codec, locks
+from ..protocol import wakes as wake_plans
 from ..protocol.backoff import Backoff
-from ..protocol.errors import Closed, CommitUnknown, PayloadTooLarge, UsageError
+from ..protocol.errors import CommitUnknown, PayloadTooLarge, UsageError
+from ..protocol.lifecycle import Lifecycle
 from ..protocol.names import check_identifier, check_name
 from ..protocol.plan import Plan, is_read_only
 from ..protocol.timeconv import US_PER_S, Duration, duration_us
@@ -61,7 +63,7 @@ class Store:
         self._rng = random.Random(seed)
         # Identifies this store's notifications so its own watcher skips them.
         self.origin = secrets.token_hex(8)
-        self._closed = False
+        self._lifecycle = Lifecycle("store")
 
     # -- plumbing shared by the facades ---------------------------------------
     @property
@@ -74,7 +76,7 @@ class Store:
 
     @property
     def closed(self) -> bool:
-        return self._closed
+        return self._lifecycle.closed
 
     def now_us(self) -> int:
         return self._clock.now_us()
@@ -91,9 +93,7 @@ class Store:
         """Run ``plan`` in a transaction of its own. ``bulk``: its work grows
         with its input or with the data (an engine keeps it off the event
         loop's thread)."""
-        if self._closed:
-            plan.close()
-            raise Closed("store is closed")
+        self._lifecycle.check(plan)
         if (
             self._executor.exclusive_transactions
             and id(self) in _IN_TRANSACTION.get()
@@ -125,7 +125,7 @@ class Store:
 
     def subscribe_channel(self, channel: str) -> WakeReceiver:
         """A receiver on any channel, internal ones included (no name check)."""
-        return WakeReceiver(self._hub, channel, self._executor, lambda: self._closed)
+        return WakeReceiver(self._hub, channel, self._executor, self._lifecycle)
 
     # -- notify / listen --------------------------------------------------------
     async def notify(self, channel: str, payload: codec.JSON = None) -> None:
@@ -137,11 +137,11 @@ class Store:
         channel = check_name(channel, "channel")
         self.check_notify_payload(payload)
         now = self.now_us()
-        await self.run(_notify_plan(self.dialect, channel, self.origin, now))
+        await self.run(wake_plans.notify(self.dialect, channel, self.origin, now))
 
     def listen(self, channel: str) -> WakeReceiver:
         return WakeReceiver(
-            self._hub, check_name(channel, "channel"), self._executor, lambda: self._closed
+            self._hub, check_name(channel, "channel"), self._executor, self._lifecycle
         )
 
     # -- mechanism handles (no IO) ---------------------------------------------
@@ -207,8 +207,7 @@ class Store:
         """Commit on success, roll back on error. Wakes fire only after commit."""
         from .tx import Transaction
 
-        if self._closed:
-            raise Closed("store is closed")
+        self._lifecycle.check()
         inside = _IN_TRANSACTION.get()
         if self._executor.exclusive_transactions and id(self) in inside:
             raise _reentry()
@@ -249,15 +248,14 @@ class Store:
         application commits; this block only scopes the handle."""
         from .tx import Transaction
 
-        if self._closed:
-            raise Closed("store is closed")
+        self._lifecycle.check()
         session = self._executor.join(connection)
         tx = Transaction(self, session, joined=True)
         try:
             yield tx
         finally:
             tx._close()
-            session.open = False
+            session.lifecycle.close()
 
     # -- scheduler -------------------------------------------------------------
     async def schedule(
@@ -300,9 +298,8 @@ class Store:
 
     # -- lifecycle -------------------------------------------------------------
     async def aclose(self) -> None:
-        if self._closed:
+        if not self._lifecycle.close():
             return
-        self._closed = True
         self._hub.close_all()
         await self._executor.close()
 
@@ -313,6 +310,3 @@ def _reentry() -> UsageError:
         "(the transaction holds the only writer): use the tx.* methods, or call after the block"
     )
 
-
-def _notify_plan(dialect: Any, channel: str, origin: str, now_us: int) -> Plan[None]:
-    yield dialect.notify(channel, origin, now_us)

@@ -7,7 +7,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ..protocol import codec, queues, streams
-from ..protocol.errors import Closed, InvalidArgument, UsageError, brief
+from ..protocol import wakes as wake_plans
+from ..protocol.errors import InvalidArgument, UsageError, brief
+from ..protocol.lifecycle import Lifecycle
 from ..protocol.names import check_identifier, check_key, check_name, outbox_queue_name
 from ..protocol.plan import Plan
 from ..protocol.timeconv import Duration
@@ -34,12 +36,12 @@ class Transaction:
         self._store = store
         self._session = session
         self._joined = joined
-        self._open = True
+        self._lifecycle = Lifecycle("transaction")
         # Committed or rolled back through the handle, before the block ended.
         self.finished = False
 
     def _close(self) -> None:
-        self._open = False
+        self._lifecycle.close()
 
     async def commit(self) -> None:
         """Commit now. The handle is closed afterwards (every method raises
@@ -53,8 +55,7 @@ class Transaction:
         await self._finish(False)
 
     async def _finish(self, commit: bool) -> None:
-        if not self._open:
-            raise Closed("transaction is closed")
+        self._lifecycle.check()
         if self._joined:
             raise UsageError(
                 "a joined transaction is the application's: commit or roll back its connection"
@@ -63,22 +64,19 @@ class Transaction:
         # cancel already pending is taken here, with nothing done and the
         # handle still open (the block's end then rolls back).
         await self._store.runtime.cancel_point()
-        self._open = False
+        self._lifecycle.close()
         self.finished = True
         await self._store.end_transaction(self._session, commit)
 
     async def _run(self, plan: Plan[Any]) -> Any:
-        if not self._open:
-            plan.close()
-            raise Closed("transaction is closed")
+        self._lifecycle.check(plan)
         return await self._session.run(plan)
 
     async def execute(
         self, sql: str, params: Sequence[Any] | dict[str, Any] = ()
     ) -> list[tuple[Any, ...]]:
         """Run the caller's own SQL (engine placeholders); returns any rows."""
-        if not self._open:
-            raise Closed("transaction is closed")
+        self._lifecycle.check()
         if not isinstance(sql, str):
             raise InvalidArgument(f"sql must be a str, got {brief(sql)}")
         if isinstance(params, str | bytes) or not isinstance(params, Sequence | dict):
@@ -140,7 +138,7 @@ class Transaction:
         store = self._store
         channel = check_name(channel, "channel")
         store.check_notify_payload(payload)
-        await self._run(_notify(store, channel))
+        await self._run(wake_plans.notify(store.dialect, channel, store.origin, store.now_us()))
 
     async def save_offset(self, stream: str, consumer: str, offset: int) -> None:
         stream = check_name(stream, "stream")
@@ -148,6 +146,3 @@ class Transaction:
         offset = streams.check_offset(offset)
         await self._run(streams.save_offset(self._store.dialect, stream, consumer, offset))
 
-
-def _notify(store: Store, channel: str) -> Plan[None]:
-    yield store.dialect.notify(channel, store.origin, store.now_us())

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from types import TracebackType
 from typing import Protocol
 
 from ..protocol.errors import Closed
+from ..protocol.lifecycle import Lifecycle
 from ..protocol.names import LISTENER_RECONNECTED
 from ..protocol.types import Wake
 from ..runner.hub import Mailbox, WakeHub
@@ -31,11 +31,11 @@ class WakeReceiver:
         hub: WakeHub,
         channel: str,
         source: WakeSource,
-        store_closed: Callable[[], bool] = lambda: False,
+        store: Lifecycle | None = None,
     ) -> None:
         self._hub = hub
         self._source = source
-        self._store_closed = store_closed
+        self._store = store if store is not None else Lifecycle("store")
         self.channel = channel
         self._box: Mailbox | None = None
         self._exited = False
@@ -44,8 +44,7 @@ class WakeReceiver:
     async def __aenter__(self) -> WakeReceiver:
         if self._box is not None or self._exited:
             raise Closed("a WakeReceiver can be entered once")
-        if self._store_closed():
-            raise Closed("store is closed")
+        self._store.check()
         self._box = self._hub.open(self.channel)
         try:
             # On Postgres this LISTENs before returning, so no notify that

@@ -29,9 +29,11 @@ from __future__ import annotations
 import asyncio
 import contextvars
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, contextmanager
 from typing import Any, TypeVar
+
+from ..runner.runtime import unwrapped_task_group
 
 T = TypeVar("T")
 
@@ -365,20 +367,8 @@ class AsyncioRuntime:
         finally:
             remove(fd)
 
-    @asynccontextmanager
-    async def task_group(self) -> AsyncIterator[_TaskGroup]:
-        body_error: BaseException | None = None
-        try:
-            async with asyncio.TaskGroup() as group:
-                try:
-                    yield _TaskGroup(group)
-                except BaseException as exc:
-                    body_error = exc
-                    raise
-        except BaseExceptionGroup as eg:
-            if body_error is not None and eg.exceptions == (body_error,):
-                raise body_error from None
-            raise
+    def task_group(self) -> AbstractAsyncContextManager[_TaskGroup]:
+        return unwrapped_task_group(asyncio.TaskGroup(), _TaskGroup)
 
     @contextmanager
     def cancel_scope(self) -> Iterator[_CancelScope]:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, contextmanager
 from typing import Any, TypeVar
 
 import trio
+
+from ..runner.runtime import unwrapped_task_group
 
 T = TypeVar("T")
 
@@ -104,22 +106,8 @@ class TrioRuntime:
     async def wait_writable(self, fd: int, timeout: float | None) -> bool:
         return await _wait_fd(trio.lowlevel.wait_writable, fd, timeout)
 
-    @asynccontextmanager
-    async def task_group(self) -> AsyncIterator[_Nursery]:
-        body_error: BaseException | None = None
-        try:
-            async with trio.open_nursery() as nursery:
-                try:
-                    yield _Nursery(nursery)
-                except BaseException as exc:
-                    body_error = exc
-                    raise
-        except BaseExceptionGroup as group:
-            # The body's own exception is the caller's business: hand it back
-            # as raised, not wrapped in a group with nothing else in it.
-            if body_error is not None and group.exceptions == (body_error,):
-                raise body_error from None
-            raise
+    def task_group(self) -> AbstractAsyncContextManager[_Nursery]:
+        return unwrapped_task_group(trio.open_nursery(), _Nursery)
 
     @contextmanager
     def cancel_scope(self) -> Iterator[trio.CancelScope]:

@@ -26,6 +26,24 @@ class Fetch(enum.Enum):
     ALL = "all"  # result: list[Row]
     ROWCOUNT = "rowcount"  # result: int, rows changed
 
+    @property
+    def reads_rows(self) -> bool:
+        """Whether the result is made of the statement's rows."""
+        return self is Fetch.ONE or self is Fetch.ALL
+
+
+def shape(fetch: Fetch, rows: Sequence[Row], rowcount: int) -> Any:
+    """A statement's result as its plan receives it, on every engine: the
+    driver passes the rows it read (any, when ``fetch.reads_rows`` is false)
+    and the count of rows changed."""
+    if fetch is Fetch.NONE:
+        return None
+    if fetch is Fetch.ROWCOUNT:
+        return rowcount
+    if fetch is Fetch.ONE:
+        return rows[0] if rows else None
+    return list(rows)
+
 
 @dataclass(frozen=True, slots=True)
 class Statement:

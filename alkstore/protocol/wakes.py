@@ -15,6 +15,12 @@ from .dialect import Dialect
 from .plan import Plan, Row
 
 
+def notify(d: Dialect, channel: str, origin: str, now_us: int) -> Plan[None]:
+    """Wake ``channel``'s receivers here and in other processes, once the
+    enclosing transaction commits (the channel is checked by the caller)."""
+    yield d.notify(channel, origin, now_us)
+
+
 @dataclass
 class WakeRouter:
     """Channel -> receiver ids. Receivers are identified by opaque ints."""

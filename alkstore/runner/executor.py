@@ -7,7 +7,8 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol, TypeVar
 
 from ..protocol.dialect import Dialect
-from ..protocol.errors import Closed, CommitUnknown
+from ..protocol.errors import CommitUnknown
+from ..protocol.lifecycle import Lifecycle
 from ..protocol.plan import Plan
 
 T = TypeVar("T")
@@ -39,7 +40,7 @@ class Session:
 
     def __init__(self) -> None:
         self._wakes: list[str] = []
-        self.open = True
+        self.lifecycle = Lifecycle("transaction")
 
     @property
     def wakes(self) -> list[str]:
@@ -47,12 +48,15 @@ class Session:
 
     @property
     def ended(self) -> bool:
-        return not self.open
+        return self.lifecycle.closed
+
+    def check_open(self, plan: Plan[Any] | None = None) -> None:
+        """``Closed`` once the session ended (closing ``plan`` first)."""
+        self.lifecycle.check(plan)
 
     async def finish(self, commit: bool) -> None:
-        if not self.open:
-            raise Closed("transaction is closed")
-        self.open = False
+        self.lifecycle.check()
+        self.lifecycle.close()
         try:
             await self._end(commit)
         except CommitUnknown as exc:

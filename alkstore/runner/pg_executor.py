@@ -8,7 +8,8 @@ from typing import Any, TypeVar
 
 from ..engines.postgres import control
 from ..protocol.dialect import Dialect
-from ..protocol.errors import Closed, CommitUnknown, DatabaseError
+from ..protocol.errors import CommitUnknown, DatabaseError
+from ..protocol.lifecycle import Lifecycle
 from ..protocol.plan import Plan, ReadPlan, Statement, noting_wakes, run_async
 from .executor import Session
 from .pg_conn import PgConnection
@@ -141,8 +142,7 @@ class PgTx(Session):
             await rollback(self._runtime, self._conn, self._timeout)
 
     async def _step(self, body: Any) -> Any:
-        if not self.open:
-            raise Closed("transaction is closed")
+        self.check_open()
         conn = self._conn
         await conn.command(control.STEP_SAVEPOINT)
         try:
@@ -159,9 +159,7 @@ class PgTx(Session):
         return value
 
     async def run(self, plan: Plan[T]) -> T:
-        if not self.open:
-            plan.close()
-            raise Closed("transaction is closed")
+        self.check_open(plan)
         wakes: list[str] = []
         value = await self._step(lambda: drive(self._conn, plan, wakes))
         self._wakes.extend(wakes)
@@ -200,7 +198,7 @@ class PgExecutor:
         self._pool = pool
         self._dialect = dialect
         self._listener = listener
-        self._closed = False
+        self._lifecycle = Lifecycle("store")
 
     @property
     def dialect(self) -> Dialect:
@@ -209,9 +207,7 @@ class PgExecutor:
     separate_readers = True
 
     async def run(self, plan: Plan[T], *, bulk: bool = False) -> tuple[T, list[str]]:
-        if self._closed:
-            plan.close()
-            raise Closed("store is closed")
+        self._lifecycle.check(plan)
         if isinstance(plan, ReadPlan):
             return await self._read(plan), []
         wakes: list[str] = []
@@ -237,8 +233,7 @@ class PgExecutor:
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[PgTx]:
-        if self._closed:
-            raise Closed("store is closed")
+        self._lifecycle.check()
         runtime, timeout = self._runtime, self._end_timeout
         async with self._pool.connection() as conn:
             await begin_transaction(conn)
@@ -267,6 +262,6 @@ class PgExecutor:
         await self._listener.unlisten(channel)
 
     async def close(self) -> None:
-        self._closed = True
+        self._lifecycle.close()
         self._pool.close()
         self._listener.close()

@@ -17,8 +17,8 @@ from typing import Any, TypeVar
 import psycopg
 
 from ..engines.postgres import control
-from ..protocol.errors import Closed, InvalidArgument
-from ..protocol.plan import Fetch, Plan, Statement, run_async, run_sync
+from ..protocol.errors import InvalidArgument
+from ..protocol.plan import Fetch, Plan, Statement, run_async, run_sync, shape
 from .executor import Session
 from .pg_wire import wrap_error
 from .runtime import Runtime
@@ -34,14 +34,8 @@ def to_psycopg(sql: str, params: Sequence[Any]) -> tuple[str, dict[str, Any]]:
 
 
 def _shape(cur: Any, fetch: Fetch) -> Any:
-    if fetch is Fetch.NONE:
-        return None
-    if fetch is Fetch.ROWCOUNT:
-        return cur.rowcount
-    rows = [tuple(r) for r in cur.fetchall()] if cur.description is not None else []
-    if fetch is Fetch.ONE:
-        return rows[0] if rows else None
-    return rows
+    reads = fetch.reads_rows and cur.description is not None
+    return shape(fetch, [tuple(r) for r in cur.fetchall()] if reads else [], cur.rowcount)
 
 
 # On a connection with no transaction open yet (the application has run
@@ -55,14 +49,9 @@ _OPEN_IMPLICIT = control.OPEN_IMPLICIT
 
 async def _shape_async(cur: Any, fetch: Fetch) -> Any:
     """``_shape`` for an ``AsyncCursor``, whose ``fetchall`` is a coroutine."""
-    if fetch is Fetch.NONE:
-        return None
-    if fetch is Fetch.ROWCOUNT:
-        return cur.rowcount
-    rows = [tuple(r) for r in await cur.fetchall()] if cur.description is not None else []
-    if fetch is Fetch.ONE:
-        return rows[0] if rows else None
-    return rows
+    reads = fetch.reads_rows and cur.description is not None
+    rows = [tuple(r) for r in await cur.fetchall()] if reads else []
+    return shape(fetch, rows, cur.rowcount)
 
 
 def _drive_sync(conn: psycopg.Connection[Any], plan: Plan[T]) -> T:
@@ -112,9 +101,7 @@ class JoinedTx(Session):
         raise AssertionError("a joined transaction is finished by the application")
 
     async def run(self, plan: Plan[T]) -> T:
-        if not self.open:
-            plan.close()
-            raise Closed("transaction is closed")
+        self.check_open(plan)
         try:
             if self._async:
                 return await _drive_async(self._conn, plan)

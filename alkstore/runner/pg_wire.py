@@ -17,7 +17,7 @@ from psycopg.adapt import PyFormat, Transformer
 
 from ..engines.postgres import control
 from ..protocol.errors import DatabaseError, TransactionConflict
-from ..protocol.plan import Fetch, Statement
+from ..protocol.plan import Fetch, Statement, shape
 
 OK_STATUSES = (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK, pq.ExecStatus.EMPTY_QUERY)
 
@@ -52,15 +52,11 @@ class Wire:
         check(res)
         if fetch is Fetch.NONE:
             return None
-        if fetch is Fetch.ROWCOUNT:
-            status = res.command_status or b""
-            tail = status.split()[-1:] if status else []
-            return int(tail[0]) if tail and tail[0].isdigit() else 0
-        self._tx.set_pgresult(res)
-        rows = self._tx.load_rows(0, res.ntuples, tuple)
-        if fetch is Fetch.ONE:
-            return rows[0] if rows else None
-        return rows
+        rows: list[tuple[Any, ...]] = []
+        if fetch.reads_rows:
+            self._tx.set_pgresult(res)
+            rows = self._tx.load_rows(0, res.ntuples, tuple)
+        return shape(fetch, rows, _rowcount(res))
 
 
     def rows(self, res: pq.abc.PGresult) -> list[tuple[Any, ...]]:
@@ -69,6 +65,13 @@ class Wire:
             return []
         self._tx.set_pgresult(res)
         return self._tx.load_rows(0, res.ntuples, tuple)
+
+
+def _rowcount(res: pq.abc.PGresult) -> int:
+    """Rows changed, from the command tag ("UPDATE 3", "INSERT 0 1")."""
+    status = res.command_status or b""
+    tail = status.split()[-1:] if status else []
+    return int(tail[0]) if tail and tail[0].isdigit() else 0
 
 
 def check(res: pq.abc.PGresult) -> None:

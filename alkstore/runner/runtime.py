@@ -9,12 +9,35 @@ and asyncio.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
-from contextlib import AbstractAsyncContextManager, AbstractContextManager
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager
 from types import TracebackType
 from typing import Any, Protocol, TypeVar
 
 T = TypeVar("T")
+G = TypeVar("G")
+
+
+@asynccontextmanager
+async def unwrapped_task_group(
+    group: AbstractAsyncContextManager[G], wrap: Callable[[G], T]
+) -> AsyncIterator[T]:
+    """A library's task group (a trio nursery, an asyncio ``TaskGroup``),
+    handed to the body through ``wrap``, with the body's own exception
+    raised as it was raised: not wrapped in a group that holds nothing else.
+    Both drivers' ``task_group`` are this."""
+    body_error: BaseException | None = None
+    try:
+        async with group as opened:
+            try:
+                yield wrap(opened)
+            except BaseException as exc:
+                body_error = exc
+                raise
+    except BaseExceptionGroup as eg:
+        if body_error is not None and eg.exceptions == (body_error,):
+            raise body_error from None
+        raise
 
 
 class Signal(Protocol):

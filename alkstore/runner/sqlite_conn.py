@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from ..engines.sqlite import SCHEMA_VERSION, control, migrate, schema_version
 from ..protocol.errors import AlkstoreError, CommitUnknown, DatabaseError, TransactionConflict
-from ..protocol.plan import Fetch, Plan, Statement, noting_wakes, run_sync
+from ..protocol.plan import Fetch, Plan, Statement, noting_wakes, run_sync, shape
 
 T = TypeVar("T")
 
@@ -79,12 +79,9 @@ def execute(conn: sqlite3.Connection, statement: Statement) -> Any:
     fetch = statement.fetch
     if fetch is Fetch.NONE:
         return None
-    if fetch is Fetch.ONE:
-        return cursor.fetchone()
-    if fetch is Fetch.ALL:
-        return cursor.fetchall()
-    # ROWCOUNT: for DML with RETURNING, rows must be consumed first.
-    return cursor.rowcount
+    # Rows first: for DML with RETURNING, rowcount is known once they are read.
+    rows = cursor.fetchall() if fetch.reads_rows else ()
+    return shape(fetch, rows, cursor.rowcount)
 
 
 def drive(conn: sqlite3.Connection, plan: Plan[T], wakes: list[str]) -> T:

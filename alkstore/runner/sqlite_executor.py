@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 from ..engines.sqlite import SqliteDialect, control
 from ..protocol.errors import Closed
+from ..protocol.lifecycle import Lifecycle
 from ..protocol.plan import Plan, is_read_only
 from . import sqlite_conn
 from .executor import Session
@@ -38,9 +39,7 @@ class SqliteTx(Session):
         return await done.wait()
 
     async def run(self, plan: Plan[T]) -> T:
-        if not self.open:
-            plan.close()
-            raise Closed("transaction is closed")
+        self.check_open(plan)
         value, wakes = await self._step("run", lambda conn: sqlite_conn.run_in_tx(conn, plan))
         self._wakes.extend(wakes)
         return value  # type: ignore[no-any-return]
@@ -48,8 +47,7 @@ class SqliteTx(Session):
     async def execute(
         self, sql: str, params: Sequence[Any] | dict[str, Any]
     ) -> list[tuple[Any, ...]]:
-        if not self.open:
-            raise Closed("transaction is closed")
+        self.check_open()
         return await self._step("run", lambda conn: sqlite_conn.execute_user(conn, sql, params))  # type: ignore[no-any-return]
 
     async def _end(self, commit: bool) -> None:
@@ -87,7 +85,7 @@ class SqliteExecutor:
         self._runtime = runtime
         self._writer = SqliteWriter(conn, file=file)
         self._readers = readers
-        self._closed = False
+        self._lifecycle = Lifecycle("store")
         self._inline: InlineRunner | None = None
         if inline_conn is not None and file is not None:
             self._inline = InlineRunner(
@@ -107,9 +105,7 @@ class SqliteExecutor:
         return self._readers is not None
 
     async def run(self, plan: Plan[T], *, bulk: bool = False) -> tuple[T, list[str]]:
-        if self._closed:
-            plan.close()
-            raise Closed("store is closed")
+        self._lifecycle.check(plan)
         if self._inline is not None and not bulk:
             return await self._inline.run(plan)
         if self._readers is not None and is_read_only(plan):
@@ -169,9 +165,8 @@ class SqliteExecutor:
         """Nothing to do (see ``listen``)."""
 
     async def close(self) -> None:
-        if self._closed:
+        if not self._lifecycle.close():
             return
-        self._closed = True
         if self._readers is not None:
             self._readers.close()
         if self._inline is not None:

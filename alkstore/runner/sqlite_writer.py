@@ -19,6 +19,7 @@ from typing import Any
 
 from ..engines.sqlite import control
 from ..protocol.errors import AlkstoreError, Closed, DatabaseError
+from ..protocol.lifecycle import Lifecycle
 from ..protocol.plan import Plan
 from . import sqlite_conn, sqlite_group
 from .runtime import Completion
@@ -73,7 +74,7 @@ class SqliteWriter:
         # Checked after every commit: a commit into a deleted file is lost.
         self._file = file
         self._inbox: queue.SimpleQueue[Item] = queue.SimpleQueue()
-        self._closed = False
+        self._lifecycle = Lifecycle("store")
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._main, name=name, daemon=True)
         self._thread.start()
@@ -81,15 +82,13 @@ class SqliteWriter:
     # -- event-loop side ---------------------------------------------------
     def submit(self, item: PlanItem | TxItem | Checkpoint) -> None:
         with self._lock:
-            if self._closed:
-                raise Closed("store is closed")
+            self._lifecycle.check()
             self._inbox.put(item)
 
     def stop(self) -> None:
         with self._lock:
-            if self._closed:
+            if not self._lifecycle.close():
                 return
-            self._closed = True
             self._inbox.put(_Stop())
 
     def join(self) -> None:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..protocol import claim, codec, locks, queues, schedule, streams
+from ..protocol import wakes as wake_plans
 from ..protocol.errors import AlkstoreError, DatabaseError
 from ..protocol.names import check_name
 from ..protocol.plan import Plan, Statement
@@ -452,7 +453,7 @@ class Simulation:
             return [
                 queues.enqueue(self.d, job, "sim", now),
                 streams.publish(self.d, "events", None, text, "sim", now),
-                _notify(self.d, f"ch-{marker}", now),
+                wake_plans.notify(self.d, f"ch-{marker}", "sim", now),
             ]
 
         return Op("tx", plans, rollback=rollback, meta={"marker": marker})
@@ -845,9 +846,6 @@ class Simulation:
     def close(self) -> None:
         self.db.close()  # every connection it handed out, crashed ones included
 
-
-def _notify(d: Any, channel: str, now: int) -> Plan[None]:
-    yield d.notify(channel, "sim", now)
 
 
 def run_seed(config: Config, seed: int, *, shrink_failures: bool = False, **kw: Any) -> int:

@@ -26,7 +26,8 @@ import sniffio
 
 from ..api.store import Store
 from ..engines.sqlite import SqliteDialect
-from ..protocol.errors import Closed, UsageError
+from ..protocol.errors import UsageError
+from ..protocol.lifecycle import Lifecycle
 from ..protocol.plan import Plan, is_read_only
 from ..protocol.timeconv import US_PER_S, instant_us
 from ..runner import sqlite_conn
@@ -59,9 +60,7 @@ class _InlineTx(Session):
         sqlite_conn.finish(self._conn, commit)
 
     async def run(self, plan: Plan[T]) -> T:
-        if not self.open:
-            plan.close()
-            raise Closed("transaction is closed")
+        self.check_open(plan)
         value, wakes = sqlite_conn.run_in_tx(self._conn, plan)
         self._wakes.extend(wakes)
         return value
@@ -69,8 +68,7 @@ class _InlineTx(Session):
     async def execute(
         self, sql: str, params: Sequence[Any] | dict[str, Any]
     ) -> list[tuple[Any, ...]]:
-        if not self.open:
-            raise Closed("transaction is closed")
+        self.check_open()
         return sqlite_conn.execute_user(self._conn, sql, params)
 
 
@@ -85,15 +83,13 @@ class InlineSqliteExecutor:
         self._runtime = runtime
         self._conn = conn
         self._slot = runtime.lock()
-        self._closed = False
+        self._lifecycle = Lifecycle("store")
 
     separate_readers = False
 
     async def run(self, plan: Plan[T], *, bulk: bool = False) -> tuple[T, list[str]]:
         async with self._slot:
-            if self._closed:
-                plan.close()
-                raise Closed("store is closed")
+            self._lifecycle.check(plan)
             value, wakes = sqlite_conn.run_plan(self._conn, plan, write=not is_read_only(plan))
         await self._runtime.checkpoint()
         return value, wakes
@@ -101,8 +97,7 @@ class InlineSqliteExecutor:
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[_InlineTx]:
         async with self._slot:
-            if self._closed:
-                raise Closed("store is closed")
+            self._lifecycle.check()
             sqlite_conn.begin(self._conn)
             tx = _InlineTx(self._conn)
             try:
@@ -124,8 +119,7 @@ class InlineSqliteExecutor:
         """Every wake is local here."""
 
     async def close(self) -> None:
-        if not self._closed:
-            self._closed = True
+        if self._lifecycle.close():
             self._conn.close()
 
 
