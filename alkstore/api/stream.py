@@ -8,10 +8,10 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from ..protocol import codec, streams
+from ..protocol.backoff import ErrorBackoff
 from ..protocol.errors import Closed, DatabaseError
 from ..protocol.names import check_identifier, check_key, stream_channel
 from ..protocol.queues import check_limit
-from ..protocol.retry import ErrorBackoff
 from ..protocol.timeconv import US_PER_S
 from ..protocol.types import StreamEvent
 from ..runner.timeouts import check_timeout

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from . import claim as claim_plans
+from .backoff import ROUND_TRIP_BACKOFF, ErrorBackoff
 from .dialect import Dialect
 from .errors import InvalidArgument
 from .ints import check_int
@@ -27,10 +28,6 @@ from .plan import Plan
 from .timeconv import MAX_DURATION_US, US_PER_S, Duration, duration_us
 from .types import JobRecord
 
-# After a failed claim, wait this long before the next one, doubling per
-# consecutive failure up to ``_ERROR_BACKOFF_CAP_US`` (or the poll interval).
-_ERROR_BACKOFF_US = 50_000
-_ERROR_BACKOFF_CAP_US = 5 * US_PER_S
 # The default sweep cadence: half the visibility timeout, within these bounds.
 _SWEEP_MIN_US = 1 * US_PER_S
 _SWEEP_MAX_US = 30 * US_PER_S
@@ -104,7 +101,8 @@ class WorkerPolicy:
     next_poll_us: int = 0
     next_sweep_us: int = 0
     backoff_until_us: int | None = None
-    errors: int = 0
+    # Failed claims in a row (see ``__post_init__`` for the pauses).
+    claim_errors: ErrorBackoff = field(default_factory=ErrorBackoff)
     # Wakes seen so far, and how many had been seen when the claim in flight
     # started: a wake during a claim may announce a job the claim missed.
     _wakes: int = 0
@@ -117,6 +115,12 @@ class WorkerPolicy:
         for name in ("poll_interval_us", "sweep_interval_us", "heartbeat_interval_us"):
             value = check_int(getattr(self, name), name, lo=1, hi=MAX_DURATION_US)
             setattr(self, name, value)
+        # After a failed claim, pause as any round trip does (50 ms doubling
+        # to 5 s), but no longer than the poll interval: the worker promises
+        # to look at least that often.
+        rt = ROUND_TRIP_BACKOFF
+        cap = max(rt.base_us, min(rt.cap_us, self.poll_interval_us))
+        self.claim_errors = ErrorBackoff(replace(rt, cap_us=cap))
 
     @classmethod
     def of(
@@ -221,7 +225,7 @@ class WorkerPolicy:
         when short, when the next live job of the queue falls due."""
         self.running += got
         self.queued += got
-        self.errors = 0
+        self.claim_errors.succeeded()
         self.backoff_until_us = None
         self.next_poll_us = now_us + self.poll_interval_us
         if got >= asked:
@@ -245,10 +249,7 @@ class WorkerPolicy:
 
     def claim_failed(self, now_us: int) -> None:
         """A claim raised (the database is unwell): back off, then retry."""
-        self.errors += 1
-        cap = max(_ERROR_BACKOFF_US, min(_ERROR_BACKOFF_CAP_US, self.poll_interval_us))
-        delay = min(cap, _ERROR_BACKOFF_US << min(self.errors - 1, 20))
-        self.backoff_until_us = now_us + delay
+        self.backoff_until_us = now_us + self.claim_errors.failed()
 
     def swept(self, now_us: int) -> None:
         """A sweep finished (or failed: it is retried next interval)."""
