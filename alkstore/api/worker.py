@@ -6,8 +6,9 @@ cancellation hands back at once whatever it has not finished.
 
 Every decision (when to claim, how many, how long to sleep, when to sweep,
 when to heartbeat, when a claim is lost) is taken by the pure state machines
-in ``alkstore/protocol/worker.py``; this module only performs them, through
-the ``Runtime`` seam, so it serves every driver.
+in ``alkstore/protocol/worker.py`` and ``alkstore/protocol/leases.py``; this
+module only performs them, through the ``Runtime`` seam, so it serves every
+driver.
 
 Wakes: enqueues notify the queue's internal channel; local commits wake the
 worker directly and the engine's wake source (the SQLite watcher, Postgres
@@ -30,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..protocol.claim import ack_many, heartbeat_many, retry_decision
 from ..protocol.errors import AlkstoreError, Closed, CommitUnknown, InvalidArgument, brief
+from ..protocol.leases import Idle, Lapsed, Leases, Wait
 from ..protocol.names import queue_channel
 from ..protocol.plan import Plan
 from ..protocol.timeconv import US_PER_S, Duration
@@ -37,12 +39,8 @@ from ..protocol.types import JobRecord
 from ..protocol.worker import (
     Claim,
     ClaimResult,
-    Idle,
-    Lapsed,
-    Leases,
     Outcome,
     Sweep,
-    Wait,
     WorkerPolicy,
     check_worker_id,
     claim_for_worker,
