@@ -1,18 +1,23 @@
 """The SQLite watcher's decisions: when to look at ``PRAGMA data_version``.
 
 Pure: events in (a file event, a look that found or did not find a commit,
-the current time), the next wait out. ``alkstore/runner/sqlite_watcher.py``
-performs the waits and looks.
+the current time), the next wait out.
+``alkstore/runner/sqlite_watcher.py`` performs the waits and looks.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
+from .backoff import Backoff, exact
 from .errors import InvalidArgument
 from .ints import check_bool
-from .timeconv import check_seconds
+from .timeconv import MAX_DURATION_US, US_PER_S, check_seconds
+
+
+def _us(seconds: float) -> int:
+    return min(MAX_DURATION_US, round(seconds * US_PER_S))
 
 
 @dataclass
@@ -92,6 +97,13 @@ class WatchCadence:
     busy_rest: float = 0.0
     # Looks in a row that found commits but nothing to wake here.
     quiet_finds: int = 0
+    # Idle looks since the cadence was last reset to ``fastest``: it slows
+    # as a backoff does, ``fastest * growth ** n`` up to ``slowest``.
+    idle_looks: int = 0
+    _slowing: Backoff = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._slowing = exact(_us(self.fastest), _us(self.slowest), factor=self.growth)
 
     @classmethod
     def from_options(cls, options: WatcherOptions, *, inotify: bool) -> WatchCadence:
@@ -111,11 +123,15 @@ class WatchCadence:
             busy_rest=max(fastest, options.busy_rest),
         )
 
+    def _reset(self) -> None:
+        self.idle_looks = 0
+        self.current = self.fastest
+
     def event(self, now: float) -> None:
         """A file event: a commit is landing, or just landed."""
         self.spin_until = now + self.spin
         self.active_until = now + self.window
-        self.current = self.fastest
+        self._reset()
 
     def changed(self, now: float, woke: bool = True) -> None:
         """A look found a commit, and delivered wakes (``woke``) or had none
@@ -124,7 +140,7 @@ class WatchCadence:
         self.last_look = now
         self.spin_until = float("-inf")  # the commit we were waiting for is in
         self.active_until = max(self.active_until, now + self.window)
-        self.current = self.fastest
+        self._reset()
         self.quiet_finds = 0 if woke else self.quiet_finds + 1
         if self.inotify:
             rest = min(self.busy_rest, self.fastest * (1 + self.quiet_finds))
@@ -136,9 +152,11 @@ class WatchCadence:
         if self.inotify or now >= self.active_until:
             # Polling lingers at the fast cadence through the window; inotify
             # backs off within it (a new event resets it).
-            self.current = min(self.slowest, self.current * self.growth)
+            self.idle_looks += 1
+            delay = self._slowing.delay_us(self.idle_looks + 1, 0.0) / US_PER_S
+            self.current = min(self.slowest, delay)
         else:
-            self.current = self.fastest
+            self._reset()
 
     def next_wait(self, now: float) -> tuple[float, WaitKind]:
         if not self.inotify:
@@ -153,3 +171,4 @@ class WatchCadence:
             look_at = min(self.last_look + self.current, self.active_until)
             return max(0.0, look_at - now), "fd"
         return self.slowest, "fd"
+
