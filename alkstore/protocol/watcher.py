@@ -1,7 +1,8 @@
-"""The SQLite watcher's decisions: when to look at ``PRAGMA data_version``.
+"""The SQLite watcher's decisions: when to look at ``PRAGMA data_version``,
+and when to give up on looks that fail.
 
 Pure: events in (a file event, a look that found or did not find a commit,
-the current time), the next wait out.
+a look that failed, the current time), the next wait out.
 ``alkstore/runner/sqlite_watcher.py`` performs the waits and looks.
 """
 
@@ -10,10 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from .backoff import Backoff, exact
+from .backoff import Backoff, ErrorBackoff, exact
 from .errors import InvalidArgument
 from .ints import check_bool
 from .timeconv import MAX_DURATION_US, US_PER_S, check_seconds
+
+# While looks fail (and the watcher has not given up), look again this often.
+_RETRY_LOOK_US = 100_000
 
 
 def _us(seconds: float) -> int:
@@ -172,3 +176,48 @@ class WatchCadence:
             return max(0.0, look_at - now), "fd"
         return self.slowest, "fd"
 
+
+# -- looks that fail --------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class LookAgain:
+    """Sleep ``seconds``, then look again; ``warn``: say so (the first
+    failure of a run)."""
+
+    seconds: float
+    warn: bool
+
+
+@dataclass(frozen=True, slots=True)
+class GiveUp:
+    """Stop watching: every receiver of the store closes (``warn``: log the
+    failure as a first one before)."""
+
+    warn: bool
+
+
+class LookFailures:
+    """When a failing watcher gives up: at once when the database file is
+    gone (there is nothing left to watch), otherwise once its looks have
+    failed for ``give_up_after`` seconds without one succeeding; until then
+    it looks again every 0.1 s (or ``give_up_after``, if shorter). Times are
+    monotonic seconds."""
+
+    def __init__(self, give_up_after: float) -> None:
+        self.give_up_after = give_up_after
+        pause_us = min(_RETRY_LOOK_US, _us(give_up_after))
+        self.failures = ErrorBackoff(exact(pause_us, pause_us, factor=1.0))
+        self.failing_since: float | None = None
+
+    def failed(self, now: float, *, file_lost: bool) -> LookAgain | GiveUp:
+        if file_lost:
+            return GiveUp(warn=False)
+        first = self.failing_since is None
+        if self.failing_since is None:
+            self.failing_since = now
+        if now - self.failing_since >= self.give_up_after:
+            return GiveUp(warn=first)
+        return LookAgain(self.failures.failed() / US_PER_S, warn=first)
+
+    def succeeded(self) -> None:
+        self.failing_since = None
+        self.failures.succeeded()
