@@ -349,8 +349,8 @@ class _Worker:
         acked: set[int] | None = await _guard(store.run(plan, bulk=len(jobs) > INLINE_MAX), "ack")
         for job in jobs:
             self.held.pop(job.id, None)
-            if acked is not None and job.id not in acked:
-                log.warning("ack of job %s on %s refused: claim lost", job.id, self.queue.name)
+        if acked is not None:
+            log_refused_acks(self.queue.name, [j.record for j in jobs], acked)
         return acked
 
     # -- keeping the claims -------------------------------------------------------
@@ -426,6 +426,14 @@ class _Worker:
         if scope.cancelled_caught:
             log.warning("worker could not hand back %d job(s) within %.1f s; they return "
                         "after their claims lapse", len(jobs), bound)  # fmt: skip
+
+
+def log_refused_acks(queue: str, records: Sequence[JobRecord], acked: set[int]) -> None:
+    """Warn of each job in ``records`` that an ack answered for but did not
+    ack: its claim was lost before the ack (it is delivered again)."""
+    for record in records:
+        if record.id not in acked:
+            log.warning("ack of job %s on %s refused: claim lost", record.id, queue)
 
 
 async def retry_failed(job: Job, error: Exception) -> None:
