@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 
 
 class LockLost(AlkstoreError):
-    """A held lock could not be renewed; the body was cancelled."""
+    """``hold_lock`` lost its lock (a renewal refused, or the TTL lapsed
+    before one succeeded); the body was cancelled."""
 
     def __init__(self, name: str, token: int) -> None:
         self.name = name
