@@ -295,7 +295,6 @@ def check_worker_id(worker_id: object) -> str | None:
     return None if worker_id is None else check_identifier(worker_id, "worker id")
 
 
-
 # -- plans -----------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class ClaimResult:
