@@ -10,9 +10,11 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from ..protocol import locks
-from ..protocol.errors import AlkstoreError
-from ..protocol.timeconv import Duration, check_seconds, duration_us, to_datetime
+from ..protocol.errors import AlkstoreError, Closed
+from ..protocol.leases import Idle, Lapsed, Leases, Wait
+from ..protocol.timeconv import US_PER_S, Duration, check_seconds, duration_us, to_datetime
 from ..protocol.types import LockRecord
+from ..runner.runtime import CancelScope
 from ..runner.timeouts import check_timeout
 
 log = logging.getLogger("alkstore.locks")
@@ -22,7 +24,8 @@ if TYPE_CHECKING:
 
 
 class LockLost(AlkstoreError):
-    """A held lock could not be renewed; the body was cancelled."""
+    """``hold_lock`` lost its lock (a renewal refused, or the TTL lapsed
+    before one succeeded); the body was cancelled."""
 
     def __init__(self, name: str, token: int) -> None:
         self.name = name
@@ -99,23 +102,16 @@ async def hold_lock(
         lock = await store.try_lock(name, owner, ttl)
     lost = False
 
-    async def renew_forever(body: object) -> None:
+    async def keep(body: CancelScope) -> None:
         nonlocal lost
-        while True:
-            await runtime.sleep(ttl_us / 3_000_000)
-            try:
-                ok = await lock.renew(ttl)
-            except AlkstoreError:
-                ok = False
-            if not ok:
-                lost = True
-                body.cancel()  # type: ignore[attr-defined]
-                return
+        await _keep(store, lock, ttl, ttl_us)
+        lost = True
+        body.cancel()
 
     try:
         async with runtime.task_group() as group:
             with runtime.cancel_scope() as body:
-                group.start_soon(renew_forever, body)
+                group.start_soon(keep, body)
                 try:
                     yield lock
                 finally:
@@ -132,3 +128,40 @@ async def hold_lock(
             if scope.cancelled_caught:
                 log.warning("lock %r: release got no answer within %.1f s; it is free once "
                             "its TTL lapses", lock.name, bound)  # fmt: skip
+
+
+async def _keep(store: Store, lock: Lock, ttl: Duration, ttl_us: int) -> None:
+    """Keep ``lock`` held, renewing it every ``ttl / 3`` as ``Leases`` says;
+    return once it is lost.
+
+    A refused renewal (``False``) or a closed store loses the lock at once;
+    a failed round trip may not have: the lock may still be ours, so the
+    renewal is retried until the TTL lapses."""
+    leases = Leases(max(1, ttl_us // 3), ttl_us)
+    key = lock.token
+    leases.hold(key, lock._record.expires_at_us)
+    while True:
+        # The body may renew the lock itself (``lock.renew``): a lease
+        # renewed is a lease renewed, whoever did it.
+        expires = lock._record.expires_at_us
+        if leases.expires_us(key) != expires:
+            leases.renewed(key, expires)
+        now = store.now_us()
+        action = leases.next_action(now)
+        if isinstance(action, Lapsed | Idle):
+            return
+        if isinstance(action, Wait):
+            await store.runtime.sleep(max(0, action.until_us - now) / US_PER_S)
+            continue
+        try:
+            ok = await lock.renew(ttl)
+        except Closed:
+            ok = False
+        except AlkstoreError:
+            log.warning("lock %r: renewal failed; retrying while the lock lasts", lock.name,
+                        exc_info=True)  # fmt: skip
+            leases.renew_failed(action.keys, store.now_us())
+            continue
+        if not ok:
+            return
+        leases.renewed(key, lock._record.expires_at_us)

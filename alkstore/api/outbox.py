@@ -14,7 +14,7 @@ from ..protocol.names import check_identifier, outbox_queue_name
 from ..protocol.types import JobInfo, QueueOptions, QueueStats
 from ..protocol.worker import settle_bound
 from .queue import Job, Queue
-from .worker import check_handler, default_worker_id, retry_failed
+from .worker import check_handler, default_worker_id, log_refused_acks, retry_failed
 
 if TYPE_CHECKING:
     from .store import Store
@@ -80,13 +80,15 @@ class Outbox:
                     run.retried(job.id)
                 else:
                     run.delivered(job.id)
-            if not run.to_ack():
+            delivered = run.to_ack()
+            if not delivered:
                 return 0
             settled = await store.run(
-                plans.settle(store.dialect, queue.name, wid, run, store.origin, store.now_us())
+                plans.settle(store.dialect, wid, run, store.origin, store.now_us())
             )
             run.finished()
-            return settled.acked
+            log_refused_acks(queue.name, delivered, settled.acked)
+            return len(settled.acked)
         except BaseException:
             if run.unsettled():
                 await self._settle_stopped(run, wid)
@@ -104,12 +106,13 @@ class Outbox:
                 for record, error in run.to_retry():
                     await retry_failed(Job(queue, record), error)
                     run.retried(record.id)
-                if run.to_ack() or run.to_release():
-                    plan = plans.settle(store.dialect, queue.name, wid, run, store.origin,
-                                        store.now_us())  # fmt: skip
+                delivered = run.to_ack()
+                if delivered or run.to_release():
+                    plan = plans.settle(store.dialect, wid, run, store.origin, store.now_us())
                     settled = await store.run(plan)
+                    log_refused_acks(queue.name, delivered, settled.acked)
                     log.debug("outbox %s: a stopped run acked %d delivered and handed back %d "
-                              "undelivered message(s)", self.name, settled.acked,
+                              "undelivered message(s)", self.name, len(settled.acked),
                               settled.released)  # fmt: skip
                 run.finished()
             except AlkstoreError:

@@ -9,7 +9,6 @@ from ..protocol import codec
 from ..protocol import schedule as plans
 from ..protocol.errors import AlkstoreError
 from ..protocol.names import check_name
-from ..protocol.timeconv import US_PER_S, check_seconds
 from ..protocol.types import QueueOptions
 
 if TYPE_CHECKING:
@@ -49,7 +48,7 @@ async def tick(store: Store) -> int:
             plans.tick(store.dialect, store.now_us(), store.origin, _DEFAULT_ATTEMPTS)
         )
         total += len(fired)
-        if len(fired) < 100:
+        if len(fired) < plans.TICK_BATCH:
             return total
 
 
@@ -63,21 +62,20 @@ async def run_scheduler(
     ``max_sleep`` seconds.
     """
     runtime = store.runtime
-    max_sleep = check_seconds(max_sleep, "max_sleep")
-    retry_after = check_seconds(retry_after, "retry_after")
+    loop = plans.SchedulerLoop(max_sleep, retry_after)  # checks both, before anything runs
     if task_status is not None:
         task_status.started()
     while True:
+        action = loop.next_action()
+        if isinstance(action, plans.Sleep):
+            await runtime.sleep(action.seconds)
+            loop.slept()
+            continue
         try:
             await tick(store)
             nxt = await store.run(plans.next_fire(store.dialect))
         except AlkstoreError:
-            # A failed round trip (database busy, disk full): try again soon
-            # rather than after a whole max_sleep.
-            log.warning("scheduler tick failed; retrying in %s s", retry_after, exc_info=True)
-            await runtime.sleep(min(retry_after, max_sleep))
+            pause = loop.tick_failed()
+            log.warning("scheduler tick failed; retrying in %s s", pause, exc_info=True)
             continue
-        wait = max_sleep
-        if nxt is not None:
-            wait = min(max_sleep, max(0.0, (nxt - store.now_us()) / US_PER_S))
-        await runtime.sleep(wait)
+        loop.ticked(store.now_us(), nxt)

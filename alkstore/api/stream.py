@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from collections import deque
 from types import TracebackType
 from typing import TYPE_CHECKING
 
@@ -11,8 +10,6 @@ from ..protocol import codec, streams
 from ..protocol.errors import Closed, DatabaseError
 from ..protocol.names import check_identifier, check_key, stream_channel
 from ..protocol.queues import check_limit
-from ..protocol.retry import ErrorBackoff
-from ..protocol.timeconv import US_PER_S
 from ..protocol.types import StreamEvent
 from ..runner.timeouts import check_timeout
 from .queue import INLINE_MAX
@@ -88,26 +85,31 @@ class EventReceiver:
     ``offset`` is the offset of the last event handed out. Nothing is saved
     unless you call ``save_offset()``: after a crash, delivery resumes from
     the last checkpoint (at-least-once).
+
+    What to do next (hand out, read, wait, retry) is ``streams.Subscriber``'s
+    decision; this class performs it.
     """
 
     def __init__(self, stream: Stream, consumer: str, batch: int, backstop: float) -> None:
         self.stream = stream
         self.consumer = consumer
-        self._batch = check_limit(batch, "batch")
-        self._backstop = check_timeout(backstop)
+        self._sub = streams.Subscriber(batch, backstop)
         self._wakes = stream.store.subscribe_channel(stream_channel(stream.name))
-        self._buffer: deque[StreamEvent] = deque()
-        self._fetched = 0
-        self.offset = 0
-        self._state = "new"
+
+    @property
+    def offset(self) -> int:
+        return self._sub.offset
+
+    @offset.setter
+    def offset(self, value: int) -> None:
+        self._sub.offset = value
 
     async def __aenter__(self) -> EventReceiver:
-        if self._state != "new":
-            raise Closed("an EventReceiver can be entered once")
+        self._sub.entering()
         await self._wakes.__aenter__()
-        self._state = "open"
+        self._sub.opened()
         try:
-            self.offset = self._fetched = await self.stream.get_offset(self.consumer)
+            self._sub.start_at(await self.stream.get_offset(self.consumer))
         except BaseException:
             self.close()
             raise
@@ -119,31 +121,17 @@ class EventReceiver:
         self.close()
 
     def close(self) -> None:
-        self._state = "closed"
+        self._sub.close()
         self._wakes.close()
 
     @property
     def closed(self) -> bool:
-        return self._state != "open" or self._wakes.closed
+        return self._sub.is_closed(self._wakes.closed)
 
-    def _check_open(self) -> None:
-        if self._state == "new":
-            raise Closed("EventReceiver used outside its 'async with' block")
-        if self.closed:
-            raise Closed("event receiver is closed")
-
-    def _hand_out(self) -> StreamEvent:
-        event = self._buffer.popleft()
-        self.offset = event.offset
-        return event
-
-    async def _fill(self) -> bool:
+    async def _fill(self, read: streams.Read) -> bool:
         self._wakes.try_recv()  # consume first: a wake from now on means news
-        events = await self.stream.read_since(self._fetched, self._batch)
-        if events:
-            self._buffer.extend(events)
-            self._fetched = events[-1].offset
-        return bool(events)
+        events = await self.stream.read_since(read.after, read.limit)
+        return self._sub.read(events)
 
     async def recv(self) -> StreamEvent | None:
         """The next event, waiting for one to be published; ``None`` once closed.
@@ -151,60 +139,66 @@ class EventReceiver:
         Rides out a database that fails for a while (a dropped connection, a
         restart): the read is retried with backoff, and a warning logged,
         until it succeeds or the receiver closes."""
-        retry = ErrorBackoff()
-        while not self.closed:
-            if self._buffer:
-                return self._hand_out()
+        sub = self._sub
+        sub.receiving()
+        while True:
+            action = sub.next_action(self._wakes.closed)
+            if isinstance(action, streams.HandOut):
+                return action.event
+            if isinstance(action, streams.Stop):
+                return None
+            if isinstance(action, streams.Pause):
+                await self.stream.store.runtime.sleep(action.seconds)
+                sub.paused()
+                continue
             try:
-                found = await self._fill()
+                if isinstance(action, streams.Read):
+                    await self._fill(action)
+                else:
+                    await self._wakes.recv_timeout(action.seconds)
+                    sub.waited()
             except Closed:
-                if self._state != "open" or self._wakes.closed:
+                # Closed meanwhile (receiver or store): that is the ``None``
+                # outcome, not an error.
+                if self.closed:
                     return None
                 raise
             except DatabaseError:
-                pause = retry.failed() / US_PER_S
+                if not isinstance(action, streams.Read):
+                    raise
+                pause = sub.read_failed()
                 log.warning("stream %s, consumer %s: read failed; retrying in %.2f s",
                             self.stream.name, self.consumer, pause, exc_info=True)  # fmt: skip
-                await self.stream.store.runtime.sleep(pause)
-                continue
-            retry.succeeded()
-            if found:
-                continue
-            try:
-                await self._wakes.recv_timeout(self._backstop)
-            except Closed:
-                # Closed while waiting (receiver or store): that is the
-                # ``None`` outcome, not an error.
-                if self._state != "open" or self._wakes.closed:
-                    return None
-                raise
-        return None
 
     async def recv_timeout(self, seconds: float) -> StreamEvent | None:
         """The next event within ``seconds`` or ``None``; raises ``Closed`` when closed."""
         timeout = check_timeout(seconds)
-        self._check_open()
-        if self._buffer or await self._fill():
-            return self._hand_out()
+        sub = self._sub
+        sub.check_open(self._wakes.closed)
+        event = sub.take()
+        if event is None and await self._fill(sub.read_request()):
+            event = sub.take()
+        if event is not None:
+            return event
         await self._wakes.recv_timeout(timeout)
-        self._check_open()
-        if await self._fill():
-            return self._hand_out()
+        sub.check_open(self._wakes.closed)
+        if await self._fill(sub.read_request()):
+            return sub.take()
         return None
 
     def try_recv(self) -> StreamEvent | None:
         """An event already fetched, or ``None`` right now (no IO); raises
         ``Closed`` when closed. ``recv`` fetches in batches of ``batch``."""
-        self._check_open()
-        return self._hand_out() if self._buffer else None
+        self._sub.check_open(self._wakes.closed)
+        return self._sub.take()
 
     async def read_since(self, offset: int, limit: int = 100) -> list[StreamEvent]:
-        self._check_open()
+        self._sub.check_open(self._wakes.closed)
         return await self.stream.read_since(offset, limit)
 
     async def save_offset(self) -> None:
         """Checkpoint at ``offset`` (the last event handed out)."""
-        self._check_open()
+        self._sub.check_open(self._wakes.closed)
         await self.stream.save_offset(self.consumer, self.offset)
 
     def __aiter__(self) -> EventReceiver:

@@ -6,8 +6,9 @@ cancellation hands back at once whatever it has not finished.
 
 Every decision (when to claim, how many, how long to sleep, when to sweep,
 when to heartbeat, when a claim is lost) is taken by the pure state machines
-in ``alkstore/protocol/worker.py``; this module only performs them, through
-the ``Runtime`` seam, so it serves every driver.
+in ``alkstore/protocol/worker.py`` and ``alkstore/protocol/leases.py``; this
+module only performs them, through the ``Runtime`` seam, so it serves every
+driver.
 
 Wakes: enqueues notify the queue's internal channel; local commits wake the
 worker directly and the engine's wake source (the SQLite watcher, Postgres
@@ -30,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..protocol.claim import ack_many, heartbeat_many, retry_decision
 from ..protocol.errors import AlkstoreError, Closed, CommitUnknown, InvalidArgument, brief
+from ..protocol.leases import Idle, Lapsed, Leases, Wait
 from ..protocol.names import queue_channel
 from ..protocol.plan import Plan
 from ..protocol.timeconv import US_PER_S, Duration
@@ -37,12 +39,8 @@ from ..protocol.types import JobRecord
 from ..protocol.worker import (
     Claim,
     ClaimResult,
-    Idle,
-    Lapsed,
-    Leases,
     Outcome,
     Sweep,
-    Wait,
     WorkerPolicy,
     check_worker_id,
     claim_for_worker,
@@ -351,8 +349,8 @@ class _Worker:
         acked: set[int] | None = await _guard(store.run(plan, bulk=len(jobs) > INLINE_MAX), "ack")
         for job in jobs:
             self.held.pop(job.id, None)
-            if acked is not None and job.id not in acked:
-                log.warning("ack of job %s on %s refused: claim lost", job.id, self.queue.name)
+        if acked is not None:
+            log_refused_acks(self.queue.name, [j.record for j in jobs], acked)
         return acked
 
     # -- keeping the claims -------------------------------------------------------
@@ -428,6 +426,14 @@ class _Worker:
         if scope.cancelled_caught:
             log.warning("worker could not hand back %d job(s) within %.1f s; they return "
                         "after their claims lapse", len(jobs), bound)  # fmt: skip
+
+
+def log_refused_acks(queue: str, records: Sequence[JobRecord], acked: set[int]) -> None:
+    """Warn of each job in ``records`` that an ack answered for but did not
+    ack: its claim was lost before the ack (it is delivered again)."""
+    for record in records:
+        if record.id not in acked:
+            log.warning("ack of job %s on %s refused: claim lost", record.id, queue)
 
 
 async def retry_failed(job: Job, error: Exception) -> None:

@@ -1,13 +1,20 @@
-"""Retry backoff: exponential from a base, capped, with full jitter.
+"""Backoff: how long to wait before trying again, the one way alkstore
+decides it.
+
+``Backoff`` is the delay itself: exponential from a base, capped, with
+jitter. A job's retry uses it with its attempt count; every loop that must
+outlive failing round trips (a worker's claims, a subscriber's reads, the
+Postgres listener's reconnects, SQLite's busy set-up, the scheduler's ticks,
+the watcher's looks) counts its failures in a row with ``ErrorBackoff``.
 
 The random draw is an argument (a float in [0, 1)), so a seeded source
-replays the same delays in tests.
+replays the same delays in tests. Pure: the caller sleeps.
 """
 
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .errors import InvalidArgument
 from .timeconv import Duration, duration_us
@@ -59,3 +66,30 @@ class Backoff:
         fixed = raw * (1.0 - self.jitter)
         # float(cap_us) may round up past a cap above 2**53: clamp to the int.
         return min(self.cap_us, int(fixed + raw * self.jitter * draw))
+
+
+def exact(base_us: int, cap_us: int, factor: float = 2.0) -> Backoff:
+    """A backoff without jitter: ``factor`` 1 for a constant pause."""
+    return Backoff(base_us=base_us, cap_us=max(base_us, cap_us), factor=factor, jitter=0.0)
+
+
+# 50 ms, doubling, at most 5 s: a blip costs little, an outage no hot loop.
+ROUND_TRIP_BACKOFF = exact(50_000, 5_000_000)
+
+
+@dataclass
+class ErrorBackoff:
+    """Failures in a row of one thing, and the pause before its next try: the
+    first failure waits the base, each further one ``factor`` times longer,
+    up to the cap; a success starts over."""
+
+    backoff: Backoff = field(default=ROUND_TRIP_BACKOFF)
+    failures: int = 0
+
+    def failed(self) -> int:
+        """One more failure in a row: microseconds to wait before the next try."""
+        self.failures += 1
+        return self.backoff.delay_us(self.failures, 0.0)
+
+    def succeeded(self) -> None:
+        self.failures = 0

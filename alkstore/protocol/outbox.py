@@ -108,21 +108,21 @@ def claim(
 
 @dataclass(frozen=True, slots=True)
 class Settled:
-    acked: int  # delivered messages still owned, now acked
+    acked: set[int]  # delivered messages still owned by their claims, now acked
     released: int  # undelivered messages handed back
 
 
-def settle(
-    d: Dialect, queue: str, worker: str, batch: Batch, origin: str, now_us: int
-) -> Plan[Settled]:
+def settle(d: Dialect, worker: str, batch: Batch, origin: str, now_us: int) -> Plan[Settled]:
     """In one transaction: ack every delivered message, hand back every one
     whose delivery did not finish (due now, attempt refunded, the queue's
     workers woken). Failed deliveries are retried on their own, beforehand.
-    A message whose claim lapsed meanwhile is neither acked nor handed back
-    (it is someone else's to deliver, again)."""
-    acked = yield from claim_plans.ack_batch(
-        d, queue, [r.id for r in batch.to_ack()], worker, now_us
-    )
+
+    Both steps are the worker's own plans (its batched ack, its shutdown
+    hand-back), so a message is acked or handed back only while its claim
+    (by number) is still this run's: one whose claim lapsed meanwhile is
+    someone else's to deliver, again, even if it was claimed by the same
+    worker id."""
+    acked = yield from claim_plans.ack_many(d, worker, batch.to_ack(), now_us)
     release = batch.to_release()
     released = (yield from release_all(d, release, origin, now_us)) if release else 0
     return Settled(acked, released)

@@ -23,11 +23,19 @@ import orjson
 from croniter import croniter
 
 from . import codec
+from .backoff import ErrorBackoff, exact
 from .dialect import Dialect
 from .errors import CodecError, InvalidArgument, brief
 from .names import queue_channel
 from .plan import Plan, reads
-from .timeconv import MAX_DURATION_US, MAX_INSTANT_US, US_PER_S, instant_us, to_datetime
+from .timeconv import (
+    MAX_DURATION_US,
+    MAX_INSTANT_US,
+    US_PER_S,
+    check_seconds,
+    instant_us,
+    to_datetime,
+)
 from .types import NewJob, check_max_attempts, check_priority
 
 _UNITS = {
@@ -191,8 +199,13 @@ class Fired:
     job_id: int
 
 
+# Due schedules one tick handles per transaction; a full batch means more
+# may be due, so the caller ticks again at once.
+TICK_BATCH = 100
+
+
 def tick(
-    d: Dialect, now_us: int, origin: str, default_max_attempts: int, limit: int = 100
+    d: Dialect, now_us: int, origin: str, default_max_attempts: int, limit: int = TICK_BATCH
 ) -> Plan[list[Fired]]:
     """Enqueue one job per due schedule, each guarded by compare-and-set."""
     rows = yield d.due_schedules(now_us, limit)
@@ -231,3 +244,58 @@ def tick(
 def next_fire(d: Dialect) -> Plan[int | None]:
     row = yield d.next_schedule_time()
     return None if row is None or row[0] is None else int(row[0])
+
+
+# -- the scheduler loop ---------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Tick:
+    """Enqueue every due fire time (``tick`` until a batch comes back short),
+    then read when the next one is."""
+
+
+@dataclass(frozen=True, slots=True)
+class Sleep:
+    """Sleep this many seconds, then tick."""
+
+    seconds: float
+
+
+SchedulerAction = Tick | Sleep
+
+
+class SchedulerLoop:
+    """The decisions of ``run_scheduler``: tick, then sleep until the next
+    fire time but at most ``max_sleep`` (schedules added elsewhere meanwhile
+    are noticed by then), and tick again. A failed tick is tried again after
+    ``retry_after`` (at most ``max_sleep``), not after a whole ``max_sleep``.
+
+    The sleeps are durations, not instants: each one ends in a tick whatever
+    the store's clock says, so a schedule added elsewhere is still seen
+    within ``max_sleep`` of real time.
+    """
+
+    def __init__(self, max_sleep: float, retry_after: float) -> None:
+        self.max_sleep = check_seconds(max_sleep, "max_sleep")
+        retry_after = check_seconds(retry_after, "retry_after")
+        pause_us = min(MAX_DURATION_US, round(min(retry_after, self.max_sleep) * US_PER_S))
+        self.failures = ErrorBackoff(exact(pause_us, pause_us, factor=1.0))
+        self._sleep: float | None = None  # None: tick next
+
+    def next_action(self) -> SchedulerAction:
+        return Tick() if self._sleep is None else Sleep(self._sleep)
+
+    def ticked(self, now_us: int, next_fire_us: int | None) -> None:
+        """A tick went through; the earliest next fire time (None: no schedule)."""
+        self.failures.succeeded()
+        wait = self.max_sleep
+        if next_fire_us is not None:
+            wait = min(self.max_sleep, max(0.0, (next_fire_us - now_us) / US_PER_S))
+        self._sleep = wait
+
+    def tick_failed(self) -> float:
+        """A tick's round trip failed: seconds until the next try."""
+        self._sleep = self.failures.failed() / US_PER_S
+        return self._sleep
+
+    def slept(self) -> None:
+        self._sleep = None

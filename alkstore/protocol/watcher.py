@@ -1,18 +1,27 @@
-"""The SQLite watcher's decisions: when to look at ``PRAGMA data_version``.
+"""The SQLite watcher's decisions: when to look at ``PRAGMA data_version``,
+and when to give up on looks that fail.
 
 Pure: events in (a file event, a look that found or did not find a commit,
-the current time), the next wait out. ``alkstore/runner/sqlite_watcher.py``
-performs the waits and looks.
+a look that failed, the current time), the next wait out.
+``alkstore/runner/sqlite_watcher.py`` performs the waits and looks.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
+from .backoff import Backoff, ErrorBackoff, exact
 from .errors import InvalidArgument
 from .ints import check_bool
-from .timeconv import check_seconds
+from .timeconv import MAX_DURATION_US, US_PER_S, check_seconds
+
+# While looks fail (and the watcher has not given up), look again this often.
+_RETRY_LOOK_US = 100_000
+
+
+def _us(seconds: float) -> int:
+    return min(MAX_DURATION_US, round(seconds * US_PER_S))
 
 
 @dataclass
@@ -92,6 +101,13 @@ class WatchCadence:
     busy_rest: float = 0.0
     # Looks in a row that found commits but nothing to wake here.
     quiet_finds: int = 0
+    # Idle looks since the cadence was last reset to ``fastest``: it slows
+    # as a backoff does, ``fastest * growth ** n`` up to ``slowest``.
+    idle_looks: int = 0
+    _slowing: Backoff = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._slowing = exact(_us(self.fastest), _us(self.slowest), factor=self.growth)
 
     @classmethod
     def from_options(cls, options: WatcherOptions, *, inotify: bool) -> WatchCadence:
@@ -111,11 +127,15 @@ class WatchCadence:
             busy_rest=max(fastest, options.busy_rest),
         )
 
+    def _reset(self) -> None:
+        self.idle_looks = 0
+        self.current = self.fastest
+
     def event(self, now: float) -> None:
         """A file event: a commit is landing, or just landed."""
         self.spin_until = now + self.spin
         self.active_until = now + self.window
-        self.current = self.fastest
+        self._reset()
 
     def changed(self, now: float, woke: bool = True) -> None:
         """A look found a commit, and delivered wakes (``woke``) or had none
@@ -124,7 +144,7 @@ class WatchCadence:
         self.last_look = now
         self.spin_until = float("-inf")  # the commit we were waiting for is in
         self.active_until = max(self.active_until, now + self.window)
-        self.current = self.fastest
+        self._reset()
         self.quiet_finds = 0 if woke else self.quiet_finds + 1
         if self.inotify:
             rest = min(self.busy_rest, self.fastest * (1 + self.quiet_finds))
@@ -136,9 +156,11 @@ class WatchCadence:
         if self.inotify or now >= self.active_until:
             # Polling lingers at the fast cadence through the window; inotify
             # backs off within it (a new event resets it).
-            self.current = min(self.slowest, self.current * self.growth)
+            self.idle_looks += 1
+            delay = self._slowing.delay_us(self.idle_looks + 1, 0.0) / US_PER_S
+            self.current = min(self.slowest, delay)
         else:
-            self.current = self.fastest
+            self._reset()
 
     def next_wait(self, now: float) -> tuple[float, WaitKind]:
         if not self.inotify:
@@ -153,3 +175,49 @@ class WatchCadence:
             look_at = min(self.last_look + self.current, self.active_until)
             return max(0.0, look_at - now), "fd"
         return self.slowest, "fd"
+
+
+# -- looks that fail --------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class LookAgain:
+    """Sleep ``seconds``, then look again; ``warn``: say so (the first
+    failure of a run)."""
+
+    seconds: float
+    warn: bool
+
+
+@dataclass(frozen=True, slots=True)
+class GiveUp:
+    """Stop watching: every receiver of the store closes (``warn``: log the
+    failure as a first one before)."""
+
+    warn: bool
+
+
+class LookFailures:
+    """When a failing watcher gives up: at once when the database file is
+    gone (there is nothing left to watch), otherwise once its looks have
+    failed for ``give_up_after`` seconds without one succeeding; until then
+    it looks again every 0.1 s (or ``give_up_after``, if shorter). Times are
+    monotonic seconds."""
+
+    def __init__(self, give_up_after: float) -> None:
+        self.give_up_after = give_up_after
+        pause_us = min(_RETRY_LOOK_US, _us(give_up_after))
+        self.failures = ErrorBackoff(exact(pause_us, pause_us, factor=1.0))
+        self.failing_since: float | None = None
+
+    def failed(self, now: float, *, file_lost: bool) -> LookAgain | GiveUp:
+        if file_lost:
+            return GiveUp(warn=False)
+        first = self.failing_since is None
+        if self.failing_since is None:
+            self.failing_since = now
+        if now - self.failing_since >= self.give_up_after:
+            return GiveUp(warn=first)
+        return LookAgain(self.failures.failed() / US_PER_S, warn=first)
+
+    def succeeded(self) -> None:
+        self.failing_since = None
+        self.failures.succeeded()

@@ -3,10 +3,10 @@
 ``WorkerPolicy`` decides for the claim loop of ``Queue.work``: events in (a
 wake arrived, a claim came back, a job finished, a sweep ran, the current
 time), one action out (sweep, claim ``n``, or wait until an instant for a
-kick). ``Leases`` decides for every claim the worker holds: renew these now,
-these have lapsed, or wait. Two plans complete the picture: a claim that
-also reads when the next job falls due (one round trip), and the hand-back
-of unfinished jobs at shutdown.
+kick). ``Leases`` (``leases.py``) decides for every claim the worker holds:
+renew these now, these have lapsed, or wait. Two plans complete the picture:
+a claim that also reads when the next job falls due (one round trip), and
+the hand-back of unfinished jobs at shutdown.
 
 Nothing here reads a clock or does IO: ``alkstore/api/worker.py`` performs
 the actions and feeds the results back in.
@@ -16,21 +16,18 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from . import claim as claim_plans
+from .backoff import ROUND_TRIP_BACKOFF, ErrorBackoff
 from .dialect import Dialect
-from .errors import InvalidArgument
 from .ints import check_int
+from .leases import Wait
 from .names import check_identifier, queue_channel
 from .plan import Plan
 from .timeconv import MAX_DURATION_US, US_PER_S, Duration, duration_us
 from .types import JobRecord
 
-# After a failed claim, wait this long before the next one, doubling per
-# consecutive failure up to ``_ERROR_BACKOFF_CAP_US`` (or the poll interval).
-_ERROR_BACKOFF_US = 50_000
-_ERROR_BACKOFF_CAP_US = 5 * US_PER_S
 # The default sweep cadence: half the visibility timeout, within these bounds.
 _SWEEP_MIN_US = 1 * US_PER_S
 _SWEEP_MAX_US = 30 * US_PER_S
@@ -63,13 +60,7 @@ class Claim:
     n: int
 
 
-@dataclass(frozen=True, slots=True)
-class Wait:
-    """Sleep until ``until_us`` unless kicked (a wake, a finished job) first."""
-
-    until_us: int
-
-
+# The third, ``Wait``, is the one ``Leases`` gives too: both loops sleep on it.
 WorkerAction = Sweep | Claim | Wait
 
 
@@ -104,7 +95,8 @@ class WorkerPolicy:
     next_poll_us: int = 0
     next_sweep_us: int = 0
     backoff_until_us: int | None = None
-    errors: int = 0
+    # Failed claims in a row (see ``__post_init__`` for the pauses).
+    claim_errors: ErrorBackoff = field(default_factory=ErrorBackoff)
     # Wakes seen so far, and how many had been seen when the claim in flight
     # started: a wake during a claim may announce a job the claim missed.
     _wakes: int = 0
@@ -117,6 +109,12 @@ class WorkerPolicy:
         for name in ("poll_interval_us", "sweep_interval_us", "heartbeat_interval_us"):
             value = check_int(getattr(self, name), name, lo=1, hi=MAX_DURATION_US)
             setattr(self, name, value)
+        # After a failed claim, pause as any round trip does (50 ms doubling
+        # to 5 s), but no longer than the poll interval: the worker promises
+        # to look at least that often.
+        rt = ROUND_TRIP_BACKOFF
+        cap = max(rt.base_us, min(rt.cap_us, self.poll_interval_us))
+        self.claim_errors = ErrorBackoff(replace(rt, cap_us=cap))
 
     @classmethod
     def of(
@@ -221,7 +219,7 @@ class WorkerPolicy:
         when short, when the next live job of the queue falls due."""
         self.running += got
         self.queued += got
-        self.errors = 0
+        self.claim_errors.succeeded()
         self.backoff_until_us = None
         self.next_poll_us = now_us + self.poll_interval_us
         if got >= asked:
@@ -245,10 +243,7 @@ class WorkerPolicy:
 
     def claim_failed(self, now_us: int) -> None:
         """A claim raised (the database is unwell): back off, then retry."""
-        self.errors += 1
-        cap = max(_ERROR_BACKOFF_US, min(_ERROR_BACKOFF_CAP_US, self.poll_interval_us))
-        delay = min(cap, _ERROR_BACKOFF_US << min(self.errors - 1, 20))
-        self.backoff_until_us = now_us + delay
+        self.backoff_until_us = now_us + self.claim_errors.failed()
 
     def swept(self, now_us: int) -> None:
         """A sweep finished (or failed: it is retried next interval)."""
@@ -298,97 +293,6 @@ def check_worker_id(worker_id: object) -> str | None:
     default) or a valid identifier. An empty string is refused, not taken
     for "no id"."""
     return None if worker_id is None else check_identifier(worker_id, "worker id")
-
-
-
-# -- the claims a worker holds --------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class Renew:
-    """Renew these leases now (one round trip for all of them)."""
-
-    keys: tuple[int, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Lapsed:
-    """These leases ran out without a renewal: someone else may hold them now."""
-
-    keys: tuple[int, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Idle:
-    """Nothing held: wait until something is."""
-
-
-LeaseAction = Renew | Lapsed | Wait | Idle
-
-
-@dataclass(slots=True)
-class _Lease:
-    expires_us: int
-    renew_us: int
-
-
-class Leases:
-    """When each held lease (a job's claim) needs renewing, and when one is
-    lost. One machine for all of a worker's claims, so a worker keeps them
-    with one task and one round trip per renewal round, not one per job.
-
-    Renewals are spaced ``interval_us`` from the start of a lease (or its last
-    renewal). A failed round trip is retried sooner; once a lease's expiry
-    passes without a renewal it has lapsed, since another worker may hold it
-    by then.
-    """
-
-    def __init__(self, interval_us: int, term_us: int) -> None:
-        if interval_us <= 0 or term_us <= 0:
-            raise InvalidArgument("lease interval and term must be > 0")
-        self.interval_us = interval_us
-        self.term_us = term_us
-        self._held: dict[int, _Lease] = {}
-
-    def __len__(self) -> int:
-        return len(self._held)
-
-    def __contains__(self, key: int) -> bool:
-        return key in self._held
-
-    def hold(self, key: int, expires_us: int) -> None:
-        """A new lease running until ``expires_us`` (taken ``term_us`` before)."""
-        started = expires_us - self.term_us
-        self._held[key] = _Lease(expires_us, started + self.interval_us)
-
-    def drop(self, key: int) -> None:
-        self._held.pop(key, None)
-
-    def renewed(self, key: int, expires_us: int) -> None:
-        """Renewed (by us, or by the job's handler) until ``expires_us``."""
-        lease = self._held.get(key)
-        if lease is not None:
-            lease.expires_us = expires_us
-            lease.renew_us = expires_us - self.term_us + self.interval_us
-
-    def renew_failed(self, keys: tuple[int, ...], now_us: int) -> None:
-        """The renewal's round trip failed (not refused): try again soon."""
-        for key in keys:
-            lease = self._held.get(key)
-            if lease is not None:
-                remaining = lease.expires_us - now_us
-                lease.renew_us = now_us + max(1_000, min(self.interval_us, remaining // 4))
-
-    def next_action(self, now_us: int) -> LeaseAction:
-        if not self._held:
-            return Idle()
-        lapsed = tuple(k for k, lease in self._held.items() if lease.expires_us <= now_us)
-        if lapsed:
-            for key in lapsed:
-                del self._held[key]
-            return Lapsed(lapsed)
-        due = tuple(k for k, lease in self._held.items() if lease.renew_us <= now_us)
-        if due:
-            return Renew(due)
-        return Wait(min(min(lease.renew_us, lease.expires_us) for lease in self._held.values()))
 
 
 # -- plans -----------------------------------------------------------------------

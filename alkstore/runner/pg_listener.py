@@ -5,7 +5,9 @@ wakes and hands command results (LISTEN/UNLISTEN) back to whoever sent them,
 so no two tasks ever wait on the same descriptor. If the connection drops,
 the reader reconnects with capped exponential backoff, LISTENs again on every
 channel, and wakes every receiver with ``__alkstore_listener_reconnected__``:
-notifications may have been missed meanwhile, so everyone re-checks.
+notifications may have been missed meanwhile, so everyone re-checks. Those
+decisions are ``ListenerLink``'s (``alkstore/protocol/listener.py``); the
+reader performs them.
 """
 
 from __future__ import annotations
@@ -19,6 +21,14 @@ import psycopg
 from psycopg import pq
 
 from ..protocol.errors import AlkstoreError, DatabaseError, InvalidArgument
+from ..protocol.listener import (
+    Connect,
+    Listen,
+    ListenerLink,
+    Pause,
+    Publish,
+    reconnect_backoff,
+)
 from ..protocol.timeconv import check_seconds
 from .hub import WakeHub
 from .pg_conn import PgConnection
@@ -173,49 +183,61 @@ class PgListener:
 
     # -- the reader task ----------------------------------------------------
     async def run(self, task_status: Any = None) -> None:
-        delay = self._options.reconnect_base
-        first = True
+        options = self._options
+        link = ListenerLink(reconnect_backoff(options.reconnect_base, options.reconnect_cap))
+        conn: PgConnection | None = None
         try:
             while not self._closed:
-                try:
-                    conn = await PgConnection.connect(
-                        self._runtime, self._dsn, timeout=self._options.connect_timeout
-                    )
-                    await self._listen_all(conn)
-                except AlkstoreError:
-                    await self._runtime.sleep(delay)
-                    delay = min(self._options.reconnect_cap, delay * 2)
-                    continue
-                delay = self._options.reconnect_base
-                self._conn = conn
-                self._connected.set()
-                if not first:
-                    self.reconnects += 1
-                    self._hub.wake_reconnected()
-                first = False
-                try:
-                    await self._read(conn)
-                except (psycopg.OperationalError, OSError, AlkstoreError):
-                    pass
-                finally:
-                    self._conn = None
-                    self._connected = self._runtime.signal()
-                    self._fail_pending(
-                        DatabaseError("PostgreSQL: listener connection lost"), lost=True
-                    )
-                    conn.close()
+                action = link.next_action(self._channels.values())
+                if isinstance(action, Pause):
+                    await self._runtime.sleep(action.seconds)
+                    link.paused()
+                elif isinstance(action, Connect):
+                    try:
+                        conn = await PgConnection.connect(
+                            self._runtime, self._dsn, timeout=options.connect_timeout
+                        )
+                    except AlkstoreError:
+                        link.failed()
+                        continue
+                    link.connected()
+                elif conn is None:
+                    raise AssertionError(f"listener: {action} before connecting")
+                elif isinstance(action, Listen):
+                    # Until the connection is published, a receiver's listen()
+                    # counts on this to send its LISTEN.
+                    try:
+                        await conn.command(self._listen_sql(action.channel))
+                    except AlkstoreError:
+                        conn.close()
+                        conn = None
+                        link.failed()
+                        continue
+                    link.listened(action.channel)
+                elif isinstance(action, Publish):
+                    self._conn = conn
+                    self._connected.set()
+                    if action.reconnected:
+                        self.reconnects += 1
+                        self._hub.wake_reconnected()
+                else:
+                    try:
+                        await self._read(conn)
+                    except (psycopg.OperationalError, OSError, AlkstoreError):
+                        pass
+                    finally:
+                        self._conn = None
+                        self._connected = self._runtime.signal()
+                        self._fail_pending(
+                            DatabaseError("PostgreSQL: listener connection lost"), lost=True
+                        )
+                        conn.close()
+                        conn = None
+                    link.lost()
         finally:
+            if conn is not None:
+                conn.close()  # connected, not published yet
             self._fail_pending(DatabaseError("PostgreSQL: listener closed"))
-
-    async def _listen_all(self, conn: PgConnection) -> None:
-        """LISTEN on every registered channel, including any registered while
-        this runs: until the connection is published, a receiver's listen()
-        counts on this loop to send its LISTEN."""
-        done: set[str] = set()
-        while todo := [c for c in self._channels.values() if c not in done]:
-            for channel in todo:
-                await conn.command(self._listen_sql(channel))
-                done.add(channel)
 
     async def _read(self, conn: PgConnection) -> None:
         pgconn = conn.pgconn

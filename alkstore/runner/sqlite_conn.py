@@ -14,10 +14,16 @@ from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from ..engines.sqlite import SCHEMA_VERSION, control, migrate, schema_version
+from ..protocol.backoff import ErrorBackoff, exact
 from ..protocol.errors import AlkstoreError, CommitUnknown, DatabaseError, TransactionConflict
 from ..protocol.plan import Fetch, Plan, Statement, noting_wakes, run_sync, shape
+from ..protocol.timeconv import US_PER_S
 
 T = TypeVar("T")
+
+# A busy set-up statement is tried again after 1 ms, doubling to 50 ms: soon
+# after the other opener is done, without spinning while it is not.
+_BUSY_BACKOFF = exact(1_000, 50_000)
 
 
 def error(exc: sqlite3.Error, what: str = "SQLite") -> DatabaseError:
@@ -59,7 +65,7 @@ def _execute_retrying_busy(conn: sqlite3.Connection, sql: str, timeout: float) -
     processes opening a fresh database at once would otherwise fail.
     """
     deadline = time.monotonic() + timeout
-    pause = 0.001
+    busy = ErrorBackoff(_BUSY_BACKOFF)
     while True:
         try:
             conn.execute(sql)
@@ -70,8 +76,7 @@ def _execute_retrying_busy(conn: sqlite3.Connection, sql: str, timeout: float) -
                 raise
             if time.monotonic() >= deadline:
                 raise
-        time.sleep(pause)
-        pause = min(pause * 2, 0.05)
+        time.sleep(busy.failed() / US_PER_S)
 
 
 def execute(conn: sqlite3.Connection, statement: Statement) -> Any:

@@ -5,7 +5,9 @@ commits. Reading it costs about 3 us, so it runs on the event loop thread;
 only when it moved are new notification rows read (one indexed range scan)
 and their channels woken.
 
-When to look is decided by ``WatchCadence`` (pure):
+When to look is decided by ``WatchCadence`` (pure, as is ``LookFailures``,
+which decides when failing looks give up; both in
+``alkstore/protocol/watcher.py``):
 
 - inotify (Linux, the default): sleep on the file descriptor until a write
   lands in the database or its WAL, and look at once. A writer's WAL frames
@@ -37,7 +39,7 @@ from ..engines.sqlite import SqliteDialect
 from ..protocol.errors import AlkstoreError
 from ..protocol.plan import Plan, run_sync
 from ..protocol.wakes import foreign_notifications, last_notification_id
-from ..protocol.watcher import WatchCadence, WatcherOptions
+from ..protocol.watcher import GiveUp, LookFailures, WatchCadence, WatcherOptions
 from . import sqlite_conn
 from .hub import WakeHub
 from .inotify import Inotify, Waiter, open_inotify
@@ -116,7 +118,7 @@ class SqliteWatcher:
         self.inotify = waiter is not None
         cadence = WatchCadence.from_options(self._options, inotify=self.inotify)
         runtime = self._runtime
-        failing_since: float | None = None
+        failures = LookFailures(self._options.give_up_after)
         try:
             while True:
                 # Look first: commits may have landed between the baseline
@@ -126,17 +128,15 @@ class SqliteWatcher:
                         self._prime()
                     found, woke = self._look()
                 except AlkstoreError:
-                    if self._file is not None and self._file.lost is not None:
-                        raise  # the file is gone: nothing to wait for
-                    now = runtime.monotonic()
-                    if failing_since is None:
-                        failing_since = now
+                    lost = self._file is not None and self._file.lost is not None
+                    failed = failures.failed(runtime.monotonic(), file_lost=lost)
+                    if failed.warn:
                         log.warning("SQLite watcher look failed; retrying", exc_info=True)
-                    if now - failing_since >= self._options.give_up_after:
+                    if isinstance(failed, GiveUp):
                         raise
-                    await runtime.sleep(min(0.1, self._options.give_up_after))
+                    await runtime.sleep(failed.seconds)
                     continue
-                failing_since = None
+                failures.succeeded()
                 now = runtime.monotonic()
                 if found:
                     cadence.changed(now, woke)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from alkstore import InvalidArgument, InvalidName, Lock, LockLost
+from alkstore import DatabaseError, InvalidArgument, InvalidName, Lock, LockLost
 from alkstore.api.store import Store
 from alkstore.runner.runtime import ManualClock
 from tests.backends import Backend
@@ -244,6 +244,60 @@ async def test_hold_lock_cancels_the_body_with_lock_lost_when_the_lock_is_lost(
         # The thief still holds it: the helper did not release someone else's lock.
         assert await mine.try_lock("res", "alice", 10) is None
         assert await thief.release() is True
+
+
+def fail_renewals(monkeypatch: pytest.MonkeyPatch, times: int) -> list[int]:
+    """Make the next ``times`` renewals' round trips fail (``DatabaseError``);
+    the list counts the failures so far."""
+    failed: list[int] = []
+    real = Lock.renew
+
+    async def flaky(self: Lock, ttl: float) -> bool:
+        if len(failed) < times:
+            failed.append(1)
+            raise DatabaseError("injected: renewal round trip failed")
+        return await real(self, ttl)
+
+    monkeypatch.setattr(Lock, "renew", flaky)
+    return failed
+
+
+async def test_hold_lock_retries_a_failed_renewal_while_the_lock_lasts(
+    store: Store, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rule: a renewal whose round trip fails does not lose the lock: it is
+    retried (sooner) while the TTL lasts, and the body runs on."""
+    failed = fail_renewals(monkeypatch, 2)
+    async with aio.fail_after(SOON), store.hold_lock("res", "alice", 0.3) as lock:
+        first_expiry = lock.expires_at
+        clock.advance(0.2)  # the renewal is due (ttl/3): its round trip fails
+        await wait_until(lambda: len(failed) == 1)
+        clock.advance(0.05)  # retried at a quarter of what was left: fails again
+        await wait_until(lambda: len(failed) == 2)
+        clock.advance(0.02)  # still within the TTL: the third try succeeds
+        await wait_until(lambda: lock.expires_at > first_expiry)
+        assert lock.expires_at == at(clock, 0.3)
+        assert await store.try_lock("res", "bob", 10) is None
+    assert await store.try_lock("res", "bob", 10) is not None  # released on the way out
+
+
+async def test_hold_lock_is_lost_when_renewals_fail_until_the_ttl_lapses(
+    store: Store, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rule: failing round trips are retried only while the lock lasts: once
+    its TTL lapses unrenewed, the body is cancelled with ``LockLost``."""
+    failed = fail_renewals(monkeypatch, 10**6)
+    reached_end = False
+    async with aio.fail_after(SOON):
+        with pytest.raises(LockLost):
+            async with store.hold_lock("res", "alice", 0.3):
+                clock.advance(0.2)
+                await wait_until(lambda: len(failed) >= 1)
+                clock.advance(0.2)  # past the TTL, not renewed
+                await aio.sleep(SOON * 2)  # cancelled once the keeper sees the lapse
+                reached_end = True
+    assert reached_end is False
+    assert await store.try_lock("res", "bob", 10) is not None
 
 
 async def test_ttl_accepts_timedelta_and_sub_second_values(

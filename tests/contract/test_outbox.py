@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from alkstore import Backoff, QueueStats, ReservedName
@@ -167,3 +169,26 @@ async def test_a_delivery_that_raises_does_not_stop_the_batch(store: Store) -> N
     assert await ob.run_once(deliver) == 2
     assert deliver.calls == [0, 1, 2, 3]
     assert await ob.stats() == QueueStats(0, 2, 0, 0)
+
+
+async def test_run_once_acks_a_message_only_while_its_own_claim_holds(
+    store: Store, clock: ManualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Rule: a run acks a delivered message only while that run's claim on it
+    holds, by claim number as the worker acks: not when the claim lapsed and
+    the message was claimed again meanwhile, even under the same worker id
+    (that claim is left whole). The refused ack is logged as the worker's are."""
+    ob = store.outbox("mail", visibility_timeout=10)
+    await ob.enqueue("m0")
+    again = []
+
+    async def deliver(payload: object) -> None:
+        clock.advance(11)  # the run's claim lapses while it delivers ...
+        again.extend(await ob.queue.claim_batch("w", 1))  # ... and "w" claims it again
+
+    caplog.set_level(logging.WARNING, logger="alkstore.worker")
+    assert await ob.run_once(deliver, worker_id="w") == 0
+    assert "refused: claim lost" in caplog.text
+    [job] = again
+    assert await job.ack() is True
+    assert await ob.stats() == QueueStats(0, 0, 0, 0)

@@ -5,19 +5,9 @@ from __future__ import annotations
 import pytest
 
 from alkstore.protocol.errors import InvalidArgument
+from alkstore.protocol.leases import Idle, Lapsed, Leases, Renew, Wait
 from alkstore.protocol.types import JobRecord
-from alkstore.protocol.worker import (
-    Claim,
-    Idle,
-    Lapsed,
-    Leases,
-    Outcome,
-    Renew,
-    Sweep,
-    Wait,
-    WorkerPolicy,
-    settle_bound,
-)
+from alkstore.protocol.worker import Claim, Outcome, Sweep, WorkerPolicy, settle_bound
 from alkstore.runner.sqlite_watcher import WatchCadence, WatcherOptions
 
 S = 1_000_000
