@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from .backoff import Backoff
 from .dialect import STATE_PENDING, Dialect
-from .plan import Plan, Row, reads
+from .plan import Plan, Row, fetch_all, fetch_count, fetch_one, reads
 from .queues import check_limit
 from .rows import _int, _opt_int, _shape, job_record
 from .timeconv import MAX_INSTANT_US, held_until_us, until_us
@@ -28,7 +28,7 @@ def claim(
     n = check_limit(n, "n")
     for statement in d.claim_prelude():
         yield statement
-    rows = yield d.claim(queue, worker, n, now_us, until)
+    rows = yield from fetch_all(d.claim(queue, worker, n, now_us, until))
     jobs = [job_record(r) for r in rows]
     # RETURNING does not promise an order; restore the claim order.
     jobs.sort(key=lambda j: (-j.priority, j.run_at_us, j.id))
@@ -38,7 +38,7 @@ def claim(
 @reads
 def next_due(d: Dialect, queue: str) -> Plan[int | None]:
     """When the next live job of ``queue`` becomes claimable (None: no job)."""
-    row = yield d.next_due(queue)
+    row = yield from fetch_one(d.next_due(queue))
     return None if row is None or row[0] is None else int(row[0])
 
 
@@ -48,12 +48,14 @@ def release(d: Dialect, job: JobRecord, now_us: int, *, refund: bool) -> Plan[bo
     A worker shutting down releases what it has not finished, so nothing waits
     out a visibility timeout because its worker was stopped on purpose.
     """
-    count = yield d.release_claim(job.id, job.claimed_by, job.claims, now_us, int(refund))
+    count = yield from fetch_count(
+        d.release_claim(job.id, job.claimed_by, job.claims, now_us, int(refund))
+    )
     return bool(count)
 
 
 def ack(d: Dialect, job: JobRecord, now_us: int) -> Plan[bool]:
-    count = yield d.ack(job.id, job.claimed_by, job.claims, now_us)
+    count = yield from fetch_count(d.ack(job.id, job.claimed_by, job.claims, now_us))
     return bool(count)
 
 
@@ -62,7 +64,7 @@ def ack_batch(
 ) -> Plan[int]:
     if not job_ids:
         return 0
-    count = yield d.ack_batch(queue, job_ids, worker, now_us)
+    count = yield from fetch_count(d.ack_batch(queue, job_ids, worker, now_us))
     return int(count)
 
 
@@ -71,7 +73,7 @@ def ack_many(d: Dialect, worker: str, jobs: Sequence[JobRecord], now_us: int) ->
     ids acked (the others had lost their claims and are left alone)."""
     if not jobs:
         return set()
-    rows = yield d.ack_claims(worker, [(j.id, j.claims) for j in jobs], now_us)
+    rows = yield from fetch_all(d.ack_claims(worker, [(j.id, j.claims) for j in jobs], now_us))
     return {int(r[0]) for r in rows}
 
 
@@ -81,8 +83,8 @@ def heartbeat_many(
     """Extend each job's claim to ``now + extend`` while owned; whether it was."""
     owned: list[bool] = []
     for job in jobs:
-        count = yield d.extend_claim(
-            job.id, job.claimed_by, job.claims, now_us, now_us + extend_us
+        count = yield from fetch_count(
+            d.extend_claim(job.id, job.claimed_by, job.claims, now_us, now_us + extend_us)
         )
         owned.append(bool(count))
     return owned
@@ -90,7 +92,9 @@ def heartbeat_many(
 
 def heartbeat(d: Dialect, job: JobRecord, now_us: int, extend_us: int) -> Plan[bool]:
     until = until_us(now_us, extend_us, "extend")
-    count = yield d.extend_claim(job.id, job.claimed_by, job.claims, now_us, until)
+    count = yield from fetch_count(
+        d.extend_claim(job.id, job.claimed_by, job.claims, now_us, until)
+    )
     return bool(count)
 
 
@@ -132,7 +136,7 @@ def retry(
     error = storable_error(error)
     if delay_us is not None:
         until_us(now_us, delay_us, "delay")  # as for enqueue's delay: refused past 9999
-    row = yield d.owned(job.id, job.claimed_by, job.claims, now_us)
+    row = yield from fetch_one(d.owned(job.id, job.claimed_by, job.claims, now_us))
     if row is None:
         return False
     attempts, max_attempts = int(row[0]), int(row[1])
@@ -152,7 +156,7 @@ def retry(
 
 def fail(d: Dialect, job: JobRecord, now_us: int, error: str | None) -> Plan[bool]:
     error = storable_error(error)
-    row = yield d.owned(job.id, job.claimed_by, job.claims, now_us)
+    row = yield from fetch_one(d.owned(job.id, job.claimed_by, job.claims, now_us))
     if row is None:
         return False
     for statement in d.bury(job.id, "failed", error, now_us):
@@ -209,7 +213,7 @@ def sweep(
     d: Dialect, queue: str | None, now_us: int, limit: int = SWEEP_PAGE
 ) -> Plan[list[tuple[int, DeadReason]]]:
     """Bury what the sweep rules say; returns the buried jobs and why."""
-    rows = yield d.sweep_candidates(queue, now_us, limit)
+    rows = yield from fetch_all(d.sweep_candidates(queue, now_us, limit))
     buried: list[tuple[int, DeadReason]] = []
     for row in rows:
         candidate = sweep_candidate(row)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .dialect import Dialect
-from .plan import Plan
+from .plan import Plan, fetch_count, fetch_one
 from .timeconv import US_PER_S, until_us
 from .types import LockRecord
 
@@ -16,18 +16,18 @@ def try_lock(
 ) -> Plan[LockRecord | None]:
     """Acquire a free or lapsed lock (new token) or refresh our own (same token)."""
     until = until_us(now_us, ttl_us, "ttl")
-    row = yield d.acquire_lock(name, owner, now_us, until)
+    row = yield from fetch_one(d.acquire_lock(name, owner, now_us, until))
     return None if row is None else LockRecord(name, owner, int(row[0]), until)
 
 
 def renew(d: Dialect, lock: LockRecord, now_us: int, ttl_us: int) -> Plan[LockRecord | None]:
     until = until_us(now_us, ttl_us, "ttl")
-    count = yield d.renew_lock(lock.name, lock.owner, lock.token, now_us, until)
+    count = yield from fetch_count(d.renew_lock(lock.name, lock.owner, lock.token, now_us, until))
     return LockRecord(lock.name, lock.owner, lock.token, until) if count else None
 
 
 def release(d: Dialect, lock: LockRecord, now_us: int) -> Plan[bool]:
-    count = yield d.release_lock(lock.name, lock.owner, lock.token, now_us)
+    count = yield from fetch_count(d.release_lock(lock.name, lock.owner, lock.token, now_us))
     return bool(count)
 
 

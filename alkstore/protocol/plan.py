@@ -12,7 +12,9 @@ import enum
 import functools
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar, cast
+
+from .errors import DatabaseError
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -56,6 +58,47 @@ class Statement:
 
 
 Plan = Generator[Statement, Any, T]
+
+
+# -- typed reads ------------------------------------------------------------------
+# A bare ``yield statement`` evaluates to ``Any``, so a plan unpacking it is
+# never type-checked. Plans read results through these instead (the way
+# psycopg types its ``PQGen`` generators): ``row = yield from fetch_one(st)``
+# is a ``Row | None`` to mypy, and a statement whose fetch kind does not match
+# the read fails at once rather than handing the plan the wrong shape.
+def fetch_one(statement: Statement) -> Plan[Row | None]:
+    """The statement's first row (``Fetch.ONE``), or None."""
+    _expect(statement, Fetch.ONE)
+    row = yield statement
+    return cast("Row | None", row)
+
+
+def fetch_row(statement: Statement) -> Plan[Row]:
+    """The one row a statement always returns (``Fetch.ONE``: an aggregate, an
+    ``INSERT ... RETURNING``); none at all is a ``DatabaseError``."""
+    row = yield from fetch_one(statement)
+    if row is None:
+        raise DatabaseError(f"no row came back from: {statement.sql.split()[0]} ...")
+    return row
+
+
+def fetch_all(statement: Statement) -> Plan[list[Row]]:
+    """Every row of the statement (``Fetch.ALL``)."""
+    _expect(statement, Fetch.ALL)
+    rows = yield statement
+    return cast("list[Row]", rows)
+
+
+def fetch_count(statement: Statement) -> Plan[int]:
+    """How many rows the statement changed (``Fetch.ROWCOUNT``)."""
+    _expect(statement, Fetch.ROWCOUNT)
+    count = yield statement
+    return cast(int, count)
+
+
+def _expect(statement: Statement, fetch: Fetch) -> None:
+    if statement.fetch is not fetch:
+        raise TypeError(f"a {statement.fetch.value} statement read as {fetch.value}")
 
 
 class ReadPlan(Generator[Statement, Any, T]):

@@ -8,13 +8,13 @@ from .dialect import Dialect
 from .errors import DatabaseError, InvalidArgument, brief
 from .ints import check_int
 from .names import queue_channel
-from .plan import Plan, reads
+from .plan import Plan, fetch_all, fetch_count, fetch_one, fetch_row, reads
 from .rows import dead_info, job_info
 from .types import JobInfo, NewJob, QueueStats
 
 
 def enqueue(d: Dialect, job: NewJob, origin: str, now_us: int) -> Plan[int]:
-    row = yield d.enqueue(job, now_us)
+    row = yield from fetch_row(d.enqueue(job, now_us))
     # Wake workers of this queue, here and in other processes, after commit.
     yield d.notify(queue_channel(job.queue), origin, now_us)
     return int(row[0])
@@ -29,7 +29,7 @@ def enqueue_many(d: Dialect, jobs: list[NewJob], origin: str, now_us: int) -> Pl
     ids: list[int] = []
     for start in range(0, len(jobs), ENQUEUE_CHUNK):
         chunk = jobs[start : start + ENQUEUE_CHUNK]
-        rows = yield d.enqueue_many(chunk, now_us)
+        rows = yield from fetch_all(d.enqueue_many(chunk, now_us))
         if len(rows) != len(chunk):
             raise DatabaseError(f"inserted {len(rows)} of {len(chunk)} jobs")
         # Ids are handed out in insertion order, which is the jobs' order, so
@@ -44,30 +44,30 @@ def enqueue_many(d: Dialect, jobs: list[NewJob], origin: str, now_us: int) -> Pl
 @reads
 def get_job(d: Dialect, queue: str, job_id: int) -> Plan[JobInfo | None]:
     job_id = check_job_id(job_id)
-    row = yield d.get_job(queue, job_id)
+    row = yield from fetch_one(d.get_job(queue, job_id))
     if row is not None:
         return job_info(row)
-    row = yield d.get_dead(queue, job_id)
+    row = yield from fetch_one(d.get_dead(queue, job_id))
     return None if row is None else dead_info(row)
 
 
 def cancel(d: Dialect, queue: str, job_id: int) -> Plan[bool]:
     """Remove a live job (pending or processing); a worker's later ack returns False."""
     job_id = check_job_id(job_id)
-    count = yield d.cancel(queue, job_id)
+    count = yield from fetch_count(d.cancel(queue, job_id))
     return bool(count)
 
 
 @reads
 def stats(d: Dialect, queue: str, now_us: int) -> Plan[QueueStats]:
-    ready, scheduled, processing = yield d.queue_counts(queue, now_us)
-    (dead,) = yield d.dead_count(queue)
+    ready, scheduled, processing = yield from fetch_row(d.queue_counts(queue, now_us))
+    (dead,) = yield from fetch_row(d.dead_count(queue))
     return QueueStats(int(ready), int(scheduled), int(processing), int(dead))
 
 
 @reads
 def dead_letters(d: Dialect, queue: str, limit: int) -> Plan[list[JobInfo]]:
-    rows = yield d.dead_letters(queue, check_limit(limit))
+    rows = yield from fetch_all(d.dead_letters(queue, check_limit(limit)))
     return [dead_info(r) for r in rows]
 
 
@@ -77,7 +77,7 @@ def requeue_dead(d: Dialect, queue: str, job_id: int, origin: str, now_us: int) 
     # The first statement's row count says whether the job moved; an engine
     # that can move it in one statement returns just that one.
     first, *rest = d.requeue_dead(queue, job_id, now_us)
-    moved = yield first
+    moved = yield from fetch_count(first)
     if not moved:
         return False
     for statement in rest:
@@ -87,7 +87,7 @@ def requeue_dead(d: Dialect, queue: str, job_id: int, origin: str, now_us: int) 
 
 
 def purge_dead(d: Dialect, queue: str, before_us: int | None) -> Plan[int]:
-    count = yield d.purge_dead(queue, before_us)
+    count = yield from fetch_count(d.purge_dead(queue, before_us))
     return int(count)
 
 

@@ -27,7 +27,7 @@ from .backoff import ErrorBackoff, exact
 from .dialect import Dialect
 from .errors import CodecError, InvalidArgument, brief
 from .names import queue_channel
-from .plan import Plan, reads
+from .plan import Plan, fetch_all, fetch_count, fetch_one, fetch_row, reads
 from .timeconv import (
     MAX_DURATION_US,
     MAX_INSTANT_US,
@@ -187,7 +187,7 @@ def register(
 
 
 def unregister(d: Dialect, name: str) -> Plan[bool]:
-    count = yield d.delete_schedule(name)
+    count = yield from fetch_count(d.delete_schedule(name))
     return bool(count)
 
 
@@ -208,13 +208,13 @@ def tick(
     d: Dialect, now_us: int, origin: str, default_max_attempts: int, limit: int = TICK_BATCH
 ) -> Plan[list[Fired]]:
     """Enqueue one job per due schedule, each guarded by compare-and-set."""
-    rows = yield d.due_schedules(now_us, limit)
+    rows = yield from fetch_all(d.due_schedules(now_us, limit))
     fired: list[Fired] = []
     woken: set[str] = set()
     for name, queue, text, payload_json, options_json, fire_at in rows:
         expr = parse(text)
         nxt = expr.next_after(max(int(fire_at), now_us))
-        moved = yield d.advance_schedule(name, int(fire_at), nxt)
+        moved = yield from fetch_count(d.advance_schedule(name, int(fire_at), nxt))
         if not moved:
             continue  # another ticker took this fire time
         opts = ScheduleOptions.decode(options_json)
@@ -232,7 +232,7 @@ def tick(
             max_attempts=opts.max_attempts or default_max_attempts,
             expires_at_us=expires,
         )
-        row = yield d.enqueue(job, now_us)
+        row = yield from fetch_row(d.enqueue(job, now_us))
         fired.append(Fired(name, queue, int(fire_at), int(row[0])))
         woken.add(queue)
     for queue in sorted(woken):
@@ -242,7 +242,7 @@ def tick(
 
 @reads
 def next_fire(d: Dialect) -> Plan[int | None]:
-    row = yield d.next_schedule_time()
+    row = yield from fetch_one(d.next_schedule_time())
     return None if row is None or row[0] is None else int(row[0])
 
 

@@ -12,7 +12,7 @@ from .dialect import Dialect
 from .errors import Closed
 from .ints import check_int
 from .names import stream_channel
-from .plan import Plan, reads
+from .plan import Plan, fetch_all, fetch_count, fetch_one, fetch_row, reads
 from .queues import check_limit
 from .rows import stream_event
 from .timeconv import US_PER_S, check_seconds
@@ -22,7 +22,7 @@ from .types import StreamEvent
 def publish(
     d: Dialect, stream: str, key: str | None, payload_json: str, origin: str, now_us: int
 ) -> Plan[int]:
-    row = yield d.next_offset(stream)
+    row = yield from fetch_row(d.next_offset(stream))
     offset = int(row[0])
     yield d.insert_event(stream, offset, key, payload_json, now_us)
     yield d.notify(stream_channel(stream), origin, now_us)
@@ -31,7 +31,7 @@ def publish(
 
 @reads
 def read_since(d: Dialect, stream: str, offset: int, limit: int) -> Plan[list[StreamEvent]]:
-    rows = yield d.read_since(stream, check_offset(offset), check_limit(limit))
+    rows = yield from fetch_all(d.read_since(stream, check_offset(offset), check_limit(limit)))
     return [stream_event(r) for r in rows]
 
 
@@ -50,13 +50,13 @@ def save_offset(d: Dialect, stream: str, consumer: str, offset: int) -> Plan[Non
 
 @reads
 def get_offset(d: Dialect, stream: str, consumer: str) -> Plan[int]:
-    row = yield d.get_offset(stream, consumer)
+    row = yield from fetch_one(d.get_offset(stream, consumer))
     return 0 if row is None else int(row[0])
 
 
 def trim_to(d: Dialect, stream: str, offset: int) -> Plan[int]:
     """Drop events with offsets below ``offset``; returns how many went."""
-    count = yield d.trim(stream, check_offset(offset))
+    count = yield from fetch_count(d.trim(stream, check_offset(offset)))
     return int(count)
 
 

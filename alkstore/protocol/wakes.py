@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from .dialect import Dialect
-from .plan import Plan, Row
+from .plan import Plan, fetch_all, fetch_row
 
 
 def notify(d: Dialect, channel: str, origin: str, now_us: int) -> Plan[None]:
@@ -68,7 +68,7 @@ def foreign_notifications(
     Our own notifications already woke local receivers at commit, so they are
     skipped here rather than delivered twice.
     """
-    rows: list[Row] = yield d.notifications_since(after_id, limit)
+    rows = yield from fetch_all(d.notifications_since(after_id, limit))
     last = after_id
     channels: set[str] = set()
     for row_id, channel, row_origin in rows:
@@ -79,5 +79,5 @@ def foreign_notifications(
 
 
 def last_notification_id(d: Dialect) -> Plan[int]:
-    row = yield d.last_notification_id()
+    row = yield from fetch_row(d.last_notification_id())
     return int(row[0])

@@ -13,7 +13,7 @@ from ..api.store import Store
 from ..engines.sqlite import control
 from ..protocol.errors import AlkstoreError, InvalidArgument, brief
 from ..protocol.ints import check_int
-from ..protocol.plan import run_sync
+from ..protocol.plan import Plan, fetch_count, run_sync
 from ..protocol.timeconv import check_seconds
 from . import sqlite_conn
 from .hub import WakeHub
@@ -177,9 +177,8 @@ async def _maintenance(store: Store, opts: SqliteOptions) -> None:
             continue
 
 
-def _prune(store: Store, cutoff_us: int):  # type: ignore[no-untyped-def]
-    count = yield store.dialect.prune_notifications(cutoff_us)
-    return count
+def _prune(store: Store, cutoff_us: int) -> Plan[int]:
+    return (yield from fetch_count(store.dialect.prune_notifications(cutoff_us)))
 
 
 __all__ = ["SqliteOptions", "open_sqlite_store", "run_sync"]

@@ -18,7 +18,7 @@ import psycopg
 
 from ..engines.postgres import control
 from ..protocol.errors import InvalidArgument
-from ..protocol.plan import Fetch, Plan, Statement, run_async, run_sync, shape
+from ..protocol.plan import Fetch, Plan, Statement, fetch_all, run_async, run_sync, shape
 from .executor import Session
 from .pg_wire import wrap_error
 from .runtime import Runtime
@@ -114,9 +114,4 @@ class JoinedTx(Session):
     ) -> list[tuple[Any, ...]]:
         if isinstance(params, dict):
             raise InvalidArgument("tx.execute takes positional $1, $2 ... params on Postgres")
-        return await self.run(_one(Statement(sql, tuple(params), Fetch.ALL)))
-
-
-def _one(statement: Statement) -> Plan[Any]:
-    rows = yield statement
-    return rows
+        return await self.run(fetch_all(Statement(sql, tuple(params), Fetch.ALL)))

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 
 from ...protocol import rows
-from ...protocol.plan import Fetch, Plan, Statement
+from ...protocol.plan import Fetch, Plan, Statement, fetch_one
 from .names import check_schema, quote_ident
 from .rules import ATTEMPTS_LEFT, CLAIM_ORDER, EXHAUSTED, HAS_DEADLINE
 
@@ -177,11 +177,13 @@ def migrate(schema: str = DEFAULT_SCHEMA) -> Plan[int]:
     s = quote_ident(schema)
     meta = f"{s}.meta"
     yield Statement(f"SELECT pg_advisory_xact_lock({migration_lock_key(schema)})")
-    row = yield Statement("SELECT to_regclass($1::text) IS NOT NULL", (meta,), Fetch.ONE)
+    row = yield from fetch_one(
+        Statement("SELECT to_regclass($1::text) IS NOT NULL", (meta,), Fetch.ONE)
+    )
     current = 0
     if row is not None and row[0]:
-        row = yield Statement(
-            f"SELECT value FROM {meta} WHERE key = 'schema_version'", fetch=Fetch.ONE
+        row = yield from fetch_one(
+            Statement(f"SELECT value FROM {meta} WHERE key = 'schema_version'", fetch=Fetch.ONE)
         )
         current = rows.schema_version(row, SCHEMA_VERSION, f"Postgres schema {schema!r}")
     if current == SCHEMA_VERSION:

@@ -8,7 +8,7 @@ the claim index only ever covers work that can still run.
 from __future__ import annotations
 
 from ...protocol import rows
-from ...protocol.plan import Fetch, Plan, Statement, reads
+from ...protocol.plan import Fetch, Plan, Statement, fetch_one, fetch_row, reads
 from .rules import ATTEMPTS_LEFT, CLAIM_ORDER, EXHAUSTED, HAS_DEADLINE
 
 # Applied on every connection, before anything else. WAL lets readers run
@@ -134,10 +134,10 @@ _READ_VERSION = "SELECT value FROM __alkstore_meta WHERE key = 'schema_version'"
 def schema_version() -> Plan[int]:
     """The schema's version (0: no alkstore schema yet); a read, so opening a
     current database takes no write lock."""
-    (exists,) = yield Statement(_META_EXISTS, fetch=Fetch.ONE)
+    (exists,) = yield from fetch_row(Statement(_META_EXISTS, fetch=Fetch.ONE))
     if not exists:
         return 0
-    row = yield Statement(_READ_VERSION, fetch=Fetch.ONE)
+    row = yield from fetch_one(Statement(_READ_VERSION, fetch=Fetch.ONE))
     return rows.schema_version(row, SCHEMA_VERSION, "the SQLite database")
 
 
@@ -151,7 +151,7 @@ def migrate() -> Plan[int]:
     yield Statement(
         "CREATE TABLE IF NOT EXISTS __alkstore_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
     )
-    row = yield Statement(_READ_VERSION, fetch=Fetch.ONE)
+    row = yield from fetch_one(Statement(_READ_VERSION, fetch=Fetch.ONE))
     current = rows.schema_version(row, SCHEMA_VERSION, "the SQLite database")
     for version, statements in MIGRATIONS:
         if version <= current:
