@@ -40,6 +40,7 @@ from ..protocol.worker import (
     Claim,
     ClaimResult,
     Outcome,
+    SelfSettled,
     Sweep,
     WorkerPolicy,
     check_worker_id,
@@ -290,10 +291,9 @@ class _Worker:
         if job.settled is not None:
             if error is not None:
                 log.warning("job %s on %s raised after its handler settled it (%s)", job.id,
-                            self.queue.name, job.settled, exc_info=error)  # fmt: skip
+                            self.queue.name, job.settled.value, exc_info=error)  # fmt: skip
             self.held.pop(job.id, None)
-            outcome = Outcome.RETRIED if job.settled == "retry" else Outcome.ACKED
-            self.policy.finished(outcome, self.store.now_us())
+            self.policy.finished(job.settled.outcome, self.store.now_us())
             return
         if error is None:
             self.to_ack.append(job)
@@ -468,7 +468,7 @@ class _WorkerJob(Job):
     def __init__(self, worker: _Worker, record: JobRecord) -> None:
         super().__init__(worker.queue, record)
         self._worker = worker
-        self.settled: str | None = None
+        self.settled: SelfSettled | None = None
 
     def extended(self, until_us: int) -> None:
         """The claim now lasts until ``until_us`` (a renewal succeeded)."""
@@ -483,17 +483,17 @@ class _WorkerJob(Job):
         return ok
 
     async def ack(self) -> bool:
-        self.settled = self.settled or "ack"
+        self.settled = self.settled or SelfSettled.ACK
         return await super().ack()
 
     async def retry(
         self, delay: Duration | None = None, error: BaseException | str | None = None
     ) -> bool:
-        self.settled = self.settled or "retry"
+        self.settled = self.settled or SelfSettled.RETRY
         return await super().retry(delay, error)
 
     async def fail(self, error: BaseException | str | None = None) -> bool:
-        self.settled = self.settled or "fail"
+        self.settled = self.settled or SelfSettled.FAIL
         failed = await super().fail(error)
         if failed:
             log.error("job %s on %s moved to dead letters (failed) by its handler: %s",
@@ -501,7 +501,7 @@ class _WorkerJob(Job):
         return failed
 
     async def release(self, *, refund: bool = True) -> bool:
-        self.settled = self.settled or "release"
+        self.settled = self.settled or SelfSettled.RELEASE
         return await super().release(refund=refund)
 
 

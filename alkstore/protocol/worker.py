@@ -64,6 +64,22 @@ class Claim:
 WorkerAction = Sweep | Claim | Wait
 
 
+class SelfSettled(enum.Enum):
+    """How a handler settled its own job (``job.ack()``, ``retry``, ``fail``,
+    ``release``): the worker then settles nothing more for it."""
+
+    ACK = "ack"
+    RETRY = "retry"
+    FAIL = "fail"
+    RELEASE = "release"
+
+    @property
+    def outcome(self) -> Outcome:
+        """What the worker's policy counts it as: a retry is looked for once
+        due again; an ack, a burial or a hand-back only frees the slot."""
+        return Outcome.RETRIED if self is SelfSettled.RETRY else Outcome.ACKED
+
+
 class Outcome(enum.Enum):
     """How a job left the worker's hands."""
 

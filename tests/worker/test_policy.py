@@ -7,7 +7,14 @@ import pytest
 from alkstore.protocol.errors import InvalidArgument
 from alkstore.protocol.leases import Idle, Lapsed, Leases, Renew, Wait
 from alkstore.protocol.types import JobRecord
-from alkstore.protocol.worker import Claim, Outcome, Sweep, WorkerPolicy, settle_bound
+from alkstore.protocol.worker import (
+    Claim,
+    Outcome,
+    SelfSettled,
+    Sweep,
+    WorkerPolicy,
+    settle_bound,
+)
 from alkstore.runner.sqlite_watcher import WatchCadence, WatcherOptions
 
 S = 1_000_000
@@ -252,3 +259,10 @@ def test_settling_waits_while_the_longest_claim_lasts_plus_a_grace() -> None:
     assert settle_bound(T0, [_claimed_until(T0 + 10 * S), _claimed_until(T0 + 4 * S)]) == 12.0
     assert settle_bound(T0, [_claimed_until(T0 - 5 * S)]) == 2.0  # lapsed: grace only
     assert settle_bound(T0, []) == 2.0
+
+
+def test_a_job_its_handler_settled_counts_as_retried_only_when_it_retried() -> None:
+    """A retry is looked for again once due; ack, fail and release only free the slot."""
+    assert SelfSettled.RETRY.outcome is Outcome.RETRIED
+    for settled in (SelfSettled.ACK, SelfSettled.FAIL, SelfSettled.RELEASE):
+        assert settled.outcome is Outcome.ACKED
