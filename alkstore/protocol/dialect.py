@@ -26,6 +26,15 @@ DEAD_COLUMNS = (
 # Column order of a stream event row.
 EVENT_COLUMNS = ("offset", "stream", "key", "payload", "created_at")
 
+
+def column_list(columns: tuple[str, ...], *, table: str = "") -> str:
+    """``columns`` as an SQL select list, in the row shape's order, each
+    qualified by ``table`` if given; ``offset`` (a reserved word on both
+    engines) quoted. Engines build their select lists from the shapes above,
+    so a row and the code that reads it cannot drift apart."""
+    prefix = f"{table}." if table else ""
+    return ", ".join(prefix + ('"offset"' if c == "offset" else c) for c in columns)
+
 # Ownership of a claimed job is (claimed_by, claims): ``claims`` counts every
 # claim of the job and never goes back (unlike ``attempts``, which a release
 # refunds), so a handle from an earlier claim never matches a later one.

@@ -33,7 +33,14 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from ...protocol.dialect import STATE_PENDING, STATE_PROCESSING
+from ...protocol.dialect import (
+    DEAD_COLUMNS,
+    EVENT_COLUMNS,
+    JOB_COLUMNS,
+    STATE_PENDING,
+    STATE_PROCESSING,
+    column_list,
+)
 from ...protocol.plan import Fetch, Statement
 from ...protocol.types import NewJob
 from .names import channel_identifier, check_schema, listen_sql, unlisten_sql
@@ -59,15 +66,9 @@ if TYPE_CHECKING:
     from ...protocol.dialect import Dialect
 
 # -- column lists (the row shapes of protocol.dialect) -----------------------
-_JOB_COLS = (
-    "id, queue, payload, priority, attempts, max_attempts, run_at, created_at, "
-    "expires_at, claimed_by, visible_at, state, last_error, claims"
-)
-_DEAD_COLS = (
-    "id, queue, payload, priority, attempts, max_attempts, run_at, created_at, "
-    "expires_at, claimed_by, last_error, reason, died_at"
-)
-_EVENT_COLS = '"offset", stream, key, payload, created_at'
+_JOB_COLS = column_list(JOB_COLUMNS)
+_DEAD_COLS = column_list(DEAD_COLUMNS)
+_EVENT_COLS = column_list(EVENT_COLUMNS)
 _SWEEP_COLS = "id, state, visible_at, expires_at, attempts, max_attempts"
 
 
@@ -180,9 +181,7 @@ class PostgresDialect:
             SET state = {STATE_PROCESSING}, attempts = j.attempts + 1, claims = j.claims + 1,
                 claimed_by = $4, run_at = j.visible_at, visible_at = $5
             FROM picked WHERE j.id = picked.id
-            RETURNING j.id, j.queue, j.payload, j.priority, j.attempts, j.max_attempts,
-                j.run_at, j.created_at, j.expires_at, j.claimed_by, j.visible_at, j.state,
-                j.last_error, j.claims"""
+            RETURNING {column_list(JOB_COLUMNS, table="j")}"""
         self._ack = f"DELETE FROM {jobs} WHERE id = $1 AND {owned('$2', '$3', '$4')}"
         # The batch form has ids but no claim numbers: the worker's live claim.
         self._ack_batch = (

@@ -20,7 +20,14 @@ from collections.abc import Sequence
 
 import orjson
 
-from ...protocol.dialect import STATE_PENDING, STATE_PROCESSING
+from ...protocol.dialect import (
+    DEAD_COLUMNS,
+    EVENT_COLUMNS,
+    JOB_COLUMNS,
+    STATE_PENDING,
+    STATE_PROCESSING,
+    column_list,
+)
 from ...protocol.plan import Fetch, Statement
 from ...protocol.types import NewJob
 from .rules import (
@@ -41,15 +48,9 @@ from .rules import (
 )
 
 # -- column lists (the row shapes of protocol.dialect) -----------------------
-_JOB_COLS = (
-    "id, queue, payload, priority, attempts, max_attempts, run_at, created_at, "
-    "expires_at, claimed_by, visible_at, state, last_error, claims"
-)
-_DEAD_COLS = (
-    "id, queue, payload, priority, attempts, max_attempts, run_at, created_at, "
-    "expires_at, claimed_by, last_error, reason, died_at"
-)
-_EVENT_COLS = '"offset", stream, key, payload, created_at'
+_JOB_COLS = column_list(JOB_COLUMNS)
+_DEAD_COLS = column_list(DEAD_COLUMNS)
+_EVENT_COLS = column_list(EVENT_COLUMNS)
 _SWEEP_COLS = "id, state, visible_at, expires_at, attempts, max_attempts"
 
 # -- wakes -------------------------------------------------------------------
