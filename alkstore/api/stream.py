@@ -7,6 +7,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from ..protocol import codec, streams
+from ..protocol.backoff import Pause
 from ..protocol.errors import Closed, DatabaseError
 from ..protocol.names import check_identifier, check_key, stream_channel
 from ..protocol.queues import check_limit
@@ -147,7 +148,7 @@ class EventReceiver:
                 return action.event
             if isinstance(action, streams.Stop):
                 return None
-            if isinstance(action, streams.Pause):
+            if isinstance(action, Pause):
                 await self.stream.store.runtime.sleep(action.seconds)
                 sub.paused()
                 continue

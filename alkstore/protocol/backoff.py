@@ -77,6 +77,14 @@ def exact(base_us: int, cap_us: int, factor: float = 2.0) -> Backoff:
 ROUND_TRIP_BACKOFF = exact(50_000, 5_000_000)
 
 
+@dataclass(frozen=True, slots=True)
+class Pause:
+    """The last attempt failed: sleep ``seconds`` before the next (an action
+    of the machines that retry on their own: the listener, the subscriber)."""
+
+    seconds: float
+
+
 @dataclass
 class ErrorBackoff:
     """Failures in a row of one thing, and the pause before its next try: the

@@ -19,7 +19,7 @@ import enum
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .backoff import Backoff, ErrorBackoff, exact
+from .backoff import Backoff, ErrorBackoff, Pause, exact
 from .timeconv import MAX_DURATION_US, US_PER_S
 
 
@@ -32,13 +32,6 @@ class LinkState(enum.Enum):
 @dataclass(frozen=True, slots=True)
 class Connect:
     """Open a new listening connection."""
-
-
-@dataclass(frozen=True, slots=True)
-class Pause:
-    """The last attempt failed: sleep this long before the next."""
-
-    seconds: float
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from . import codec
-from .dialect import STATE_PENDING, STATE_PROCESSING
+from .dialect import DEAD_COLUMNS, EVENT_COLUMNS, JOB_COLUMNS, STATE_PENDING, STATE_PROCESSING
 from .errors import CodecError, DatabaseError, brief
 from .plan import Row
 from .timeconv import to_datetime
@@ -77,83 +77,126 @@ def job_record(row: Row) -> JobRecord:
     return _job_record_checked(row)
 
 
+class _Fields:
+    """A row read by column name (the row shapes of ``protocol.dialect``),
+    each field checked as it is read."""
+
+    __slots__ = ("_at", "_row")
+
+    def __init__(self, row: Row, columns: tuple[str, ...], what: str) -> None:
+        _shape(row, len(columns), what)
+        self._row = row
+        self._at = _POSITIONS[columns]
+
+    def _get(self, name: str) -> Any:
+        return self._row[self._at[name]]
+
+    def integer(self, name: str) -> int:
+        return _int(self._get(name), name)
+
+    def opt_integer(self, name: str) -> int | None:
+        return _opt_int(self._get(name), name)
+
+    def text(self, name: str) -> str:
+        return _str(self._get(name), name)
+
+    def opt_text(self, name: str) -> str | None:
+        return _opt_str(self._get(name), name)
+
+    def instant(self, name: str) -> datetime:
+        return _time(self._get(name), name)
+
+    def opt_instant(self, name: str) -> datetime | None:
+        return _opt_time(self._get(name), name)
+
+    def payload(self) -> codec.JSON:
+        return codec.decode(self.text("payload"))
+
+
+_POSITIONS: dict[tuple[str, ...], dict[str, int]] = {
+    columns: {name: i for i, name in enumerate(columns)}
+    for columns in (JOB_COLUMNS, DEAD_COLUMNS, EVENT_COLUMNS)
+}
+
+
+def _identity(f: _Fields) -> dict[str, Any]:
+    """What every job row shares, live or dead."""
+    return {
+        "id": f.integer("id"),
+        "queue": f.text("queue"),
+        "payload": f.payload(),
+        "priority": f.integer("priority"),
+        "attempts": f.integer("attempts"),
+        "max_attempts": f.integer("max_attempts"),
+    }
+
+
 def _job_record_checked(row: Row) -> JobRecord:
-    _shape(row, 14, "job")
+    f = _Fields(row, JOB_COLUMNS, "job")
     return JobRecord(
-        id=_int(row[0], "id"),
-        queue=_str(row[1], "queue"),
-        payload=codec.decode(_str(row[2], "payload")),
-        priority=_int(row[3], "priority"),
-        attempts=_int(row[4], "attempts"),
-        max_attempts=_int(row[5], "max_attempts"),
-        run_at_us=_int(row[6], "run_at"),
-        created_at_us=_int(row[7], "created_at"),
-        expires_at_us=_opt_int(row[8], "expires_at"),
-        claimed_by=_str(row[9], "claimed_by"),
-        claim_expires_at_us=_int(row[10], "visible_at"),
-        claims=_int(row[13], "claims"),
+        **_identity(f),
+        run_at_us=f.integer("run_at"),
+        created_at_us=f.integer("created_at"),
+        expires_at_us=f.opt_integer("expires_at"),
+        claimed_by=f.text("claimed_by"),
+        claim_expires_at_us=f.integer("visible_at"),
+        claims=f.integer("claims"),
     )
+
+
+def _times(f: _Fields) -> dict[str, Any]:
+    return {
+        "run_at": f.instant("run_at"),
+        "created_at": f.instant("created_at"),
+        "expires_at": f.opt_instant("expires_at"),
+    }
 
 
 def job_info(row: Row) -> JobInfo:
     """A live job row (``JOB_COLUMNS``) for inspection."""
-    _shape(row, 14, "job")
-    state = _int(row[11], "state")
+    f = _Fields(row, JOB_COLUMNS, "job")
+    state = f.integer("state")
     if state not in (STATE_PENDING, STATE_PROCESSING):
         raise CodecError(f"row field state has an unknown value: {brief(state)}")
     processing = state == STATE_PROCESSING
     return JobInfo(
-        id=_int(row[0], "id"),
-        queue=_str(row[1], "queue"),
+        **_identity(f),
+        **_times(f),
         state="processing" if processing else "pending",
-        payload=codec.decode(_str(row[2], "payload")),
-        priority=_int(row[3], "priority"),
-        attempts=_int(row[4], "attempts"),
-        max_attempts=_int(row[5], "max_attempts"),
-        run_at=_time(row[6], "run_at"),
-        created_at=_time(row[7], "created_at"),
-        expires_at=_opt_time(row[8], "expires_at"),
-        claimed_by=_opt_str(row[9], "claimed_by") if processing else None,
-        claim_expires_at=_time(row[10], "visible_at") if processing else None,
-        last_error=_opt_str(row[12], "last_error"),
+        claimed_by=f.opt_text("claimed_by") if processing else None,
+        claim_expires_at=f.instant("visible_at") if processing else None,
+        last_error=f.opt_text("last_error"),
     )
 
 
 def dead_info(row: Row) -> JobInfo:
     """A dead-letter row (``DEAD_COLUMNS``)."""
-    _shape(row, 13, "dead letter")
-    reason = _str(row[11], "reason")
+    f = _Fields(row, DEAD_COLUMNS, "dead letter")
+    reason = f.text("reason")
     if reason not in _DEAD_REASONS:
         raise CodecError(f"row field reason has an unknown value: {brief(reason)}")
     dead_reason: DeadReason = reason  # type: ignore[assignment]
     return JobInfo(
-        id=_int(row[0], "id"),
-        queue=_str(row[1], "queue"),
+        **_identity(f),
+        **_times(f),
         state="dead",
-        payload=codec.decode(_str(row[2], "payload")),
-        priority=_int(row[3], "priority"),
-        attempts=_int(row[4], "attempts"),
-        max_attempts=_int(row[5], "max_attempts"),
-        run_at=_time(row[6], "run_at"),
-        created_at=_time(row[7], "created_at"),
-        expires_at=_opt_time(row[8], "expires_at"),
-        claimed_by=_opt_str(row[9], "claimed_by"),
+        claimed_by=f.opt_text("claimed_by"),
         claim_expires_at=None,
-        last_error=_opt_str(row[10], "last_error"),
+        last_error=f.opt_text("last_error"),
         dead_reason=dead_reason,
-        died_at=_time(row[12], "died_at"),
+        died_at=f.instant("died_at"),
     )
 
 
 def stream_event(row: Row) -> StreamEvent:
     """An event row (``EVENT_COLUMNS``)."""
-    _shape(row, 5, "event")
+    f = _Fields(row, EVENT_COLUMNS, "event")
     return StreamEvent(
-        offset=_int(row[0], "offset"),
-        stream=_str(row[1], "stream"),
-        key=_opt_str(row[2], "key"),
-        payload=codec.decode(_str(row[3], "payload")),
-        created_at=_time(row[4], "created_at"),
+        offset=f.integer("offset"),
+        stream=f.text("stream"),
+        key=f.opt_text("key"),
+        payload=f.payload(),
+        created_at=f.instant("created_at"),
     )
 
 

@@ -7,7 +7,7 @@ import enum
 from collections import deque
 from dataclasses import dataclass
 
-from .backoff import ROUND_TRIP_BACKOFF, Backoff, ErrorBackoff
+from .backoff import ROUND_TRIP_BACKOFF, Backoff, ErrorBackoff, Pause
 from .dialect import Dialect
 from .errors import Closed
 from .ints import check_int
@@ -90,13 +90,6 @@ class Read:
 @dataclass(frozen=True, slots=True)
 class AwaitWake:
     """Nothing new: wait for a wake, at most ``seconds`` (the backstop)."""
-
-    seconds: float
-
-
-@dataclass(frozen=True, slots=True)
-class Pause:
-    """A read failed: sleep ``seconds``, then read again."""
 
     seconds: float
 

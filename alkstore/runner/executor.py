@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Protocol, TypeVar
 
 from ..protocol.dialect import Dialect
 from ..protocol.errors import CommitUnknown
 from ..protocol.lifecycle import Lifecycle
 from ..protocol.plan import Plan
+from .runtime import Runtime
 
 T = TypeVar("T")
 
@@ -65,6 +66,27 @@ class Session:
 
     async def _end(self, commit: bool) -> None:
         raise NotImplementedError
+
+
+S = TypeVar("S", bound=Session)
+
+
+@asynccontextmanager
+async def transaction_block(session: S, runtime: Runtime) -> AsyncIterator[S]:
+    """The block of a caller's transaction, on every executor: commit when it
+    ends normally (a cancel that came before COMMIT is taken first, and rolls
+    back), roll back when it raises, neither when the session was finished
+    inside the block."""
+    try:
+        yield session
+        if not session.ended:
+            await runtime.cancel_point()
+    except BaseException:
+        if not session.ended:
+            await session.finish(False)
+        raise
+    if not session.ended:
+        await session.finish(True)
 
 
 class Executor(Protocol):

@@ -97,12 +97,7 @@ async def open_sqlite_store(
 
     def open_inline() -> sqlite3.Connection:
         inline = sqlite_conn.connect(target, busy_timeout=0, pragmas=opts.pragmas)
-        try:
-            sqlite_conn.guarded(inline.execute, control.NO_AUTOCHECKPOINT)
-        except BaseException:
-            inline.close()
-            raise
-        return inline
+        return sqlite_conn.set_up(inline, control.NO_AUTOCHECKPOINT)
 
     conn = await runtime.run_in_thread(open_main)
     hub = WakeHub(runtime)
@@ -156,12 +151,7 @@ def _watcher_connection(target: str, opts: SqliteOptions) -> sqlite3.Connection:
     busy timeout, as every connection), it waits at most 50 ms for a lock, so
     a database in recovery can never stall the loop; the watcher retries."""
     conn = sqlite_conn.connect(target, busy_timeout=opts.busy_timeout, pragmas=opts.pragmas)
-    try:
-        sqlite_conn.guarded(conn.execute, control.busy_timeout(WATCHER_BUSY_TIMEOUT))
-    except BaseException:
-        conn.close()
-        raise
-    return conn
+    return sqlite_conn.set_up(conn, control.busy_timeout(WATCHER_BUSY_TIMEOUT))
 
 
 async def _maintenance(store: Store, opts: SqliteOptions) -> None:

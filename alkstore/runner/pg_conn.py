@@ -163,13 +163,7 @@ class PgConnection:
                 send()
                 await self._flush()
                 results = []
-                while True:
-                    while pgconn.is_busy():
-                        await self._runtime.wait_readable(pgconn.socket, None)
-                        pgconn.consume_input()
-                    res = pgconn.get_result()
-                    if res is None:
-                        break
+                while (res := await self._next_result()) is not None:
                     results.append(res)
         except DatabaseError:
             raise
@@ -227,16 +221,21 @@ class PgConnection:
         finally:
             cancel.finish()
 
+    async def _next_result(self) -> pq.abc.PGresult | None:
+        """libpq's next result, once it has arrived (None: the statement's
+        results are over)."""
+        pgconn = self.pgconn
+        while pgconn.is_busy():
+            await self._runtime.wait_readable(pgconn.socket, None)
+            pgconn.consume_input()
+        return pgconn.get_result()
+
     async def _pipeline_results(self) -> list[list[pq.abc.PGresult]]:
         """Every result up to the pipeline's sync point, one list per statement."""
-        pgconn = self.pgconn
         groups: list[list[pq.abc.PGresult]] = []
         current: list[pq.abc.PGresult] = []
         while True:
-            while pgconn.is_busy():
-                await self._runtime.wait_readable(pgconn.socket, None)
-                pgconn.consume_input()
-            res = pgconn.get_result()
+            res = await self._next_result()
             if res is None:
                 if current:
                     groups.append(current)

@@ -11,7 +11,7 @@ from ..protocol.dialect import Dialect
 from ..protocol.errors import CommitUnknown, DatabaseError
 from ..protocol.lifecycle import Lifecycle
 from ..protocol.plan import Plan, ReadPlan, Statement, noting_wakes, run_async
-from .executor import Session
+from .executor import Session, transaction_block
 from .pg_conn import PgConnection
 from .pg_listener import PgListener
 from .pg_pool import PgPool
@@ -237,18 +237,8 @@ class PgExecutor:
         runtime, timeout = self._runtime, self._end_timeout
         async with self._pool.connection() as conn:
             await begin_transaction(conn)
-            tx = PgTx(runtime, conn, timeout)
-            try:
+            async with transaction_block(PgTx(runtime, conn, timeout), runtime) as tx:
                 yield tx
-                if not tx.ended:
-                    # A cancel that came before COMMIT is sent rolls back.
-                    await runtime.cancel_point()
-            except BaseException:
-                if not tx.ended:
-                    await tx.finish(False)
-                raise
-            if not tx.ended:
-                await tx.finish(True)
 
     def join(self, connection: Any) -> Any:
         from .pg_join import JoinedTx

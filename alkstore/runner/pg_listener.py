@@ -20,12 +20,12 @@ from typing import Any
 import psycopg
 from psycopg import pq
 
+from ..protocol.backoff import Pause
 from ..protocol.errors import AlkstoreError, DatabaseError, InvalidArgument
 from ..protocol.listener import (
     Connect,
     Listen,
     ListenerLink,
-    Pause,
     Publish,
     reconnect_backoff,
 )

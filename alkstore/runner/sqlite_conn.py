@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from ..engines.sqlite import SCHEMA_VERSION, control, migrate, schema_version
@@ -144,19 +144,25 @@ def begin(conn: sqlite3.Connection) -> None:
 def run_in_tx(conn: sqlite3.Connection, plan: Plan[T]) -> tuple[T, list[str]]:
     """A plan inside a caller's open transaction; a failure leaves the tx open."""
     wakes: list[str] = []
-    # SAVEPOINT so that a failed step undoes only itself: no partial write of
-    # that step survives, and the caller decides about the rest.
+    value = in_step(conn, lambda: drive(conn, plan, wakes))
+    return value, wakes
+
+
+def in_step(conn: sqlite3.Connection, body: Callable[[], T]) -> T:
+    """``body`` in a savepoint of the open transaction, so that a failed step
+    undoes only itself: no partial write of it survives, and the caller
+    decides about the rest. SQLite's errors become the taxonomy's."""
     try:
         conn.execute(control.STEP_SAVEPOINT)
         try:
-            value = drive(conn, plan, wakes)
+            value = body()
         except BaseException:
             _undo_step(conn)
             raise
         conn.execute(control.STEP_RELEASE)
     except sqlite3.Error as exc:
         raise error(exc) from exc
-    return value, wakes
+    return value
 
 
 def _undo_step(conn: sqlite3.Connection) -> None:
@@ -176,16 +182,7 @@ def execute_user(
     conn: sqlite3.Connection, sql: str, params: Sequence[Any] | dict[str, Any]
 ) -> list[tuple[Any, ...]]:
     """The caller's own SQL inside a transaction; returns any rows."""
-    try:
-        conn.execute(control.STEP_SAVEPOINT)
-        try:
-            rows = conn.execute(sql, params).fetchall()
-        except BaseException:
-            _undo_step(conn)
-            raise
-        conn.execute(control.STEP_RELEASE)
-    except sqlite3.Error as exc:
-        raise error(exc) from exc
+    rows: list[tuple[Any, ...]] = in_step(conn, lambda: conn.execute(sql, params).fetchall())
     return rows
 
 
@@ -196,6 +193,18 @@ def finish(conn: sqlite3.Connection, committing: bool) -> None:
         commit(conn)
     else:
         guarded(conn.execute, control.ROLLBACK)
+
+
+def set_up(conn: sqlite3.Connection, *statements: str) -> sqlite3.Connection:
+    """``conn`` after running ``statements`` on it (a pragma for its role);
+    closed instead when one fails, so no half-made connection is left open."""
+    try:
+        for statement in statements:
+            guarded(conn.execute, statement)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
 
 
 def guarded(fn: Any, *args: Any) -> Any:

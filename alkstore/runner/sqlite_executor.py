@@ -13,7 +13,7 @@ from ..protocol.errors import Closed
 from ..protocol.lifecycle import Lifecycle
 from ..protocol.plan import Plan, is_read_only
 from . import sqlite_conn
-from .executor import Session
+from .executor import Session, transaction_block
 from .runtime import Runtime
 from .sqlite_file import DatabaseFile
 from .sqlite_inline import InlineRunner
@@ -137,18 +137,8 @@ class SqliteExecutor:
         item = TxItem(begun)
         self._writer.submit(item)
         await begun.wait()
-        tx = SqliteTx(self._runtime, item)
-        try:
+        async with transaction_block(SqliteTx(self._runtime, item), self._runtime) as tx:
             yield tx
-            if not tx.ended:
-                # A cancel that came before COMMIT is handed over rolls back.
-                await self._runtime.cancel_point()
-        except BaseException:
-            if not tx.ended:
-                await tx.finish(False)
-            raise
-        if not tx.ended:
-            await tx.finish(True)
 
     def join(self, connection: Any) -> Any:
         from ..protocol.errors import UsageError

@@ -46,13 +46,7 @@ class SqliteReaders:
     def _open_now(self) -> sqlite3.Connection:
         if self._file is not None:
             self._file.check()  # else connecting would create a fresh file there
-        conn = self._connect()
-        try:
-            sqlite_conn.guarded(conn.execute, control.QUERY_ONLY)
-        except BaseException:
-            conn.close()
-            raise
-        return conn
+        return sqlite_conn.set_up(self._connect(), control.QUERY_ONLY)
 
     async def run(self, plan: Plan[T]) -> T:
         def read(conn: sqlite3.Connection) -> Any:

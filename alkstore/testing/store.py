@@ -31,7 +31,7 @@ from ..protocol.lifecycle import Lifecycle
 from ..protocol.plan import Plan, is_read_only
 from ..protocol.timeconv import US_PER_S, instant_us
 from ..runner import sqlite_conn
-from ..runner.executor import Session
+from ..runner.executor import Session, transaction_block
 from ..runner.hub import WakeHub
 from ..runner.runtime import Runtime
 
@@ -99,15 +99,8 @@ class InlineSqliteExecutor:
         async with self._slot:
             self._lifecycle.check()
             sqlite_conn.begin(self._conn)
-            tx = _InlineTx(self._conn)
-            try:
+            async with transaction_block(_InlineTx(self._conn), self._runtime) as tx:
                 yield tx
-            except BaseException:
-                if not tx.ended:
-                    await tx.finish(False)
-                raise
-            if not tx.ended:
-                await tx.finish(True)
 
     def join(self, connection: Any) -> Any:
         raise UsageError("join() is for Postgres connections")

@@ -3,12 +3,12 @@ decisions, without a connection."""
 
 from __future__ import annotations
 
+from alkstore.protocol.backoff import Pause
 from alkstore.protocol.listener import (
     Connect,
     LinkState,
     Listen,
     ListenerLink,
-    Pause,
     Publish,
     Read,
     reconnect_backoff,

@@ -6,11 +6,11 @@ from datetime import UTC, datetime
 
 import pytest
 
+from alkstore.protocol.backoff import Pause
 from alkstore.protocol.errors import Closed, InvalidArgument
 from alkstore.protocol.streams import (
     AwaitWake,
     HandOut,
-    Pause,
     Read,
     ReceiverState,
     Stop,
