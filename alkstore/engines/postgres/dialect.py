@@ -72,24 +72,6 @@ _EVENT_COLS = column_list(EVENT_COLUMNS)
 _SWEEP_COLS = "id, state, visible_at, expires_at, attempts, max_attempts"
 
 
-def _text(value: str | None) -> str | None:
-    """Free text (error messages) as Postgres ``text`` can hold it.
-
-    ``text`` cannot contain NUL and the wire needs valid UTF-8; an error
-    message is diagnostic, so those characters are replaced rather than
-    failing the retry or fail that records it.
-    """
-    if value is None:
-        return None
-    if "\x00" in value:
-        value = value.replace("\x00", "\ufffd")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        value = value.encode("utf-8", "replace").decode("utf-8")
-    return value
-
-
 class PostgresDialect:
     """Statement builders for one Postgres schema. Pure: every method only
     builds a ``Statement``."""
@@ -441,7 +423,7 @@ class PostgresDialect:
         )
 
     def reschedule(self, job_id: int, run_at_us: int, error: str | None) -> Statement:
-        return Statement(self._reschedule, (run_at_us, _text(error), job_id))
+        return Statement(self._reschedule, (run_at_us, error, job_id))
 
     def extend_claim(
         self, job_id: int, worker: str, claim: int, now_us: int, until_us: int
@@ -453,7 +435,7 @@ class PostgresDialect:
     def bury(
         self, job_id: int, reason: str, error: str | None, now_us: int
     ) -> tuple[Statement, ...]:
-        return (Statement(self._bury, (job_id, _text(error), reason, now_us), Fetch.ROWCOUNT),)
+        return (Statement(self._bury, (job_id, error, reason, now_us), Fetch.ROWCOUNT),)
 
     def cancel(self, queue: str, job_id: int) -> Statement:
         return Statement(self._cancel, (job_id, queue), Fetch.ROWCOUNT)
