@@ -83,6 +83,8 @@ class Dialect(Protocol):
     ) -> Statement: ...
     # ``error`` below has been through ``claim.storable_error``: every engine
     # can store it as given.
+    # ``error`` below has been through ``claim.storable_error``: every engine
+    # can store it as given.
     def reschedule(self, job_id: int, run_at_us: int, error: str | None) -> Statement: ...
     def extend_claim(
         self, job_id: int, worker: str, claim: int, now_us: int, until_us: int

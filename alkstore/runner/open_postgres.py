@@ -7,8 +7,11 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
+import psycopg
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
 from ..api.store import Store
-from ..engines.postgres import PostgresDialect, migrate
+from ..engines.postgres import PostgresDialect, control, migrate
 from ..engines.postgres.names import channel_identifier, check_schema
 from ..protocol.errors import InvalidArgument, brief
 from ..protocol.ints import check_int
@@ -35,6 +38,18 @@ class PostgresOptions:
     # caller; past it the connection is dropped (a COMMIT then raises
     # CommitUnknown).
     commit_timeout: float = END_TIMEOUT
+    # A peer that stopped answering (a half-open connection after a network
+    # blip or a failover) is noticed by the kernel within about this long,
+    # on every connection: TCP keepalives and tcp_user_timeout (libpq
+    # parameters a DSN may set itself, which then win).
+    dead_peer_timeout: float = 10.0
+    # Longest one round trip of alkstore's own statements on a pooled
+    # connection may go unanswered; past it the connection is dropped, the
+    # server is asked to cancel, and the operation fails with DatabaseError
+    # (CommitUnknown for a COMMIT). Catches what keepalives cannot: a path
+    # whose next hop (a proxy, a pooler) answers for a server that does not.
+    # The caller's own statements (tx.execute) are not bounded. None: off.
+    response_timeout: float | None = 15.0
     listener: ListenerOptions = field(default_factory=ListenerOptions)
 
     def __post_init__(self) -> None:
@@ -47,9 +62,23 @@ class PostgresOptions:
         check_int(self.pool_size, "pool_size", lo=1, hi=10_000)
         check_seconds(self.connect_timeout, "connect_timeout")
         check_seconds(self.commit_timeout, "commit_timeout")
+        check_seconds(self.dead_peer_timeout, "dead_peer_timeout")
+        if self.response_timeout is not None:
+            check_seconds(self.response_timeout, "response_timeout")
         if not isinstance(self.listener, ListenerOptions):
             raise InvalidArgument(f"listener must be a ListenerOptions, got {brief(self.listener)}")
         self.listener.check()
+
+
+def with_liveness(dsn: str, dead_peer_timeout: float) -> str:
+    """``dsn`` with the keepalive parameters of ``dead_peer_timeout`` added,
+    those it sets itself kept. A DSN libpq cannot parse is refused here."""
+    try:
+        given = conninfo_to_dict(dsn)
+    except psycopg.Error as exc:
+        raise InvalidArgument(f"dsn is not a valid PostgreSQL connection string: {exc}") from None
+    extra = {k: v for k, v in control.liveness_params(dead_peer_timeout).items() if k not in given}
+    return make_conninfo(dsn, **extra)
 
 
 @asynccontextmanager
@@ -67,14 +96,20 @@ async def open_postgres_store(
     opts.check()
     if dsn is not None and not isinstance(dsn, str):
         raise InvalidArgument(f"dsn must be a str, got {brief(dsn)}")
-    target = dsn or os.environ.get("ALKSTORE_PG_DSN") or DEFAULT_DSN
+    target = with_liveness(
+        dsn or os.environ.get("ALKSTORE_PG_DSN") or DEFAULT_DSN, opts.dead_peer_timeout
+    )
     dialect = PostgresDialect(opts.schema)
-    pool = PgPool(runtime, target, size=opts.pool_size, connect_timeout=opts.connect_timeout)
+    pool = PgPool(
+        runtime,
+        target,
+        size=opts.pool_size,
+        connect_timeout=opts.connect_timeout,
+        response_timeout=opts.response_timeout,
+    )
     try:
         async with pool.connection() as conn:
-            await run_in_transaction(
-                runtime, conn, migrate(opts.schema), [], opts.commit_timeout
-            )
+            await run_in_transaction(runtime, conn, migrate(opts.schema), [], opts.commit_timeout)
     except BaseException:
         pool.close()
         raise
@@ -85,9 +120,11 @@ async def open_postgres_store(
         channel_identifier,
         dialect.listen,
         dialect.unlisten,
+        control.PROBE,
         hub,
         opts.listener,
         own_pids=pool.backend_pids,
+        on_silence=pool.drop_idle,
     )
     executor = PgExecutor(runtime, pool, dialect, listener, end_timeout=opts.commit_timeout)
     store = Store(

@@ -58,6 +58,11 @@ class PgConnection:
         # deferred has gone out yet.
         self.roundtrips = 0
         self.begun_at = 0  # ``roundtrips`` when the open transaction began
+        # Longest alkstore's own round trip waits for an answer (None: no
+        # bound); ``timed_out`` records that one went unanswered, which makes
+        # every connection on the same path suspect.
+        self.response_timeout: float | None = None
+        self.timed_out = False
 
     @classmethod
     async def connect(
@@ -104,8 +109,10 @@ class PgConnection:
         return self.wire.result(results[-1], statement.fetch)
 
     async def rows(self, statement: Statement) -> list[tuple[Any, ...]]:
-        """A caller's own statement: its rows, or [] when it returns none."""
-        results = await self._roundtrip(lambda: self.wire.send(statement))
+        """A caller's own statement: its rows, or [] when it returns none.
+        Not bounded by ``response_timeout``: the caller's query may rightly
+        run for as long as it needs."""
+        results = await self._roundtrip(lambda: self.wire.send(statement), bounded=False)
         return self.wire.rows(results[-1])
 
     async def command(self, sql: str) -> None:
@@ -138,21 +145,25 @@ class PgConnection:
         else:
             self.pgconn.send_query(self.wire.encode_sql(sql))
 
-    async def _roundtrip(self, send: Callable[[], None]) -> list[pq.abc.PGresult]:
+    async def _roundtrip(
+        self, send: Callable[[], None], *, bounded: bool = True
+    ) -> list[pq.abc.PGresult]:
         if self.broken:
             raise DatabaseError("PostgreSQL: connection is broken")
         self.skipped_last = False
         self.roundtrips += 1
         pgconn = self.pgconn
         deferred, self._deferred = self._deferred, []
+        bound = self.response_timeout if bounded else None
+        deadline = None if bound is None else self._runtime.monotonic() + bound
         try:
             if self.pipelined:
                 for early in deferred:
                     early()
                 send()
                 pgconn.pipeline_sync()
-                await self._flush()
-                groups = await self._pipeline_results()
+                await self._flush(deadline)
+                groups = await self._pipeline_results(deadline)
                 for group in groups[:-1]:
                     failed = next((r for r in group if r.status not in OK_STATUSES), None)
                     if failed is not None:
@@ -161,10 +172,18 @@ class PgConnection:
                 results = groups[-1] if groups else []
             else:
                 send()
-                await self._flush()
+                await self._flush(deadline)
                 results = []
-                while (res := await self._next_result()) is not None:
+                while (res := await self._next_result(deadline)) is not None:
                     results.append(res)
+        except _Unanswered:
+            self.broken = self.timed_out = True
+            with self._runtime.shield():
+                await self._cancel_on_server()
+            raise DatabaseError(
+                f"PostgreSQL: no answer from the server within {bound} s (response_timeout); "
+                "the connection was dropped"
+            ) from None
         except DatabaseError:
             raise
         except (psycopg.OperationalError, OSError) as exc:
@@ -221,21 +240,27 @@ class PgConnection:
         finally:
             cancel.finish()
 
-    async def _next_result(self) -> pq.abc.PGresult | None:
+    async def _next_result(self, deadline: float | None = None) -> pq.abc.PGresult | None:
         """libpq's next result, once it has arrived (None: the statement's
-        results are over)."""
+        results are over). Raises ``_Unanswered`` past ``deadline``."""
         pgconn = self.pgconn
+        runtime = self._runtime
         while pgconn.is_busy():
-            await self._runtime.wait_readable(pgconn.socket, None)
+            if deadline is None:
+                await runtime.wait_readable(pgconn.socket, None)
+            else:
+                left = deadline - runtime.monotonic()
+                if left <= 0 or not await runtime.wait_readable(pgconn.socket, left):
+                    raise _Unanswered
             pgconn.consume_input()
         return pgconn.get_result()
 
-    async def _pipeline_results(self) -> list[list[pq.abc.PGresult]]:
+    async def _pipeline_results(self, deadline: float | None) -> list[list[pq.abc.PGresult]]:
         """Every result up to the pipeline's sync point, one list per statement."""
         groups: list[list[pq.abc.PGresult]] = []
         current: list[pq.abc.PGresult] = []
         while True:
-            res = await self._next_result()
+            res = await self._next_result(deadline)
             if res is None:
                 if current:
                     groups.append(current)
@@ -247,10 +272,16 @@ class PgConnection:
                 return groups
             current.append(res)
 
-    async def _flush(self) -> None:
+    async def _flush(self, deadline: float | None = None) -> None:
         pgconn = self.pgconn
+        runtime = self._runtime
         while pgconn.flush() == 1:
-            await self._runtime.wait_writable(pgconn.socket, None)
+            if deadline is None:
+                await runtime.wait_writable(pgconn.socket, None)
+            else:
+                left = deadline - runtime.monotonic()
+                if left <= 0 or not await runtime.wait_writable(pgconn.socket, left):
+                    raise _Unanswered
 
     def alive(self) -> bool:
         """Check an idle connection without a round trip: read what the
@@ -272,6 +303,10 @@ class PgConnection:
     def close(self) -> None:
         self.broken = True
         self.pgconn.finish()
+
+
+class _Unanswered(Exception):
+    """A round trip's deadline passed with no answer."""
 
 
 def _message(pgconn: pq.abc.PGconn) -> str:

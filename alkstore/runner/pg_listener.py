@@ -38,9 +38,17 @@ from .runtime import Runtime, Signal
 
 @dataclass
 class ListenerOptions:
+    """The listening connection's settings (engine options: docs/engines.md)."""
+
     connect_timeout: float = 10.0
     reconnect_base: float = 0.05
     reconnect_cap: float = 5.0
+    # Quiet this long, the connection is probed with a round trip; a probe or
+    # a LISTEN unanswered for probe_timeout means the path is dead, and the
+    # listener reconnects. A half-open connection is so noticed within
+    # probe_interval + probe_timeout.
+    probe_interval: float = 5.0
+    probe_timeout: float = 5.0
 
     def __post_init__(self) -> None:
         self.check()
@@ -51,10 +59,14 @@ class ListenerOptions:
         base = check_seconds(self.reconnect_base, "listener reconnect_base")
         if check_seconds(self.reconnect_cap, "listener reconnect_cap") < base:
             raise InvalidArgument("listener reconnect_cap must be >= reconnect_base")
+        for name in ("probe_interval", "probe_timeout"):
+            if check_seconds(getattr(self, name), f"listener {name}") <= 0:
+                raise InvalidArgument(f"listener {name} must be > 0")
 
 
 class _Pending:
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: Runtime, answer_within: float) -> None:
+        self.deadline = runtime.monotonic() + answer_within
         self.done: Signal = runtime.signal()
         self.results: list[pq.abc.PGresult] = []
         self.error: BaseException | None = None
@@ -71,18 +83,24 @@ class PgListener:
         identifier: Callable[[str], str],
         listen_sql: Callable[[str], str],
         unlisten_sql: Callable[[str], str],
+        probe_sql: str,
         hub: WakeHub,
         options: ListenerOptions,
         own_pids: set[int] | None = None,
+        on_silence: Callable[[], None] = lambda: None,
     ) -> None:
         self._runtime = runtime
         self._dsn = dsn
         self._identifier = identifier
         self._listen_sql = listen_sql
         self._unlisten_sql = unlisten_sql
+        self._probe_sql = probe_sql
         self._hub = hub
         self._options = options
         self._own_pids = own_pids if own_pids is not None else set()
+        # Called when the connection went silent (a probe unanswered): the
+        # pool's idle connections share its path to the server.
+        self._on_silence = on_silence
         self._refs: dict[str, int] = {}
         self._channels: dict[str, str] = {}  # identifier -> channel name
         self._listening: set[str] = set()  # channels whose LISTEN went through
@@ -93,6 +111,7 @@ class PgListener:
         self._connected: Signal = runtime.signal()
         self._closed = False
         self.reconnects = 0
+        self.probes = 0
 
     # -- receivers' side -------------------------------------------------------
     async def listen(self, channel: str) -> None:
@@ -164,7 +183,7 @@ class PgListener:
             conn = self._conn
             if conn is None:
                 return
-            pending = _Pending(self._runtime)
+            pending = _Pending(self._runtime, self._options.probe_timeout)
             self._pending = pending
             try:
                 conn.pgconn.send_query(conn.wire.encode_sql(sql))
@@ -241,8 +260,25 @@ class PgListener:
 
     async def _read(self, conn: PgConnection) -> None:
         pgconn = conn.pgconn
+        runtime = self._runtime
+        options = self._options
         while True:
-            await self._runtime.wait_readable(pgconn.socket, None)
+            pending = self._pending
+            wait = (
+                options.probe_interval
+                if pending is None
+                else pending.deadline - runtime.monotonic()
+            )
+            if wait <= 0 or not await runtime.wait_readable(pgconn.socket, wait):
+                if pending is not None and pending is self._pending:
+                    self._on_silence()
+                    raise DatabaseError(
+                        f"PostgreSQL: listener connection gave no answer within "
+                        f"{options.probe_timeout} s"
+                    )
+                if self._pending is None:
+                    self._probe(conn)
+                continue
             pgconn.consume_input()
             if pgconn.status != pq.ConnStatus.OK:
                 raise DatabaseError("PostgreSQL: listener connection lost")
@@ -263,6 +299,17 @@ class PgListener:
                     pending.done.set()
                     break
                 pending.results.append(res)
+
+    def _probe(self, conn: PgConnection) -> None:
+        """Send a round trip nobody waits for: quiet is not proof of life.
+        It is pending like a receiver's command, so a command sent meanwhile
+        waits its turn, and its answer is bounded the same way."""
+        self._pending = _Pending(self._runtime, self._options.probe_timeout)
+        self.probes += 1
+        conn.pgconn.send_query(conn.wire.encode_sql(self._probe_sql))
+        # A probe is a few bytes into an empty socket buffer; if even that
+        # does not go out, the next read's deadline finds the path dead.
+        conn.pgconn.flush()
 
     def _fail_pending(self, error: BaseException, *, lost: bool = False) -> None:
         pending, self._pending = self._pending, None

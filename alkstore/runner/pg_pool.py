@@ -4,7 +4,8 @@ A connection that broke (network error, or a task cancelled mid-statement)
 or that is still inside a transaction is closed instead of returned, and the
 next caller gets a fresh one. One that the server closed while it sat idle
 (a restart, a terminated backend) is noticed when taken, without a round
-trip, and replaced.
+trip, and replaced. One that stopped answering (``response_timeout``) takes
+every idle connection with it: they share its path to the server.
 """
 
 from __future__ import annotations
@@ -19,11 +20,18 @@ from .runtime import Runtime
 
 class PgPool:
     def __init__(
-        self, runtime: Runtime, dsn: str, *, size: int, connect_timeout: float
+        self,
+        runtime: Runtime,
+        dsn: str,
+        *,
+        size: int,
+        connect_timeout: float,
+        response_timeout: float | None = None,
     ) -> None:
         self._runtime = runtime
         self._dsn = dsn
         self._connect_timeout = connect_timeout
+        self._response_timeout = response_timeout
         self._pool: Pool[PgConnection] = Pool(
             runtime, size=size, open=self._connect, discard=self._discard, usable=_alive
         )
@@ -39,11 +47,17 @@ class PgPool:
         conn = await PgConnection.connect(
             self._runtime, self._dsn, timeout=self._connect_timeout, pipeline=True
         )
+        conn.response_timeout = self._response_timeout
         self.backend_pids.add(conn.backend_pid)
         return conn
 
     def _discard(self, conn: PgConnection) -> None:
         self.backend_pids.discard(conn.backend_pid)
+        if conn.timed_out:
+            # The server stopped answering one connection: the idle ones
+            # share its path and are as likely dead, and finding that out
+            # one response_timeout at a time would stall every caller.
+            self._pool.drop_idle()
         if conn.broken:
             conn.pgconn.finish()
         else:
@@ -53,6 +67,10 @@ class PgPool:
     async def connection(self) -> AsyncIterator[PgConnection]:
         async with self._pool.connection(reuse=_reusable) as conn:
             yield conn
+
+    def drop_idle(self) -> None:
+        """Close the idle connections (the path to the server is suspect)."""
+        self._pool.drop_idle()
 
     def close(self) -> None:
         self._pool.close()

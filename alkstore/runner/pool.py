@@ -91,6 +91,12 @@ class Pool(Generic[C]):
         self.total -= 1
         self._discard(conn)
 
+    def drop_idle(self) -> None:
+        """Close every idle connection; callers open new ones as needed."""
+        idle, self._idle = self._idle, []
+        for conn in idle:
+            self._drop(conn)
+
     def _wake_one(self) -> None:
         if self._waiters:
             self._waiters.popleft().set()
@@ -98,8 +104,6 @@ class Pool(Generic[C]):
     def close(self) -> None:
         """Close the idle connections now, the others as they come back."""
         self.closed = True
-        idle, self._idle = self._idle, []
-        for conn in idle:
-            self._drop(conn)
+        self.drop_idle()
         while self._waiters:
             self._waiters.popleft().set()

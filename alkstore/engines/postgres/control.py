@@ -18,3 +18,26 @@ OPEN_IMPLICIT = "SELECT 1"
 # again": serialization_failure, deadlock_detected, lock_not_available (a
 # lock_timeout or NOWAIT).
 CONFLICT_SQLSTATES = frozenset({"40001", "40P01", "55P03"})
+
+# Sent on the listening connection when it has been quiet for a while: an
+# answer proves the whole path to the server (a TCP keepalive only proves the
+# next hop, which a proxy or pooler in between answers for).
+PROBE = "SELECT 1"
+
+
+def liveness_params(dead_peer_timeout: float) -> dict[str, str]:
+    """libpq connection parameters that make the kernel notice a dead peer
+    within about ``dead_peer_timeout`` seconds: keepalive probes on an idle
+    connection (first after half the bound, then three more in the other
+    half), and ``tcp_user_timeout`` for data sent and never acknowledged.
+    Whole seconds for the keepalives (libpq's unit), milliseconds for the
+    user timeout."""
+    idle = max(1, round(dead_peer_timeout / 2))
+    interval = max(1, round(dead_peer_timeout / 6))
+    return {
+        "keepalives": "1",
+        "keepalives_idle": str(idle),
+        "keepalives_interval": str(interval),
+        "keepalives_count": "3",
+        "tcp_user_timeout": str(max(1, round(dead_peer_timeout * 1000))),
+    }
