@@ -78,6 +78,10 @@ def test_bad_watcher_options_are_refused(kwargs: dict[str, Any]) -> None:
         {"schema": 5},
         {"connect_timeout": 0},
         {"commit_timeout": -1},
+        {"dead_peer_timeout": 0},
+        {"dead_peer_timeout": "10"},
+        {"response_timeout": -1},
+        {"response_timeout": float("nan")},
         {"listener": {"connect_timeout": 1}},
     ],
 )
@@ -88,7 +92,14 @@ def test_bad_postgres_options_are_refused(kwargs: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"connect_timeout": 0}, {"reconnect_base": -1}, {"reconnect_base": 2, "reconnect_cap": 1}],
+    [
+        {"connect_timeout": 0},
+        {"reconnect_base": -1},
+        {"reconnect_base": 2, "reconnect_cap": 1},
+        {"probe_interval": 0},
+        {"probe_timeout": -1},
+        {"probe_timeout": None},
+    ],
 )
 def test_bad_listener_options_are_refused(kwargs: dict[str, Any]) -> None:
     with pytest.raises(InvalidArgument):

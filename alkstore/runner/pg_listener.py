@@ -219,6 +219,8 @@ class PgListener:
                     except AlkstoreError:
                         link.failed()
                         continue
+                    # Its LISTENs before publishing are bounded like a probe.
+                    conn.response_timeout = options.probe_timeout
                     link.connected()
                 elif conn is None:
                     raise AssertionError(f"listener: {action} before connecting")
