@@ -16,8 +16,9 @@ from pathlib import Path
 
 from alkstore.engines.postgres import rules as pg_rules
 from alkstore.engines.sqlite import rules as lite_rules
-from alkstore.protocol import claim, model, schedule
+from alkstore.protocol import claim, schedule
 from alkstore.testing import simulation
+from tests import model
 
 ROOT = Path(__file__).resolve().parents[2]
 # Fenced code blocks out: their triple backticks would pair with inline ones.
