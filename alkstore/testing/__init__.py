@@ -15,10 +15,12 @@ machinery that checks alkstore's own claim/ack/lock semantics.
 
 from .choices import PathChooser, ReplayChooser, SeededChooser
 from .explore import Exploration, explore
+from .invariants import SimulationFailure
+from .shrinking import run_seed, shrink
 from .sim_backend import SimBackend
 from .sim_postgres import PostgresSimBackend
 from .sim_sqlite import SqliteSimBackend
-from .simulation import Config, Simulation, SimulationFailure, run_seed, shrink
+from .stepping import Config, Simulation
 from .store import LoopClock, open_simulated
 from .virtual_time import run_virtual, virtual_event_loop
 

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from .choices import Exhausted, PathChooser, next_path
+from .invariants import SimulationFailure
 from .sim_backend import SimBackend
-from .simulation import Config, Simulation, SimulationFailure
+from .stepping import Config, Simulation
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """What the simulation needs from a database engine, whichever it is.
 
-The simulation (``simulation.py``) decides the interleaving; a backend runs
+The simulation (``stepping.py``) decides the interleaving; a backend runs
 it on a real engine. Each actor owns a ``SimConn`` and sends one statement
 per step. A statement may finish at once or wait on a lock another actor's
 open transaction holds; after every step the backend *settles*: it waits

@@ -16,8 +16,6 @@ import pytest
 
 from alkstore.api.outbox import Outbox
 from alkstore.api.store import Store
-from alkstore.protocol.outbox import Batch, Step
-from alkstore.protocol.types import JobRecord
 from tests.contract import aio
 
 
@@ -132,28 +130,3 @@ async def test_a_finished_run_is_unchanged(store: Store) -> None:
     assert await ob.run_once(deliver, batch=4) == 3
     assert await states(ob, ids) == [None, ("retried", 1), None, None]
     assert await ob.run_once(deliver) == 0  # nothing due
-
-
-def record(job_id: int) -> JobRecord:
-    return JobRecord(job_id, "q", None, 0, 1, 5, 0, 0, None, "w", 10, 1)
-
-
-def test_batch_account() -> None:
-    """The pure account: what a stopped run must ack, retry and hand back."""
-    batch = Batch()
-    batch.claimed([record(1), record(2), record(3), record(4)])
-    error = RuntimeError("x")
-    batch.delivered(1)
-    batch.failed(2, error)
-    assert [r.id for r in batch.to_ack()] == [1]
-    assert [(r.id, e) for r, e in batch.to_retry()] == [(2, error)]
-    assert [r.id for r in batch.to_release()] == [3, 4]
-    assert batch.unsettled()
-    batch.retried(2)
-    assert batch.to_retry() == []
-    assert [r.id for r in batch.open_records()] == [1, 3, 4]
-    batch.finished()
-    assert not batch.unsettled()
-    assert set(batch.steps.values()) == {Step.SETTLED}
-    with pytest.raises(ValueError):
-        batch.delivered(3)  # settled already: nothing may move it again

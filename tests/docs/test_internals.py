@@ -16,8 +16,9 @@ from pathlib import Path
 
 from alkstore.engines.postgres import rules as pg_rules
 from alkstore.engines.sqlite import rules as lite_rules
-from alkstore.protocol import claim, model, schedule
-from alkstore.testing import simulation
+from alkstore.protocol import claim, schedule
+from alkstore.testing import invariants
+from tests import model
 
 ROOT = Path(__file__).resolve().parents[2]
 # Fenced code blocks out: their triple backticks would pair with inline ones.
@@ -79,7 +80,7 @@ def test_the_model_and_core_functions_named_exist() -> None:
         "LockModel": model.LockModel,
         "LockState": model.LockState,
         "StreamModel": model.StreamModel,
-        "Ledger": simulation.Ledger,
+        "Ledger": invariants.Ledger,
         "claim": claim,
         "schedule": schedule,
     }

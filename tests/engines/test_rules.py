@@ -12,7 +12,7 @@ tests check that:
 - the statements that must use a partial index carry its predicate;
 - evaluated by each engine on every combination of column values a live row
   can hold, each fragment selects exactly the rows the reference model's
-  predicate selects (``alkstore.protocol.model``), and the sweep's two probes
+  predicate selects (``tests/model.py``), and the sweep's two probes
   plus the core's ``sweep_decision`` bury exactly what the model buries.
 """
 
@@ -38,9 +38,9 @@ from alkstore.engines.sqlite import SqliteDialect
 from alkstore.engines.sqlite import rules as lite_rules
 from alkstore.protocol.claim import SweepCandidate, sweep_decision
 from alkstore.protocol.dialect import STATE_PENDING, STATE_PROCESSING, Dialect
-from alkstore.protocol.model import LiveJob, LockState, QueueModel
 from alkstore.protocol.plan import Fetch, Statement
 from alkstore.runner.pg_wire import Wire
+from tests.model import LiveJob, LockState, QueueModel
 
 from ..backends import BACKENDS, PG_DSN, selected_backends
 

@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, invariant, multiple, rule
 
 from alkstore.api.locks import Lock
-from alkstore.protocol.model import LockModel
 from alkstore.protocol.timeconv import instant_us, to_datetime
 from tests.backends import BACKENDS, Backend, selected_backends
+from tests.model import LockModel
 
 from ._harness import US, StoreMachine, machine_settings, run_machine
 

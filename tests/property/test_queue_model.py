@@ -32,11 +32,11 @@ from alkstore.protocol import claim as claim_plans
 from alkstore.protocol import queues as queue_plans
 from alkstore.protocol.backoff import Backoff
 from alkstore.protocol.dialect import STATE_PENDING, STATE_PROCESSING
-from alkstore.protocol.model import QueueModel
 from alkstore.protocol.plan import Plan, ReadPlan
 from alkstore.protocol.timeconv import instant_us, to_datetime
 from alkstore.protocol.types import JobInfo
 from tests.backends import BACKENDS, Backend, selected_backends
+from tests.model import QueueModel
 
 from ._harness import US, StoreMachine, machine_settings, run_machine
 

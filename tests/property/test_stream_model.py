@@ -20,9 +20,9 @@ from hypothesis.stateful import invariant, rule
 
 from alkstore.api.stream import Stream
 from alkstore.protocol.errors import InvalidArgument, InvalidName
-from alkstore.protocol.model import ModelError, StreamModel
 from alkstore.protocol.types import StreamEvent
 from tests.backends import BACKENDS, Backend, selected_backends
+from tests.model import ModelError, StreamModel
 
 from ._harness import StoreMachine, machine_settings, run_machine
 

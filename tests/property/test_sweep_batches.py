@@ -12,8 +12,8 @@ from datetime import timedelta
 
 from alkstore.api.queue import Queue
 from alkstore.api.store import Store
-from alkstore.protocol.model import QueueModel
 from alkstore.runner.runtime import ManualClock
+from tests.model import QueueModel
 
 US = 1_000_000
 BATCH = 1000  # the engine's sweep batch; these tests need more rows than that

@@ -1,4 +1,5 @@
-"""``Leases`` as ``hold_lock`` uses it: one lease, renewed every ttl/3."""
+"""``Leases`` as ``hold_lock`` uses it: one lease, renewed every ttl/3; and as
+the worker uses it: a lease per claim, renewed together when due."""
 
 from __future__ import annotations
 
@@ -87,3 +88,39 @@ def test_a_dropped_lease_is_no_longer_kept() -> None:
 def test_interval_and_term_must_be_positive(interval: int, term: int) -> None:
     with pytest.raises(InvalidArgument):
         Leases(interval, term)
+
+
+def test_leases_renew_from_the_claim_and_lapse_at_expiry() -> None:
+    """Invariant: a held lease is renewed every interval from its start (or
+    last renewal), retried sooner after a failed round trip, and reported
+    lapsed (and dropped) once its expiry passes without a renewal."""
+    vt = 4 * S
+    leases = Leases(S, vt)
+    assert leases.next_action(T0) == Idle()
+    leases.hold(1, T0 + vt)  # claimed at T0
+    assert leases.next_action(T0) == Wait(T0 + S)
+    assert leases.next_action(T0 + S) == Renew((1,))
+    leases.renewed(1, T0 + S + vt)
+    assert leases.next_action(T0 + S + 1) == Wait(T0 + 2 * S)
+    # Round trips failing: retried sooner, and the lease lapses at expiry.
+    leases.renew_failed((1,), T0 + 2 * S)  # 3 s of claim left: retry in 0.75 s, not 1 s
+    assert leases.next_action(T0 + 2 * S) == Wait(T0 + 2 * S + 3 * S // 4)
+    assert leases.next_action(T0 + S + vt) == Lapsed((1,))
+    assert len(leases) == 0 and leases.next_action(T0 + S + vt) == Idle()
+
+
+def test_leases_renew_every_due_claim_in_one_round() -> None:
+    """Invariant: the leases due at the same time come back in one Renew,
+    and the next wait is the earliest renewal or expiry among the rest."""
+    vt = 10 * S
+    leases = Leases(2 * S, vt)
+    leases.hold(1, T0 + vt)
+    leases.hold(2, T0 + S // 2 + vt)
+    leases.hold(3, T0 + 5 * S + vt)
+    assert leases.next_action(T0 + 2 * S + S // 2) == Renew((1, 2))
+    leases.renewed(1, T0 + 3 * S + vt)
+    leases.renewed(2, T0 + 3 * S + vt)
+    assert leases.next_action(T0 + 3 * S) == Wait(T0 + 5 * S)
+    leases.drop(1)
+    leases.drop(2)
+    assert leases.next_action(T0 + 3 * S) == Wait(T0 + 7 * S)

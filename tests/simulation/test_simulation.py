@@ -1,6 +1,6 @@
 """Deterministic simulation of many actors over one database.
 
-Invariants (checked after every step, stated in alkstore/testing/simulation.py):
+Invariants (checked after every step, stated in alkstore/testing/{invariants,stepping}.py):
 committed jobs are never lost; an acked job is never delivered again; a job
 never has two unexpired owners; a job is settled only by its owner; attempts
 never exceed max_attempts; one lock never has two unexpired holders and its

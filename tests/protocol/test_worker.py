@@ -1,11 +1,12 @@
-"""The worker's and the watcher's pure decisions, without IO or a clock."""
+"""The worker's pure decisions (``WorkerPolicy``, ``settle_bound``,
+``SelfSettled``), without IO or a clock."""
 
 from __future__ import annotations
 
 import pytest
 
 from alkstore.protocol.errors import InvalidArgument
-from alkstore.protocol.leases import Idle, Lapsed, Leases, Renew, Wait
+from alkstore.protocol.leases import Wait
 from alkstore.protocol.types import JobRecord
 from alkstore.protocol.worker import (
     Claim,
@@ -15,7 +16,6 @@ from alkstore.protocol.worker import (
     WorkerPolicy,
     settle_bound,
 )
-from alkstore.runner.sqlite_watcher import WatchCadence, WatcherOptions
 
 S = 1_000_000
 T0 = 1_700_000_000 * S
@@ -139,115 +139,6 @@ def test_a_failed_claim_backs_off_exponentially() -> None:
         p.claim_failed(T0)
     capped = p.next_action(T0)
     assert isinstance(capped, Wait) and capped.until_us == T0 + 5 * S
-
-
-def test_leases_renew_from_the_claim_and_lapse_at_expiry() -> None:
-    """Invariant: a held lease is renewed every interval from its start (or
-    last renewal), retried sooner after a failed round trip, and reported
-    lapsed (and dropped) once its expiry passes without a renewal."""
-    vt = 4 * S
-    leases = Leases(S, vt)
-    assert leases.next_action(T0) == Idle()
-    leases.hold(1, T0 + vt)  # claimed at T0
-    assert leases.next_action(T0) == Wait(T0 + S)
-    assert leases.next_action(T0 + S) == Renew((1,))
-    leases.renewed(1, T0 + S + vt)
-    assert leases.next_action(T0 + S + 1) == Wait(T0 + 2 * S)
-    # Round trips failing: retried sooner, and the lease lapses at expiry.
-    leases.renew_failed((1,), T0 + 2 * S)  # 3 s of claim left: retry in 0.75 s, not 1 s
-    assert leases.next_action(T0 + 2 * S) == Wait(T0 + 2 * S + 3 * S // 4)
-    assert leases.next_action(T0 + S + vt) == Lapsed((1,))
-    assert len(leases) == 0 and leases.next_action(T0 + S + vt) == Idle()
-
-
-def test_leases_renew_every_due_claim_in_one_round() -> None:
-    """Invariant: the leases due at the same time come back in one Renew,
-    and the next wait is the earliest renewal or expiry among the rest."""
-    vt = 10 * S
-    leases = Leases(2 * S, vt)
-    leases.hold(1, T0 + vt)
-    leases.hold(2, T0 + S // 2 + vt)
-    leases.hold(3, T0 + 5 * S + vt)
-    assert leases.next_action(T0 + 2 * S + S // 2) == Renew((1, 2))
-    leases.renewed(1, T0 + 3 * S + vt)
-    leases.renewed(2, T0 + 3 * S + vt)
-    assert leases.next_action(T0 + 3 * S) == Wait(T0 + 5 * S)
-    leases.drop(1)
-    leases.drop(2)
-    assert leases.next_action(T0 + 3 * S) == Wait(T0 + 7 * S)
-
-
-# -- the SQLite watcher's cadence ----------------------------------------------------------
-def looks_after(c: WatchCadence, now: float, until: float) -> list[tuple[float, str]]:
-    """Drive the cadence as the watcher does, with no commit and no event."""
-    waits: list[tuple[float, str]] = []
-    while now < until:
-        wait, kind = c.next_wait(now)
-        waits.append((wait, kind))
-        now += wait
-        if kind != "rest":
-            c.unchanged(now)
-    return waits
-
-
-def test_inotify_cadence_looks_on_events_then_backs_off_then_sleeps() -> None:
-    c = WatchCadence.from_options(WatcherOptions(), inotify=True)
-    assert c.next_wait(0.0) == (1.0, "fd")  # idle: the backstop, on the descriptor
-    c.event(10.0)  # a file event: the loop looks at once ...
-    c.unchanged(10.0)  # ... too early: the commit is not visible yet
-    assert c.next_wait(10.0001) == (0.0, "sleep")  # yield, look again
-    c.changed(10.0002)
-    waits = looks_after(c, 10.0002, 11.5)
-    looks = [w for w in waits if w[1] != "rest"]
-    # Found: rest a moment whatever the file events say, then look at a
-    # growing cadence on the descriptor (a new event cuts the wait short)
-    # until the window closes ...
-    assert waits[0][0] == pytest.approx(0.001) and waits[0][1] == "rest"
-    gaps = [w for w, kind in looks[:-1]]
-    assert gaps == sorted(gaps) and all(kind == "fd" for _, kind in looks)
-    assert len(looks) <= 7  # about 10 ms of data_version reads in all
-    # ... then the backstop.
-    assert looks[-1] == (1.0, "fd")
-
-
-def test_spinning_ends_when_the_commit_is_in_or_soon_after_the_event() -> None:
-    c = WatchCadence.from_options(WatcherOptions(spin=0.0005), inotify=True)
-    c.event(0.0)
-    now, spins = 0.0, 0
-    while c.next_wait(now) == (0.0, "sleep"):
-        c.unchanged(now)
-        spins += 1
-        now += 0.00002
-    assert 0.0005 - 1e-9 <= now < 0.0006 and spins >= 20
-    assert c.next_wait(now)[1] == "fd"
-
-
-def test_looks_are_rate_limited_under_a_stream_of_commits() -> None:
-    c = WatchCadence.from_options(WatcherOptions(), inotify=True)
-    now, looks = 0.0, 0
-    while now < 0.1:  # a file event before every look, and a commit found each time
-        c.event(now)
-        c.changed(now)
-        looks += 1
-        wait, kind = c.next_wait(now)
-        assert kind == "rest" and wait == pytest.approx(0.001)
-        now += wait
-    assert looks <= 101
-
-
-def test_polling_cadence_lingers_then_backs_off_to_the_slowest() -> None:
-    c = WatchCadence.from_options(WatcherOptions(use_inotify=False), inotify=False)
-    c.changed(0.0)
-    now = 0.001
-    for _ in range(50):  # the first 100 ms after a change: 1 ms looks
-        c.unchanged(now)
-        assert c.next_wait(now) == (0.001, "sleep")
-        now += 0.001
-    now = 0.2
-    for _ in range(20):
-        c.unchanged(now)
-        now += c.next_wait(now)[0]
-    assert c.next_wait(now) == (0.05, "sleep")
 
 
 def _claimed_until(expires_us: int) -> JobRecord:

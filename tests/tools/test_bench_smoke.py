@@ -16,7 +16,7 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ROWS = (
     "enqueue-single",
     "enqueue-concurrent",

@@ -2,11 +2,12 @@
 
 Tests drive an engine and this model with the same operations and require
 identical answers, so every rule here is written out directly over dicts
-instead of being derived from the plans in ``claim.py`` / ``queues.py``: a
+instead of being derived from the plans in ``protocol/claim.py`` / ``queues.py``: a
 shared mistake would otherwise be invisible. The model is deterministic and
 self-contained: no IO, no clock (every operation takes ``now_us``), no
 randomness (a retry without an explicit delay takes the backoff draw as an
-argument). The deterministic-simulation layer reuses it as its oracle.
+argument). Only tests use it (``tests/property``, ``tests/engines/test_rules.py``);
+the deterministic simulation (``alkstore/testing``) checks its own invariants.
 
 Time is integer microseconds since the epoch, as everywhere in the core.
 
@@ -26,10 +27,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from . import codec
-from .backoff import Backoff
-from .timeconv import maybe_datetime, to_datetime
-from .types import DeadReason, JobInfo, JobRecord, NewJob, QueueStats, StreamEvent
+from alkstore.protocol import codec
+from alkstore.protocol.backoff import Backoff
+from alkstore.protocol.timeconv import maybe_datetime, to_datetime
+from alkstore.protocol.types import DeadReason, JobInfo, JobRecord, NewJob, QueueStats, StreamEvent
 
 LiveState = Literal["pending", "processing"]
 ModelState = Literal["pending", "processing", "dead"]

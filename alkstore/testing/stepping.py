@@ -12,80 +12,32 @@ timeout. After every step the invariants are checked against what committed.
 
 Runs are deterministic: a seed (``SeededChooser``) or a path of choices
 (``PathChooser``, for exhaustive exploration) replays the same run exactly.
+
+This module is the stepping engine (``Simulation``: scheduling, steps,
+faults, the drain); the actors and their programs are in ``actors.py``, the
+invariants in ``invariants.py``, seeded runs and shrinking in ``shrinking.py``.
 """
 
 from __future__ import annotations
 
 import functools
-import re
-from collections.abc import Callable, Generator, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..protocol import claim, codec, locks, queues, schedule, streams
-from ..protocol import wakes as wake_plans
+from ..protocol import claim, codec, schedule
 from ..protocol.errors import AlkstoreError, DatabaseError
 from ..protocol.names import check_name
-from ..protocol.plan import Plan, Statement
-from ..protocol.types import JobRecord, LockRecord, QueueOptions, resolve_enqueue
-from .choices import Chooser, SeededChooser
+from ..protocol.plan import Statement
+from ..protocol.types import QueueOptions
+from .actors import US, WAIT, Actor, Op, Program, Programs
+from .choices import Chooser
+from .invariants import Ledger, SimulationFailure, _Violation
 from .sim_backend import SimBackend, SimConn
 from .sim_sqlite import SqliteSimBackend
 
-US = 1_000_000
 START_US = 1_700_000_000 * US
-
-
-class SimulationFailure(AssertionError):
-    """An invariant broke. Carries the seed (when seeded), the trace, the
-    choices that led there and, once shrunk, the smallest failing trace."""
-
-    def __init__(
-        self,
-        message: str,
-        trace: list[str],
-        seed: int | None,
-        choices: list[int] | None = None,
-        shrunk_trace: list[str] | None = None,
-    ) -> None:
-        self.violation = message
-        self.trace = trace
-        self.seed = seed
-        self.choices = choices
-        self.shrunk_trace = shrunk_trace
-        replay = f"\nreplay: pytest --alkstore-seed={seed}" if seed is not None else ""
-        if shrunk_trace is not None:
-            shown = (
-                f"smallest failing interleaving found by shrinking ({len(shrunk_trace)} "
-                f"of {len(trace)} steps):\n" + "\n".join(shrunk_trace)
-            )
-        else:
-            shown = "trace (last steps):\n" + "\n".join(trace[-60:])
-        super().__init__(f"{message}\nseed: {seed}{replay}\n{shown}")
-
-
-# -- operations ---------------------------------------------------------------
-
-
-@dataclass
-class Op:
-    """One transaction: ``plans(now)`` run in order, then COMMIT (or ROLLBACK).
-
-    ``plans`` is called as soon as the program yields the op, before the
-    program resumes, so it may close over the program's loop variables.
-    """
-
-    kind: str
-    plans: Callable[[int], list[Plan[Any]]]
-    write: bool = True
-    rollback: bool = False
-    meta: dict[str, Any] = field(default_factory=dict)
-
-
-WAIT = object()  # a program yields this when it has nothing to do right now
-
-Program = Generator[Any, Any, None]
 
 
 class _TxRun:
@@ -172,148 +124,6 @@ class _TxRun:
         return self.op.write and self.stage != "begin"
 
 
-@dataclass
-class Actor:
-    name: str
-    kind: str
-    make_program: Callable[[Actor], Program]
-    conn: SimConn
-    incarnation: int = 0
-    program: Program | None = None
-    run: _TxRun | None = None
-    send_value: Any = None
-    waiting: bool = False
-    done: bool = False
-
-    @property
-    def identity(self) -> str:
-        return f"{self.name}#{self.incarnation}"
-
-
-# -- the ledger: what committed, and the invariants over it --------------------
-
-
-@dataclass
-class Delivery:
-    worker: str
-    claims: int
-    expires_us: int
-    settled: bool = False
-
-
-class Ledger:
-    """Ground truth from committed operations; raises on a broken invariant."""
-
-    def __init__(self) -> None:
-        self.enqueued: dict[int, str] = {}  # id -> marker
-        self.acked: set[int] = set()
-        self.owner: dict[int, Delivery] = {}
-        self.rolled_back_markers: set[str] = set()
-        self.lock_tokens: dict[str, int] = {}
-        self.lock_holder: dict[str, LockRecord] = {}
-        self.published: dict[str, list[int]] = {}
-        self.read_upto: dict[str, int] = {}
-        self.saved: dict[tuple[str, str], int] = {}
-        self.max_attempts: dict[int, int] = {}
-        self.fired: dict[str, list[int]] = {}
-
-    def fail(self, message: str) -> None:
-        raise _Violation(message)
-
-    # queues
-    def claimed(self, jobs: list[JobRecord], now: int) -> None:
-        for job in jobs:
-            # a job acked once is never delivered again
-            if job.id in self.acked:
-                self.fail(f"job {job.id} delivered again after it was acked")
-            # attempts never exceed max_attempts for a delivered job
-            if job.attempts > job.max_attempts:
-                self.fail(f"job {job.id} delivered with attempts {job.attempts} > max")
-            # never owned by two workers with unexpired claims at once
-            previous = self.owner.get(job.id)
-            if previous and not previous.settled and previous.expires_us > now:
-                self.fail(
-                    f"job {job.id} claimed by {job.claimed_by} while {previous.worker} "
-                    f"holds an unexpired claim"
-                )
-            self.owner[job.id] = Delivery(job.claimed_by, job.claims, job.claim_expires_at_us)
-
-    def settled(self, job: JobRecord, kind: str, ok: bool, now: int) -> None:
-        current = self.owner.get(job.id)
-        owns = (
-            current is not None
-            and not current.settled
-            and current.worker == job.claimed_by
-            and current.claims == job.claims
-            and current.expires_us > now
-        )
-        # a job is settled only by the worker that owns it, while it does
-        if ok and not owns:
-            self.fail(f"{kind} of job {job.id} by {job.claimed_by} succeeded without ownership")
-        if not ok and owns and job.id not in self.acked:
-            self.fail(f"{kind} of job {job.id} by its owner {job.claimed_by} was refused")
-        if ok and current is not None:
-            if kind == "heartbeat":
-                return
-            current.settled = True
-            if kind == "ack":
-                self.acked.add(job.id)
-
-    def extended(self, job: JobRecord, until: int) -> None:
-        current = self.owner.get(job.id)
-        if current is not None:
-            current.expires_us = until
-
-    # locks
-    def granted(self, record: LockRecord, now: int) -> None:
-        held = self.lock_holder.get(record.name)
-        same = held is not None and held.owner == record.owner and held.expires_at_us > now
-        # two holders never hold one lock with unexpired TTLs
-        if held is not None and held.expires_at_us > now and not same:
-            self.fail(f"lock {record.name} granted to {record.owner} while {held.owner} holds it")
-        last = self.lock_tokens.get(record.name, 0)
-        # fencing tokens strictly increase (a same-owner refresh keeps its token)
-        if same and record.token != held.token:  # type: ignore[union-attr]
-            self.fail(f"lock {record.name} refresh changed the token")
-        if not same and record.token <= last:
-            self.fail(f"lock {record.name} token {record.token} does not exceed {last}")
-        self.lock_tokens[record.name] = max(last, record.token)
-        self.lock_holder[record.name] = record
-
-    def lock_ended(self, record: LockRecord) -> None:
-        held = self.lock_holder.get(record.name)
-        if held is not None and held.token == record.token:
-            del self.lock_holder[record.name]
-
-    # scheduler
-    def fired_at(self, name: str, fire_at_us: int) -> None:
-        times = self.fired.setdefault(name, [])
-        # each fire time of a schedule is enqueued once, and fire times only move forward
-        if fire_at_us in times:
-            self.fail(f"schedule {name} fired twice for {fire_at_us}")
-        if times and fire_at_us < times[-1]:
-            self.fail(f"schedule {name} fired for {fire_at_us} after {times[-1]}")
-        times.append(fire_at_us)
-
-    # streams
-    def read(self, stream: str, after: int, offsets: list[int]) -> None:
-        committed = [o for o in self.published.get(stream, []) if o > after]
-        # readers see offsets strictly increasing with no gaps among committed events
-        if offsets != committed[: len(offsets)]:
-            self.fail(f"stream {stream}: read {offsets} after {after}, committed {committed}")
-
-    def saved_offset(self, stream: str, consumer: str, value: int) -> None:
-        key = (stream, consumer)
-        # saved offsets never move backwards
-        if value < self.saved.get(key, 0):
-            self.fail(f"saved offset of {key} moved back to {value}")
-        self.saved[key] = value
-
-
-class _Violation(Exception):
-    pass
-
-
 # -- the simulation -----------------------------------------------------------
 
 
@@ -347,7 +157,7 @@ class Config:
     pre_enqueued: bool = False
 
 
-class Simulation:
+class Simulation(Programs):
     """One run of ``config``, every choice taken by ``chooser``.
 
     ``backend`` is the engine it runs on (SQLite by default, see
@@ -433,156 +243,6 @@ class Simulation:
                     run.collect()
         self._committed(op, run.values, self.now, who)
         return run.values
-
-    def _next_marker(self) -> str:
-        self._marker += 1
-        return f"m{self._marker}"
-
-    # -- operations --------------------------------------------------------------
-    def _enqueue_op(self, marker: str) -> Op:
-        def plans(now: int) -> list[Plan[Any]]:
-            job = resolve_enqueue(self.queue, {"marker": marker}, now, self.options)
-            return [queues.enqueue(self.d, job, "sim", now)]
-
-        return Op("enqueue", plans, meta={"marker": marker})
-
-    def _tx_op(self, marker: str, rollback: bool) -> Op:
-        def plans(now: int) -> list[Plan[Any]]:
-            job = resolve_enqueue(self.queue, {"marker": marker}, now, self.options)
-            text = codec.encode({"marker": marker})
-            return [
-                queues.enqueue(self.d, job, "sim", now),
-                streams.publish(self.d, "events", None, text, "sim", now),
-                wake_plans.notify(self.d, f"ch-{marker}", "sim", now),
-            ]
-
-        return Op("tx", plans, rollback=rollback, meta={"marker": marker})
-
-    # -- programs -----------------------------------------------------------------
-    def _producer(self, actor: Actor, *, n: int) -> Program:
-        for _ in range(n):
-            marker = self._next_marker()
-            how = 0
-            if self.config.rollback_txs:
-                how = self.chooser.choose(3, f"{actor.identity} enqueue how")
-            if how == 0:
-                yield self._enqueue_op(marker)
-            else:
-                yield self._tx_op(marker, rollback=how == 2)
-
-    def _worker(self, actor: Actor) -> Program:
-        worker = actor.identity
-        vt = self.options.visibility_timeout_us
-        while True:
-            jobs = yield Op(
-                "claim", lambda now: [claim.claim(self.d, self.queue, worker, 1, now, vt)]
-            )
-            if not jobs[0]:
-                if self._quiet():
-                    return
-                yield WAIT
-                continue
-            job: JobRecord = jobs[0][0]
-            actions = self.config.worker_actions
-            action = actions[self.chooser.choose(len(actions), f"{worker} action job {job.id}")]
-            if action == "stall":  # holds the claim and walks away
-                continue
-            if action == "heartbeat":
-                yield Op(
-                    "heartbeat",
-                    lambda now: [claim.heartbeat(self.d, job, now, vt)],
-                    meta={"job": job},
-                )
-                action = "ack"
-            if action == "ack":
-                plan: Callable[[int], list[Plan[Any]]] = lambda now: [  # noqa: E731
-                    claim.ack(self.d, job, now)
-                ]
-            elif action == "retry":
-                plan = lambda now: [  # noqa: E731
-                    claim.retry(
-                        self.d,
-                        job,
-                        now,
-                        delay_us=US,
-                        backoff=self.options.backoff,
-                        draw=0.0,
-                        error="sim",
-                    )
-                ]
-            elif action == "fail":
-                plan = lambda now: [claim.fail(self.d, job, now, "sim")]  # noqa: E731
-            else:
-                plan = lambda now: [claim.release(self.d, job, now, refund=True)]  # noqa: E731
-            yield Op(action, plan, meta={"job": job})
-
-    def _holder(self, actor: Actor) -> Program:
-        ttl = round(self.config.lock_ttl_s * US)
-        for _ in range(self.config.lock_rounds):
-            owner = actor.identity
-            got = yield Op("try_lock", lambda now: [locks.try_lock(self.d, "L", owner, now, ttl)])
-            record: LockRecord | None = got[0]
-            if record is None:
-                yield WAIT
-                continue
-            then = self.chooser.choose(3, f"{owner} lock then")
-            if then == 0:
-                yield Op(
-                    "lock_renew",
-                    lambda now: [locks.renew(self.d, record, now, ttl)],
-                    meta={"lock": record},
-                )
-            if then in (0, 1):
-                yield Op(
-                    "lock_release",
-                    lambda now: [locks.release(self.d, record, now)],
-                    meta={"lock": record},
-                )
-            # then == 2: keep it until the TTL lapses
-
-    def _publisher(self, actor: Actor) -> Program:
-        for i in range(self.config.events):
-            text = codec.encode({"from": actor.identity, "i": i})
-            yield Op(
-                "publish",
-                lambda now: [streams.publish(self.d, "log", None, text, "sim", now)],
-            )
-
-    def _reader(self, actor: Actor) -> Program:
-        consumer = actor.name
-        while True:
-            got = yield Op(
-                "read",
-                lambda now: [streams.read_from_consumer(self.d, "log", consumer, 100)],
-                write=False,
-                meta={"consumer": consumer},
-            )
-            events = got[0]
-            if not events:
-                if self._quiet():
-                    return
-                yield WAIT
-                continue
-            last = events[-1].offset
-            yield Op(
-                "save_offset",
-                lambda now: [
-                    streams.save_offset(self.d, "log", consumer, last),
-                    streams.get_offset(self.d, "log", consumer),
-                ],
-                meta={"consumer": consumer},
-            )
-
-    def _ticker(self, actor: Actor) -> Program:
-        attempts = self.config.max_attempts
-        for _ in range(self.config.ticks):
-            got = yield Op("tick", lambda now: [schedule.tick(self.d, now, "sim", attempts)])
-            if not got[0]:
-                yield WAIT  # nothing due: a clock jump may make it due
-
-    def _quiet(self) -> bool:
-        """No producer or publisher has work left: idle actors may finish."""
-        return all(a.done for a in self.actors if a.kind in ("producer", "publisher"))
 
     # -- commits update the ledger ---------------------------------------------
     def _committed(self, op: Op, values: list[Any], now: int, who: str) -> None:
@@ -845,102 +505,3 @@ class Simulation:
 
     def close(self) -> None:
         self.db.close()  # every connection it handed out, crashed ones included
-
-
-
-def run_seed(config: Config, seed: int, *, shrink_failures: bool = False, **kw: Any) -> int:
-    """One seeded run; raises ``SimulationFailure`` with the seed and trace.
-
-    With ``shrink_failures`` a failure is first shrunk (see ``shrink``) and
-    reported with the smallest interleaving that breaks the same invariant,
-    beside the seed that replays the original run.
-    """
-    try:
-        return Simulation(config, SeededChooser(seed), **kw).run()
-    except SimulationFailure as failure:
-        if not shrink_failures or failure.choices is None:
-            raise
-        try:
-            _, smallest = shrink(
-                config, failure.choices, dialect=kw.get("dialect"), backend=kw.get("backend")
-            )
-        except ValueError:
-            # The choices did not fail again (a run that does not replay
-            # exactly, see sim_postgres): report the original failure.
-            raise failure from None
-        raise SimulationFailure(
-            failure.violation, failure.trace, seed, failure.choices, smallest.trace
-        ) from None
-
-
-def seeds(start: int = 0) -> Iterator[int]:
-    n = start
-    while True:
-        yield n
-        n += 1
-
-
-def shrink(
-    config: Config,
-    choices: list[int],
-    *,
-    dialect: Any = None,
-    backend: SimBackend | None = None,
-    budget: int = 300,
-) -> tuple[list[int], SimulationFailure]:
-    """Greedily simplify a failing run's choices (drop or zero them) while
-    the same invariant still breaks; returns the smallest failing run found."""
-    from .choices import ReplayChooser
-
-    def attempt(candidate: list[int]) -> SimulationFailure | None:
-        try:
-            Simulation(config, ReplayChooser(candidate), dialect=dialect, backend=backend).run()
-        except SimulationFailure as failure:
-            return failure
-        return None
-
-    def size(failure: SimulationFailure) -> tuple[int, int]:
-        # Fewer faults first (a crash or clock jump the failure does not
-        # need is the noisiest line of a trace), then fewer steps.
-        faults = sum(1 for line in failure.trace if _is_fault(line))
-        return faults, len(failure.trace)
-
-    best = attempt(choices)
-    if best is None:
-        raise ValueError("the given choices do not fail")
-    key = _violation_kind(best.violation)
-    current = list(choices)
-    runs = 0
-    changed = True
-    while changed and runs < budget:
-        changed = False
-        for i in range(len(current) - 1, -1, -1):
-            head, tail = current[:i], current[i + 1 :]
-            candidates = [head + tail, [*head, 0, *tail]]
-            if current[i] > 1:
-                candidates.append([*head, current[i] - 1, *tail])
-            for candidate in candidates:
-                if candidate == current or runs >= budget:
-                    continue
-                runs += 1
-                failure = attempt(candidate)
-                if (
-                    failure is not None
-                    and _violation_kind(failure.violation) == key
-                    and size(failure) < size(best)
-                ):
-                    current, best, changed = candidate, failure, True
-                    break
-            if changed:
-                break
-    return current, best
-
-
-def _violation_kind(message: str) -> str:
-    """The invariant a violation broke, without its ids, actors and times:
-    shrinking must keep breaking the same one."""
-    return re.sub(r"[\w-]+#\d+|\[[^\]]*\]|\d+", "_", message)
-
-
-def _is_fault(line: str) -> bool:
-    return line.startswith("CLOCK ") or line.endswith(("CRASH", "CONNECTION DROPPED"))

@@ -1,0 +1,229 @@
+"""The simulation's actors: the operations their programs yield, and the
+programs themselves.
+
+An operation (``Op``) is one transaction of the core's plans; a program is a
+generator of operations (or ``WAIT``, when it has nothing to do until
+something changes) that receives each operation's results. ``Programs``
+holds the program of each kind of actor: producer, worker, lock holder,
+stream publisher, stream reader and scheduler ticker; ``Simulation``
+(``stepping.py``) runs them, one statement per step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..protocol import claim, codec, locks, queues, schedule, streams
+from ..protocol import wakes as wake_plans
+from ..protocol.dialect import Dialect
+from ..protocol.plan import Plan
+from ..protocol.types import JobRecord, LockRecord, QueueOptions, resolve_enqueue
+from .choices import Chooser
+from .sim_backend import SimConn
+
+if TYPE_CHECKING:
+    from .stepping import Config, _TxRun
+
+US = 1_000_000
+
+
+@dataclass
+class Op:
+    """One transaction: ``plans(now)`` run in order, then COMMIT (or ROLLBACK).
+
+    ``plans`` is called as soon as the program yields the op, before the
+    program resumes, so it may close over the program's loop variables.
+    """
+
+    kind: str
+    plans: Callable[[int], list[Plan[Any]]]
+    write: bool = True
+    rollback: bool = False
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+WAIT = object()  # a program yields this when it has nothing to do right now
+
+Program = Generator[Any, Any, None]
+
+
+@dataclass
+class Actor:
+    name: str
+    kind: str
+    make_program: Callable[[Actor], Program]
+    conn: SimConn
+    incarnation: int = 0
+    program: Program | None = None
+    run: _TxRun | None = None
+    send_value: Any = None
+    waiting: bool = False
+    done: bool = False
+
+    @property
+    def identity(self) -> str:
+        return f"{self.name}#{self.incarnation}"
+
+
+class Programs:
+    """The actors' programs, as methods of the ``Simulation`` that runs them."""
+
+    config: Config
+    chooser: Chooser
+    d: Dialect
+    queue: str
+    options: QueueOptions
+    actors: list[Actor]
+    _marker: int
+
+    def _next_marker(self) -> str:
+        self._marker += 1
+        return f"m{self._marker}"
+
+    # -- operations --------------------------------------------------------------
+    def _enqueue_op(self, marker: str) -> Op:
+        def plans(now: int) -> list[Plan[Any]]:
+            job = resolve_enqueue(self.queue, {"marker": marker}, now, self.options)
+            return [queues.enqueue(self.d, job, "sim", now)]
+
+        return Op("enqueue", plans, meta={"marker": marker})
+
+    def _tx_op(self, marker: str, rollback: bool) -> Op:
+        def plans(now: int) -> list[Plan[Any]]:
+            job = resolve_enqueue(self.queue, {"marker": marker}, now, self.options)
+            text = codec.encode({"marker": marker})
+            return [
+                queues.enqueue(self.d, job, "sim", now),
+                streams.publish(self.d, "events", None, text, "sim", now),
+                wake_plans.notify(self.d, f"ch-{marker}", "sim", now),
+            ]
+
+        return Op("tx", plans, rollback=rollback, meta={"marker": marker})
+
+    # -- programs -----------------------------------------------------------------
+    def _producer(self, actor: Actor, *, n: int) -> Program:
+        for _ in range(n):
+            marker = self._next_marker()
+            how = 0
+            if self.config.rollback_txs:
+                how = self.chooser.choose(3, f"{actor.identity} enqueue how")
+            if how == 0:
+                yield self._enqueue_op(marker)
+            else:
+                yield self._tx_op(marker, rollback=how == 2)
+
+    def _worker(self, actor: Actor) -> Program:
+        worker = actor.identity
+        vt = self.options.visibility_timeout_us
+        while True:
+            jobs = yield Op(
+                "claim", lambda now: [claim.claim(self.d, self.queue, worker, 1, now, vt)]
+            )
+            if not jobs[0]:
+                if self._quiet():
+                    return
+                yield WAIT
+                continue
+            job: JobRecord = jobs[0][0]
+            actions = self.config.worker_actions
+            action = actions[self.chooser.choose(len(actions), f"{worker} action job {job.id}")]
+            if action == "stall":  # holds the claim and walks away
+                continue
+            if action == "heartbeat":
+                yield Op(
+                    "heartbeat",
+                    lambda now: [claim.heartbeat(self.d, job, now, vt)],
+                    meta={"job": job},
+                )
+                action = "ack"
+            if action == "ack":
+                plan: Callable[[int], list[Plan[Any]]] = lambda now: [  # noqa: E731
+                    claim.ack(self.d, job, now)
+                ]
+            elif action == "retry":
+                plan = lambda now: [  # noqa: E731
+                    claim.retry(
+                        self.d,
+                        job,
+                        now,
+                        delay_us=US,
+                        backoff=self.options.backoff,
+                        draw=0.0,
+                        error="sim",
+                    )
+                ]
+            elif action == "fail":
+                plan = lambda now: [claim.fail(self.d, job, now, "sim")]  # noqa: E731
+            else:
+                plan = lambda now: [claim.release(self.d, job, now, refund=True)]  # noqa: E731
+            yield Op(action, plan, meta={"job": job})
+
+    def _holder(self, actor: Actor) -> Program:
+        ttl = round(self.config.lock_ttl_s * US)
+        for _ in range(self.config.lock_rounds):
+            owner = actor.identity
+            got = yield Op("try_lock", lambda now: [locks.try_lock(self.d, "L", owner, now, ttl)])
+            record: LockRecord | None = got[0]
+            if record is None:
+                yield WAIT
+                continue
+            then = self.chooser.choose(3, f"{owner} lock then")
+            if then == 0:
+                yield Op(
+                    "lock_renew",
+                    lambda now: [locks.renew(self.d, record, now, ttl)],
+                    meta={"lock": record},
+                )
+            if then in (0, 1):
+                yield Op(
+                    "lock_release",
+                    lambda now: [locks.release(self.d, record, now)],
+                    meta={"lock": record},
+                )
+            # then == 2: keep it until the TTL lapses
+
+    def _publisher(self, actor: Actor) -> Program:
+        for i in range(self.config.events):
+            text = codec.encode({"from": actor.identity, "i": i})
+            yield Op(
+                "publish",
+                lambda now: [streams.publish(self.d, "log", None, text, "sim", now)],
+            )
+
+    def _reader(self, actor: Actor) -> Program:
+        consumer = actor.name
+        while True:
+            got = yield Op(
+                "read",
+                lambda now: [streams.read_from_consumer(self.d, "log", consumer, 100)],
+                write=False,
+                meta={"consumer": consumer},
+            )
+            events = got[0]
+            if not events:
+                if self._quiet():
+                    return
+                yield WAIT
+                continue
+            last = events[-1].offset
+            yield Op(
+                "save_offset",
+                lambda now: [
+                    streams.save_offset(self.d, "log", consumer, last),
+                    streams.get_offset(self.d, "log", consumer),
+                ],
+                meta={"consumer": consumer},
+            )
+
+    def _ticker(self, actor: Actor) -> Program:
+        attempts = self.config.max_attempts
+        for _ in range(self.config.ticks):
+            got = yield Op("tick", lambda now: [schedule.tick(self.d, now, "sim", attempts)])
+            if not got[0]:
+                yield WAIT  # nothing due: a clock jump may make it due
+
+    def _quiet(self) -> bool:
+        """No producer or publisher has work left: idle actors may finish."""
+        return all(a.done for a in self.actors if a.kind in ("producer", "publisher"))

@@ -1,0 +1,166 @@
+"""The simulation's invariants: a ledger of what committed, checked on every
+commit, and the failure that reports a broken one.
+
+``Ledger`` is ground truth built from committed operations alone; each of
+its methods states the invariants it checks and raises ``_Violation`` when
+one breaks. ``Simulation`` turns that into a ``SimulationFailure`` carrying
+the seed, the trace and the choices that replay it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..protocol.types import JobRecord, LockRecord
+
+
+class SimulationFailure(AssertionError):
+    """An invariant broke. Carries the seed (when seeded), the trace, the
+    choices that led there and, once shrunk, the smallest failing trace."""
+
+    def __init__(
+        self,
+        message: str,
+        trace: list[str],
+        seed: int | None,
+        choices: list[int] | None = None,
+        shrunk_trace: list[str] | None = None,
+    ) -> None:
+        self.violation = message
+        self.trace = trace
+        self.seed = seed
+        self.choices = choices
+        self.shrunk_trace = shrunk_trace
+        replay = f"\nreplay: pytest --alkstore-seed={seed}" if seed is not None else ""
+        if shrunk_trace is not None:
+            shown = (
+                f"smallest failing interleaving found by shrinking ({len(shrunk_trace)} "
+                f"of {len(trace)} steps):\n" + "\n".join(shrunk_trace)
+            )
+        else:
+            shown = "trace (last steps):\n" + "\n".join(trace[-60:])
+        super().__init__(f"{message}\nseed: {seed}{replay}\n{shown}")
+
+
+# -- the ledger: what committed, and the invariants over it --------------------
+
+
+@dataclass
+class Delivery:
+    worker: str
+    claims: int
+    expires_us: int
+    settled: bool = False
+
+
+class Ledger:
+    """Ground truth from committed operations; raises on a broken invariant."""
+
+    def __init__(self) -> None:
+        self.enqueued: dict[int, str] = {}  # id -> marker
+        self.acked: set[int] = set()
+        self.owner: dict[int, Delivery] = {}
+        self.rolled_back_markers: set[str] = set()
+        self.lock_tokens: dict[str, int] = {}
+        self.lock_holder: dict[str, LockRecord] = {}
+        self.published: dict[str, list[int]] = {}
+        self.read_upto: dict[str, int] = {}
+        self.saved: dict[tuple[str, str], int] = {}
+        self.max_attempts: dict[int, int] = {}
+        self.fired: dict[str, list[int]] = {}
+
+    def fail(self, message: str) -> None:
+        raise _Violation(message)
+
+    # queues
+    def claimed(self, jobs: list[JobRecord], now: int) -> None:
+        for job in jobs:
+            # a job acked once is never delivered again
+            if job.id in self.acked:
+                self.fail(f"job {job.id} delivered again after it was acked")
+            # attempts never exceed max_attempts for a delivered job
+            if job.attempts > job.max_attempts:
+                self.fail(f"job {job.id} delivered with attempts {job.attempts} > max")
+            # never owned by two workers with unexpired claims at once
+            previous = self.owner.get(job.id)
+            if previous and not previous.settled and previous.expires_us > now:
+                self.fail(
+                    f"job {job.id} claimed by {job.claimed_by} while {previous.worker} "
+                    f"holds an unexpired claim"
+                )
+            self.owner[job.id] = Delivery(job.claimed_by, job.claims, job.claim_expires_at_us)
+
+    def settled(self, job: JobRecord, kind: str, ok: bool, now: int) -> None:
+        current = self.owner.get(job.id)
+        owns = (
+            current is not None
+            and not current.settled
+            and current.worker == job.claimed_by
+            and current.claims == job.claims
+            and current.expires_us > now
+        )
+        # a job is settled only by the worker that owns it, while it does
+        if ok and not owns:
+            self.fail(f"{kind} of job {job.id} by {job.claimed_by} succeeded without ownership")
+        if not ok and owns and job.id not in self.acked:
+            self.fail(f"{kind} of job {job.id} by its owner {job.claimed_by} was refused")
+        if ok and current is not None:
+            if kind == "heartbeat":
+                return
+            current.settled = True
+            if kind == "ack":
+                self.acked.add(job.id)
+
+    def extended(self, job: JobRecord, until: int) -> None:
+        current = self.owner.get(job.id)
+        if current is not None:
+            current.expires_us = until
+
+    # locks
+    def granted(self, record: LockRecord, now: int) -> None:
+        held = self.lock_holder.get(record.name)
+        same = held is not None and held.owner == record.owner and held.expires_at_us > now
+        # two holders never hold one lock with unexpired TTLs
+        if held is not None and held.expires_at_us > now and not same:
+            self.fail(f"lock {record.name} granted to {record.owner} while {held.owner} holds it")
+        last = self.lock_tokens.get(record.name, 0)
+        # fencing tokens strictly increase (a same-owner refresh keeps its token)
+        if same and record.token != held.token:  # type: ignore[union-attr]
+            self.fail(f"lock {record.name} refresh changed the token")
+        if not same and record.token <= last:
+            self.fail(f"lock {record.name} token {record.token} does not exceed {last}")
+        self.lock_tokens[record.name] = max(last, record.token)
+        self.lock_holder[record.name] = record
+
+    def lock_ended(self, record: LockRecord) -> None:
+        held = self.lock_holder.get(record.name)
+        if held is not None and held.token == record.token:
+            del self.lock_holder[record.name]
+
+    # scheduler
+    def fired_at(self, name: str, fire_at_us: int) -> None:
+        times = self.fired.setdefault(name, [])
+        # each fire time of a schedule is enqueued once, and fire times only move forward
+        if fire_at_us in times:
+            self.fail(f"schedule {name} fired twice for {fire_at_us}")
+        if times and fire_at_us < times[-1]:
+            self.fail(f"schedule {name} fired for {fire_at_us} after {times[-1]}")
+        times.append(fire_at_us)
+
+    # streams
+    def read(self, stream: str, after: int, offsets: list[int]) -> None:
+        committed = [o for o in self.published.get(stream, []) if o > after]
+        # readers see offsets strictly increasing with no gaps among committed events
+        if offsets != committed[: len(offsets)]:
+            self.fail(f"stream {stream}: read {offsets} after {after}, committed {committed}")
+
+    def saved_offset(self, stream: str, consumer: str, value: int) -> None:
+        key = (stream, consumer)
+        # saved offsets never move backwards
+        if value < self.saved.get(key, 0):
+            self.fail(f"saved offset of {key} moved back to {value}")
+        self.saved[key] = value
+
+
+class _Violation(Exception):
+    pass
