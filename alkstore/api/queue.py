@@ -191,9 +191,6 @@ class Queue:
     def __repr__(self) -> str:
         return f"Queue({self.name!r})"
 
-    def _new_job(self, payload: codec.JSON, now: int, options: dict[str, Any]) -> Any:
-        return resolve_enqueue(self.name, payload, now, self.options, **options)
-
     async def enqueue(
         self,
         payload: codec.JSON,

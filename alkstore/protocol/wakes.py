@@ -47,12 +47,6 @@ class WakeRouter:
     def channels(self) -> set[str]:
         return set(self._by_channel)
 
-    def all_receivers(self) -> set[int]:
-        out: set[int] = set()
-        for ids in self._by_channel.values():
-            out |= ids
-        return out
-
 
 @dataclass(frozen=True, slots=True)
 class ForeignNotifications:

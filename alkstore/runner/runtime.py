@@ -138,7 +138,6 @@ class Runtime(Protocol):
         thread (``Completion.wait``, ``run_in_thread``) runs to its end even
         then."""
         ...
-    def is_cancellation(self, exc: BaseException) -> bool: ...
 
 
 class Clock(Protocol):
