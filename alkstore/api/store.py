@@ -117,7 +117,7 @@ class Store:
 
     def check_notify_payload(self, payload: codec.JSON) -> None:
         text = codec.encode(payload)
-        limit = self._executor.notify_payload_limit
+        limit = self._executor.dialect.notify_payload_limit
         if limit is not None:
             size = len(text.encode("utf-8"))
             if size > limit:

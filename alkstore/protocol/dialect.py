@@ -47,6 +47,9 @@ class Dialect(Protocol):
     """Statement builders of one engine. Every method is pure."""
 
     name: str
+    # Largest NOTIFY payload in bytes the contract's ``PayloadTooLarge``
+    # check enforces (None: no limit on this engine).
+    notify_payload_limit: int | None
 
     # wakes
     def notify(self, channel: str, origin: str, now_us: int) -> Statement: ...

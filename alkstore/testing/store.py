@@ -76,7 +76,6 @@ class InlineSqliteExecutor:
     """Runs each plan to completion right away, in the calling task."""
 
     dialect = SqliteDialect()
-    notify_payload_limit: int | None = None
     exclusive_transactions = True
 
     def __init__(self, runtime: Runtime, conn: sqlite3.Connection) -> None:

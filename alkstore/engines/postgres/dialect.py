@@ -99,7 +99,7 @@ class PostgresDialect:
     # default 8 kB block size). alkstore never sends a payload (wakes are
     # opaque), but the contract's PayloadTooLarge check is made client-side
     # against this number, so both engines' users see the same rule.
-    notify_payload_limit = 8000
+    notify_payload_limit: int | None = 8000
 
     def __init__(self, schema: str = DEFAULT_SCHEMA) -> None:
         self.schema = check_schema(schema)
