@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from ..api.store import Store
 from ..engines.sqlite import control
+from ..protocol.dialect import NotificationLog
 from ..protocol.errors import AlkstoreError, InvalidArgument, brief
 from ..protocol.ints import check_int
 from ..protocol.plan import Plan, fetch_count, run_sync
@@ -168,7 +169,8 @@ async def _maintenance(store: Store, opts: SqliteOptions) -> None:
 
 
 def _prune(store: Store, cutoff_us: int) -> Plan[int]:
-    return (yield from fetch_count(store.dialect.prune_notifications(cutoff_us)))
+    log: NotificationLog = store.dialect
+    return (yield from fetch_count(log.prune_notifications(cutoff_us)))
 
 
 __all__ = ["SqliteOptions", "open_sqlite_store", "run_sync"]
