@@ -1,6 +1,6 @@
 """alkstore: durable messaging in the database you already have."""
 
-from .api.locks import Lock, LockLost
+from .api.locks import Lock
 from .api.outbox import Outbox
 from .api.queue import Job, Queue
 from .api.store import Store
@@ -16,6 +16,8 @@ from .protocol.errors import (
     DatabaseError,
     InvalidArgument,
     InvalidName,
+    LockLost,
+    LockTimeout,
     PayloadTooLarge,
     ReservedName,
     TransactionConflict,
@@ -42,6 +44,7 @@ __all__ = [
     "JobInfo",
     "Lock",
     "LockLost",
+    "LockTimeout",
     "Outbox",
     "PayloadTooLarge",
     "Queue",

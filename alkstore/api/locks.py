@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from ..protocol import locks
-from ..protocol.errors import AlkstoreError, Closed
+from ..protocol.errors import AlkstoreError, Closed, LockLost, LockTimeout
 from ..protocol.leases import Idle, Lapsed, Leases, Wait
 from ..protocol.timeconv import US_PER_S, Duration, check_seconds, duration_us, to_datetime
 from ..protocol.types import LockRecord
@@ -21,16 +21,6 @@ log = logging.getLogger("alkstore.locks")
 
 if TYPE_CHECKING:
     from .store import Store
-
-
-class LockLost(AlkstoreError):
-    """``hold_lock`` lost its lock (a renewal refused, or the TTL lapsed
-    before one succeeded); the body was cancelled."""
-
-    def __init__(self, name: str, token: int) -> None:
-        self.name = name
-        self.token = token
-        super().__init__(f"lost lock {name!r} (token {token})")
 
 
 class Lock:
@@ -93,11 +83,12 @@ async def hold_lock(
     runtime = store.runtime
     ttl_us = duration_us(ttl, "ttl", allow_zero=False)
     poll = check_seconds(poll, "poll")
-    deadline = None if timeout is None else runtime.monotonic() + check_timeout(timeout)
+    limit = None if timeout is None else check_timeout(timeout)
+    deadline = None if limit is None else runtime.monotonic() + limit
     lock = await store.try_lock(name, owner, ttl)
     while lock is None:
-        if deadline is not None and runtime.monotonic() >= deadline:
-            raise TimeoutError(f"lock {name!r} not acquired within {timeout} s")
+        if limit is not None and deadline is not None and runtime.monotonic() >= deadline:
+            raise LockTimeout(name, limit)
         await runtime.sleep(poll)
         lock = await store.try_lock(name, owner, ttl)
     lost = False
