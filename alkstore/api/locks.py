@@ -58,7 +58,8 @@ class Lock:
         """Extend to now + ``ttl``; ``False`` once the TTL has lapsed or it was released."""
         store = self._store
         ttl_us = duration_us(ttl, "ttl", allow_zero=False)
-        record = await store.run(locks.renew(store.dialect, self._record, store.now_us(), ttl_us))
+        plan = locks.renew(store._dialect, self._record, store._now_us(), ttl_us)
+        record = await store._run(plan)
         if record is None:
             return False
         self._record = record
@@ -67,7 +68,7 @@ class Lock:
     async def release(self) -> bool:
         """Give the lock up; ``False`` if it had already lapsed or been released."""
         store = self._store
-        return await store.run(locks.release(store.dialect, self._record, store.now_us()))
+        return await store._run(locks.release(store._dialect, self._record, store._now_us()))
 
 
 @asynccontextmanager
@@ -80,7 +81,7 @@ async def hold_lock(
     timeout: float | None,
     poll: float,
 ) -> AsyncIterator[Lock]:
-    runtime = store.runtime
+    runtime = store._runtime
     ttl_us = duration_us(ttl, "ttl", allow_zero=False)
     poll = check_seconds(poll, "poll")
     limit = None if timeout is None else check_timeout(timeout)
@@ -113,7 +114,7 @@ async def hold_lock(
         if not lost:
             # Shielded so a cancelled holder still frees the lock at once,
             # but bounded: past the lock's expiry it is free anyway.
-            bound = locks.release_bound(store.now_us(), lock._record)
+            bound = locks.release_bound(store._now_us(), lock._record)
             with runtime.shield(bound) as scope, contextlib.suppress(AlkstoreError):
                 await lock.release()
             if scope.cancelled_caught:
@@ -137,12 +138,12 @@ async def _keep(store: Store, lock: Lock, ttl: Duration, ttl_us: int) -> None:
         expires = lock._record.expires_at_us
         if leases.expires_us(key) != expires:
             leases.renewed(key, expires)
-        now = store.now_us()
+        now = store._now_us()
         action = leases.next_action(now)
         if isinstance(action, Lapsed | Idle):
             return
         if isinstance(action, Wait):
-            await store.runtime.sleep(max(0, action.until_us - now) / US_PER_S)
+            await store._runtime.sleep(max(0, action.until_us - now) / US_PER_S)
             continue
         try:
             ok = await lock.renew(ttl)
@@ -151,7 +152,7 @@ async def _keep(store: Store, lock: Lock, ttl: Duration, ttl_us: int) -> None:
         except AlkstoreError:
             log.warning("lock %r: renewal failed; retrying while the lock lasts", lock.name,
                         exc_info=True)  # fmt: skip
-            leases.renew_failed(action.keys, store.now_us())
+            leases.renew_failed(action.keys, store._now_us())
             continue
         if not ok:
             return

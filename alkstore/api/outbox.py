@@ -63,14 +63,14 @@ class Outbox:
                                "worker id")  # fmt: skip
         n = queues.check_limit(batch, "batch")
         queue = self.queue
-        store = queue.store
+        store = queue._store
         run = plans.Batch()
         try:
             plan = plans.claim(
-                store.dialect, queue.name, wid, n, store.now_us(),
-                queue.options.visibility_timeout_us, run,
+                store._dialect, queue.name, wid, n, store._now_us(),
+                queue._options.visibility_timeout_us, run,
             )  # fmt: skip
-            for record in await store.run(plan):
+            for record in await store._run(plan):
                 job = Job(queue, record)
                 try:
                     await deliver(job.payload)
@@ -83,8 +83,8 @@ class Outbox:
             delivered = run.to_ack()
             if not delivered:
                 return 0
-            settled = await store.run(
-                plans.settle(store.dialect, wid, run, store.origin, store.now_us())
+            settled = await store._run(
+                plans.settle(store._dialect, wid, run, store._origin, store._now_us())
             )
             run.finished()
             log_refused_acks(queue.name, delivered, settled.acked)
@@ -99,17 +99,17 @@ class Outbox:
         shielded, but no longer than the claims last (plus a round trip):
         past that an ack or hand-back would be refused anyway."""
         queue = self.queue
-        store = queue.store
-        bound = settle_bound(store.now_us(), run.open_records())
-        with store.runtime.shield(bound) as scope:
+        store = queue._store
+        bound = settle_bound(store._now_us(), run.open_records())
+        with store._runtime.shield(bound) as scope:
             try:
                 for record, error in run.to_retry():
                     await retry_failed(Job(queue, record), error)
                     run.retried(record.id)
                 delivered = run.to_ack()
                 if delivered or run.to_release():
-                    plan = plans.settle(store.dialect, wid, run, store.origin, store.now_us())
-                    settled = await store.run(plan)
+                    plan = plans.settle(store._dialect, wid, run, store._origin, store._now_us())
+                    settled = await store._run(plan)
                     log_refused_acks(queue.name, delivered, settled.acked)
                     log.debug("outbox %s: a stopped run acked %d delivered and handed back %d "
                               "undelivered message(s)", self.name, len(settled.acked),

@@ -62,7 +62,7 @@ class Store:
         self._hub = hub
         self._rng = random.Random(seed)
         # Identifies this store's notifications so its own watcher skips them.
-        self.origin = secrets.token_hex(8)
+        self._origin = secrets.token_hex(8)
         self._lifecycle = Lifecycle("store")
 
     # -- plumbing shared by the facades ---------------------------------------
@@ -71,25 +71,21 @@ class Store:
         return self._executor.dialect.name
 
     @property
-    def runtime(self) -> Runtime:
-        return self._runtime
-
-    @property
     def closed(self) -> bool:
         return self._lifecycle.closed
 
-    def now_us(self) -> int:
+    def _now_us(self) -> int:
         return self._clock.now_us()
 
-    def draw(self) -> float:
+    def _draw(self) -> float:
         """A uniform draw in [0, 1) for backoff jitter (seedable)."""
         return self._rng.random()
 
     @property
-    def dialect(self) -> Any:
+    def _dialect(self) -> Any:
         return self._executor.dialect
 
-    async def run(self, plan: Plan[T], *, bulk: bool = False) -> T:
+    async def _run(self, plan: Plan[T], *, bulk: bool = False) -> T:
         """Run ``plan`` in a transaction of its own. ``bulk``: its work grows
         with its input or with the data (an engine keeps it off the event
         loop's thread)."""
@@ -115,7 +111,7 @@ class Store:
             self._hub.wake(wakes)
         return value
 
-    def check_notify_payload(self, payload: codec.JSON) -> None:
+    def _check_notify_payload(self, payload: codec.JSON) -> None:
         text = codec.encode(payload)
         limit = self._executor.dialect.notify_payload_limit
         if limit is not None:
@@ -123,7 +119,7 @@ class Store:
             if size > limit:
                 raise PayloadTooLarge(limit, size)
 
-    def subscribe_channel(self, channel: str) -> WakeReceiver:
+    def _subscribe_channel(self, channel: str) -> WakeReceiver:
         """A receiver on any channel, internal ones included (no name check)."""
         return WakeReceiver(self._hub, channel, self._executor, self._lifecycle)
 
@@ -135,9 +131,9 @@ class Store:
         delivered: wakes are hints; content travels by streams.
         """
         channel = check_name(channel, "channel")
-        self.check_notify_payload(payload)
-        now = self.now_us()
-        await self.run(wake_plans.notify(self.dialect, channel, self.origin, now))
+        self._check_notify_payload(payload)
+        now = self._now_us()
+        await self._run(wake_plans.notify(self._dialect, channel, self._origin, now))
 
     def listen(self, channel: str) -> WakeReceiver:
         return WakeReceiver(
@@ -183,7 +179,7 @@ class Store:
         name = check_name(name, "lock")
         owner = check_identifier(owner, "lock owner")
         ttl_us = duration_us(ttl, "ttl", allow_zero=False)
-        record = await self.run(locks.try_lock(self.dialect, name, owner, self.now_us(), ttl_us))
+        record = await self._run(locks.try_lock(self._dialect, name, owner, self._now_us(), ttl_us))
         return None if record is None else Lock(self, record)
 
     def hold_lock(
@@ -223,14 +219,14 @@ class Store:
                     _IN_TRANSACTION.reset(marker)
                     tx._close()
         except CommitUnknown as exc:
-            if tx is not None and not tx.finished:
+            if tx is not None and not tx._finished:
                 self._hub.wake(exc.wakes)  # it may have committed: look again
             raise
         assert tx is not None
-        if not tx.finished and session.wakes:
+        if not tx._finished and session.wakes:
             self._hub.wake(session.wakes)
 
-    async def end_transaction(self, session: TxSession, commit: bool) -> None:
+    async def _end_transaction(self, session: TxSession, commit: bool) -> None:
         """Commit or roll back ``session`` now, waking after a commit."""
         try:
             await session.finish(commit)

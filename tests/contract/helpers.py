@@ -37,7 +37,7 @@ def orders(store: Store) -> str:
     test's own schema, so tests never share it."""
     if store.engine == "sqlite":
         return "orders"
-    return f'"{store.dialect.schema}".orders'
+    return f'"{store._dialect.schema}".orders'
 
 
 async def create_orders_table(store: Store) -> None:
