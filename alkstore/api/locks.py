@@ -40,18 +40,22 @@ class Lock:
 
     @property
     def name(self) -> str:
+        """The lock's name."""
         return self._record.name
 
     @property
     def owner(self) -> str:
+        """The owner that holds it."""
         return self._record.owner
 
     @property
     def token(self) -> int:
+        """The fencing token of this acquisition; it grows with every acquisition of the name."""
         return self._record.token
 
     @property
     def expires_at(self) -> datetime:
+        """When the lock lapses unless renewed, in UTC."""
         return to_datetime(self._record.expires_at_us)
 
     async def renew(self, ttl: Duration) -> bool:

@@ -41,6 +41,8 @@ class Outbox:
         return f"Outbox({self.name!r})"
 
     async def enqueue(self, payload: codec.JSON, **options: Any) -> int:
+        """Add a message outside any transaction (``Queue.enqueue``'s options); returns its id.
+        Usually you want ``tx.outbox_enqueue`` instead."""
         return await self.queue.enqueue(payload, **options)
 
     async def run_once(
@@ -134,13 +136,17 @@ class Outbox:
         await self.queue.work(handler, **options)
 
     async def stats(self) -> QueueStats:
+        """The outbox's counts (``Queue.stats``)."""
         return await self.queue.stats()
 
     async def dead_letters(self, limit: int = 100) -> list[JobInfo]:
+        """Up to ``limit`` messages whose delivery gave up (``Queue.dead_letters``)."""
         return await self.queue.dead_letters(limit)
 
     async def requeue_dead(self, job_id: int) -> bool:
+        """Deliver a dead message again (``Queue.requeue_dead``)."""
         return await self.queue.requeue_dead(job_id)
 
     async def purge_dead(self, before: datetime | None = None) -> int:
+        """Delete dead messages (``Queue.purge_dead``); returns how many."""
         return await self.queue.purge_dead(before)

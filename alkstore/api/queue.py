@@ -75,21 +75,27 @@ class Job:
 
     @property
     def id(self) -> int:
+        """The job's id, unique in its database."""
         return self._record.id
 
     @property
     def queue(self) -> str:
+        """The name of the job's queue."""
         return self._record.queue
 
     @property
     def payload(self) -> codec.JSON:
+        """The job's JSON payload, as enqueued."""
         return self._record.payload
 
     def payload_as(self, target: type[T]) -> T:
+        """The payload decoded into ``target`` (a dataclass, a ``model_validate`` class or a JSON
+        type); raises ``CodecError`` on a mismatch."""
         return codec.convert(self._record.payload, target)
 
     @property
     def priority(self) -> int:
+        """The job's priority: higher is claimed first."""
         return self._record.priority
 
     @property
@@ -99,30 +105,38 @@ class Job:
 
     @property
     def max_attempts(self) -> int:
+        """Attempts allowed before a retry sends the job to the dead letters."""
         return self._record.max_attempts
 
     @property
     def worker_id(self) -> str:
+        """The worker id this job is claimed by."""
         return self._record.claimed_by
 
     @property
     def run_at(self) -> datetime:
+        """When the job became (or becomes) claimable, in UTC."""
         return to_datetime(self._record.run_at_us)
 
     @property
     def created_at(self) -> datetime:
+        """When the job was enqueued, in UTC."""
         return to_datetime(self._record.created_at_us)
 
     @property
     def expires_at(self) -> datetime | None:
+        """The deadline for its first claim (``expires``), or ``None``."""
         us = self._record.expires_at_us
         return None if us is None else to_datetime(us)
 
     @property
     def claim_expires_at(self) -> datetime:
+        """When this claim lapses unless renewed (``heartbeat``); another worker may then claim the
+        job."""
         return to_datetime(self._record.claim_expires_at_us)
 
     async def ack(self) -> bool:
+        """Done: delete the job. ``False`` (nothing changed) when this claim no longer owns it."""
         store = self._queue._store
         return await store._run(claim.ack(store._dialect, self._record, store._now_us()))
 
@@ -220,10 +234,14 @@ class Queue:
         return await store._run(plan, bulk=len(jobs) > INLINE_MAX)
 
     async def claim_one(self, worker_id: str) -> Job | None:
+        """Claim the next claimable job for ``worker_id``, or ``None`` when there is none."""
         jobs = await self.claim_batch(worker_id, 1)
         return jobs[0] if jobs else None
 
     async def claim_batch(self, worker_id: str, n: int) -> list[Job]:
+        """Claim up to ``n`` claimable jobs for ``worker_id`` in one transaction
+        (highest priority first, then earliest due, then id); each claim lasts
+        the visibility timeout."""
         worker_id = check_identifier(worker_id, "worker id")
         n = queues.check_limit(n, "n")
         store = self._store
@@ -244,6 +262,8 @@ class Queue:
         )
 
     async def cancel(self, job_id: int) -> bool:
+        """Delete a pending or processing job; ``False`` if there was none (a processing job's
+        worker then gets ``False`` when it settles)."""
         job_id = queues.check_job_id(job_id)
         return await self._store._run(queues.cancel(self._store._dialect, self.name, job_id))
 
@@ -269,15 +289,19 @@ class Queue:
                 return total
 
     async def stats(self) -> QueueStats:
+        """The queue's counts, as of now."""
         plan = queues.stats(self._store._dialect, self.name, self._store._now_us())
         return await self._store._run(plan, bulk=True)  # counts grow with the queue
 
     async def dead_letters(self, limit: int = 100) -> list[JobInfo]:
+        """Up to ``limit`` dead jobs of this queue, oldest first."""
         limit = queues.check_limit(limit)
         plan = queues.dead_letters(self._store._dialect, self.name, limit)
         return await self._store._run(plan, bulk=limit > INLINE_MAX)
 
     async def requeue_dead(self, job_id: int) -> bool:
+        """Move a dead job back to pending, due now, attempts reset, no deadline;
+        ``False`` if it is not dead here."""
         job_id = queues.check_job_id(job_id)
         store = self._store
         plan = queues.requeue_dead(
@@ -286,6 +310,8 @@ class Queue:
         return await store._run(plan)
 
     async def purge_dead(self, before: datetime | None = None) -> int:
+        """Delete this queue's dead jobs (those that died before ``before``, if given); returns how
+        many."""
         before_us = None if before is None else instant_us(before, "before")
         plan = queues.purge_dead(self._store._dialect, self.name, before_us)
         return await self._store._run(plan, bulk=True)

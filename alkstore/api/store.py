@@ -68,10 +68,12 @@ class Store:
     # -- plumbing shared by the facades ---------------------------------------
     @property
     def engine(self) -> str:
+        """``"sqlite"`` or ``"postgres"``."""
         return self._executor.dialect.name
 
     @property
     def closed(self) -> bool:
+        """True once the store is closed (its ``async with`` block ended)."""
         return self._lifecycle.closed
 
     def _now_us(self) -> int:
@@ -136,6 +138,8 @@ class Store:
         await self._run(wake_plans.notify(self._dialect, channel, self._origin, now))
 
     def listen(self, channel: str) -> WakeReceiver:
+        """A receiver of ``channel``'s wakes, here and from other processes. Use as ``async with``;
+        raises ``InvalidName``/``ReservedName`` for a bad channel."""
         return WakeReceiver(
             self._hub, check_name(channel, "channel"), self._executor, self._lifecycle
         )
@@ -149,12 +153,15 @@ class Store:
         max_attempts: int = 3,
         backoff: Backoff | None = None,
     ) -> Queue:
+        """A handle on queue ``name`` with these defaults for its jobs (no IO). Raises
+        ``InvalidName``/``ReservedName``/``InvalidArgument``."""
         from .queue import Queue
 
         options = QueueOptions.of(visibility_timeout, max_attempts, backoff)
         return Queue(self, check_name(name, "queue"), options)
 
     def stream(self, name: str) -> Stream:
+        """A handle on stream ``name`` (no IO). Raises ``InvalidName``/``ReservedName``."""
         from .stream import Stream
 
         return Stream(self, check_name(name, "stream"))
@@ -167,6 +174,8 @@ class Store:
         max_attempts: int = OUTBOX_OPTIONS.max_attempts,
         backoff: Backoff | None = None,
     ) -> Outbox:
+        """A handle on outbox ``name`` with these delivery defaults (no IO). Raises
+        ``InvalidName``/``ReservedName``/``InvalidArgument``."""
         from .outbox import Outbox
 
         options = QueueOptions.of(visibility_timeout, max_attempts, backoff)
@@ -174,6 +183,8 @@ class Store:
 
     # -- locks -----------------------------------------------------------------
     async def try_lock(self, name: str, owner: str, ttl: Duration) -> Lock | None:
+        """Take lock ``name`` for ``owner`` for ``ttl`` seconds if it is free (or already
+        ``owner``'s: refreshed, same token); ``None`` if someone else holds it."""
         from .locks import Lock
 
         name = check_name(name, "lock")
@@ -276,6 +287,7 @@ class Store:
         )  # fmt: skip
 
     async def unschedule(self, name: str) -> bool:
+        """Remove schedule ``name``; ``False`` if there was none."""
         from .scheduler import unschedule
 
         return await unschedule(self, name)
@@ -294,6 +306,9 @@ class Store:
 
     # -- lifecycle -------------------------------------------------------------
     async def aclose(self) -> None:
+        """Close the store: its wake receivers close, its connections end, and
+        every later operation raises ``Closed``. Idempotent; the driver's
+        ``async with`` block calls it."""
         if not self._lifecycle.close():
             return
         self._hub.close_all()

@@ -33,9 +33,13 @@ class Stream:
         return f"Stream({self.name!r})"
 
     async def publish(self, payload: codec.JSON) -> int:
+        """Append ``payload`` (JSON) and return its offset; receivers are woken once it commits.
+        Raises ``CodecError`` for a payload that is not JSON."""
         return await self._publish(None, payload)
 
     async def publish_with_key(self, key: str, payload: codec.JSON) -> int:
+        """Like ``publish``, with a non-empty ``key`` stored beside the event (``InvalidName`` if
+        empty)."""
         return await self._publish(check_key(key), payload)
 
     async def _publish(self, key: str | None, payload: codec.JSON) -> int:
@@ -65,6 +69,7 @@ class Stream:
         await self._store._run(plan)
 
     async def get_offset(self, consumer: str) -> int:
+        """``consumer``'s saved offset; 0 if it never saved one."""
         consumer = check_identifier(consumer, "consumer")
         plan = streams.get_offset(self._store._dialect, self.name, consumer)
         return await self._store._run(plan)
@@ -78,6 +83,8 @@ class Stream:
     def subscribe(
         self, consumer: str, *, batch: int = 100, backstop: float = 5.0
     ) -> EventReceiver:
+        """A receiver delivering events after ``consumer``'s saved offset, read ``batch`` at a time
+        and woken by publishes, looking anyway every ``backstop`` seconds. Use as ``async with``."""
         return EventReceiver(self, check_identifier(consumer, "consumer"), batch, backstop)
 
 
@@ -100,6 +107,7 @@ class EventReceiver:
 
     @property
     def offset(self) -> int:
+        """The offset of the last event handed out (what ``save_offset`` saves)."""
         return self._sub.offset
 
     @offset.setter
@@ -123,11 +131,13 @@ class EventReceiver:
         self.close()
 
     def close(self) -> None:
+        """Stop receiving: ``recv`` returns ``None`` from now on. Saves nothing."""
         self._sub.close()
         self._wakes.close()
 
     @property
     def closed(self) -> bool:
+        """True once closed (by ``close``, the block's end, or the store closing)."""
         return self._sub.is_closed(self._wakes.closed)
 
     async def _fill(self, read: streams.Read) -> bool:
@@ -195,6 +205,7 @@ class EventReceiver:
         return self._sub.take()
 
     async def read_since(self, offset: int, limit: int = 100) -> list[StreamEvent]:
+        """``Stream.read_since`` on this receiver's stream; raises ``Closed`` when closed."""
         self._sub.check_open(self._wakes.closed)
         return await self.stream.read_since(offset, limit)
 

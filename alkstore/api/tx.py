@@ -115,6 +115,8 @@ class Transaction:
     async def outbox_enqueue(
         self, outbox: str | Outbox, payload: codec.JSON, **options: Any
     ) -> int:
+        """Enqueue a message into ``outbox`` (a name, or an ``Outbox`` whose defaults apply),
+        delivered only if this transaction commits; returns its id."""
         if isinstance(outbox, Outbox):
             name, defaults = outbox.queue.name, outbox.queue._options
         else:
@@ -123,9 +125,12 @@ class Transaction:
         return await self._enqueue(name, defaults, payload, **options)
 
     async def publish(self, stream: str, payload: codec.JSON) -> int:
+        """``Stream.publish`` inside this transaction: the event exists, and wakes fire, only if it
+        commits."""
         return await self._publish(check_name(stream, "stream"), None, payload)
 
     async def publish_with_key(self, stream: str, key: str, payload: codec.JSON) -> int:
+        """``Stream.publish_with_key`` inside this transaction."""
         return await self._publish(check_name(stream, "stream"), check_key(key), payload)
 
     async def _publish(self, stream: str, key: str | None, payload: codec.JSON) -> int:
@@ -135,12 +140,15 @@ class Transaction:
         return int(await self._run(plan))
 
     async def notify(self, channel: str, payload: codec.JSON = None) -> None:
+        """``Store.notify`` inside this transaction: the wake fires only after commit."""
         store = self._store
         channel = check_name(channel, "channel")
         store._check_notify_payload(payload)
         await self._run(wake_plans.notify(store._dialect, channel, store._origin, store._now_us()))
 
     async def save_offset(self, stream: str, consumer: str, offset: int) -> None:
+        """``Stream.save_offset`` inside this transaction: the checkpoint
+        commits with your writes."""
         stream = check_name(stream, "stream")
         consumer = check_identifier(consumer, "consumer")
         offset = streams.check_offset(offset)

@@ -38,6 +38,8 @@ from .runtime import Runtime, Signal
 
 @dataclass
 class ListenerOptions:
+    """The Postgres listening connection: its connect timeout and reconnect pauses (see
+    docs/engines.md); checked when made and again at open (``InvalidArgument``)."""
     connect_timeout: float = 10.0
     reconnect_base: float = 0.05
     reconnect_cap: float = 5.0

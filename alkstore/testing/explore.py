@@ -19,6 +19,8 @@ from .simulation import Config, Simulation, SimulationFailure
 
 @dataclass(frozen=True)
 class Exploration:
+    """What ``explore`` ran: how many ``interleavings``, ``steps`` in all, and the deepest path
+    (``max_depth`` choice points)."""
     interleavings: int
     steps: int
     max_depth: int

@@ -48,6 +48,7 @@ class LoopClock:
         self._t0 = runtime.monotonic()
 
     def now_us(self) -> int:
+        """The start time plus the event loop's elapsed time, in microseconds."""
         return self._start_us + round((self._runtime.monotonic() - self._t0) * US_PER_S)
 
 
