@@ -60,16 +60,16 @@ import trio
 with atheris.instrument_imports():
     from alkstore import (
         CodecError,
+        EventReceiver,
         InvalidArgument,
         InvalidName,
+        Job,
+        Lock,
         PayloadTooLarge,
         ReservedName,
         Store,
+        WakeReceiver,
     )
-    from alkstore.api.locks import Lock
-    from alkstore.api.queue import Job
-    from alkstore.api.stream import EventReceiver
-    from alkstore.api.wakes import WakeReceiver
     from alkstore.io_trio import PostgresOptions, SqliteOptions, open_postgres, open_sqlite
 
 DSN = os.environ.get("ALKSTORE_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")

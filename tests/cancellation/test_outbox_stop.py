@@ -14,8 +14,7 @@ from typing import Any
 
 import pytest
 
-from alkstore.api.outbox import Outbox
-from alkstore.api.store import Store
+from alkstore import Outbox, Store
 from alkstore.protocol.outbox import Batch, Step
 from alkstore.protocol.types import JobRecord
 from tests.contract import aio

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from alkstore.api.store import Store
-from alkstore.runner.runtime import ManualClock
+from alkstore import ManualClock, Store
 
 from . import aio
 

@@ -17,9 +17,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from alkstore import CommitUnknown, DatabaseError
-from alkstore.api.queue import Job
-from alkstore.api.store import Store
+from alkstore import CommitUnknown, DatabaseError, Job, Store
 from alkstore.io_trio import PostgresOptions
 from tests.backends import BACKENDS, PG_DSN, Backend, selected_backends
 

@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from alkstore import DatabaseError, InvalidArgument, InvalidName, Lock, LockLost, LockTimeout
-from alkstore.api.store import Store
-from alkstore.runner.runtime import ManualClock
+from alkstore import (
+    DatabaseError,
+    InvalidArgument,
+    InvalidName,
+    Lock,
+    LockLost,
+    LockTimeout,
+    ManualClock,
+    Store,
+)
 from tests.backends import Backend
 
 from . import aio

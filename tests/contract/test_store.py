@@ -7,9 +7,7 @@ from pathlib import Path
 import pytest
 import sniffio
 
-from alkstore import Closed, DatabaseError, QueueStats
-from alkstore.api.store import Store
-from alkstore.runner.runtime import ManualClock
+from alkstore import Closed, DatabaseError, ManualClock, QueueStats, Store
 from tests.backends import Backend
 
 from . import aio

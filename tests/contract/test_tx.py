@@ -6,9 +6,7 @@ import sqlite3
 
 import pytest
 
-from alkstore import Closed, DatabaseError, QueueStats, Transaction, Wake
-from alkstore.api.store import Store
-from alkstore.runner.runtime import ManualClock
+from alkstore import Closed, DatabaseError, ManualClock, QueueStats, Store, Transaction, Wake
 from tests.backends import Backend
 
 from . import aio

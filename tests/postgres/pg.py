@@ -18,10 +18,8 @@ from typing import Any
 import psycopg
 import trio
 
-from alkstore.api.store import Store
-from alkstore.io_trio import PostgresOptions, open_postgres
-from alkstore.runner.pg_listener import ListenerOptions
-from alkstore.runner.runtime import Clock
+from alkstore import Clock, Store
+from alkstore.io_trio import ListenerOptions, PostgresOptions, open_postgres
 from tests.backends import BACKENDS, PG_DSN
 
 # Generous bound for what must happen "soon"; tests never wait this long

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from alkstore.runner.runtime import ManualClock
+from alkstore import ManualClock
 
 from .pg import asql, open_pg
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from alkstore.protocol.errors import InvalidArgument
+from alkstore import InvalidArgument
+from alkstore.io_trio import WatcherOptions
 from alkstore.protocol.leases import Idle, Lapsed, Leases, Renew, Wait
 from alkstore.protocol.types import JobRecord
 from alkstore.protocol.worker import (
@@ -15,7 +16,7 @@ from alkstore.protocol.worker import (
     WorkerPolicy,
     settle_bound,
 )
-from alkstore.runner.sqlite_watcher import WatchCadence, WatcherOptions
+from alkstore.runner.sqlite_watcher import WatchCadence
 
 S = 1_000_000
 T0 = 1_700_000_000 * S
