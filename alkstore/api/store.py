@@ -202,8 +202,10 @@ class Store:
         timeout: float | None = None,
         poll: float = 0.05,
     ) -> Any:
-        """Acquire (waiting up to ``timeout``), renew in the background, and
-        cancel the body with ``LockLost`` if the lock cannot be renewed."""
+        """An async context manager holding lock ``name``: acquire it (trying
+        every ``poll`` seconds, raising ``LockTimeout`` after ``timeout``),
+        renew it in the background, cancel the body with ``LockLost`` if it
+        cannot be renewed, release it when the body ends."""
         from .locks import hold_lock
 
         return hold_lock(self, name, owner, ttl, timeout=timeout, poll=poll)
