@@ -1,6 +1,12 @@
-"""alkstore: durable messaging in the database you already have."""
+"""alkstore: durable messaging in the database you already have.
 
-from .api.locks import Lock, LockLost
+The public surface is this module, the drivers ``alkstore.io_trio`` and
+``alkstore.io_asyncio``, and ``alkstore.testing``: the names in their
+``__all__``, listed in docs/api.md. Every other module is internal and may
+change without notice.
+"""
+
+from .api.locks import Lock
 from .api.outbox import Outbox
 from .api.queue import Job, Queue
 from .api.store import Store
@@ -16,6 +22,8 @@ from .protocol.errors import (
     DatabaseError,
     InvalidArgument,
     InvalidName,
+    LockLost,
+    LockTimeout,
     PayloadTooLarge,
     ReservedName,
     TransactionConflict,
@@ -23,6 +31,7 @@ from .protocol.errors import (
 )
 from .protocol.names import LISTENER_RECONNECTED, RESERVED_PREFIX
 from .protocol.types import JobInfo, QueueStats, StreamEvent, Wake
+from .runner.runtime import Clock, ManualClock, SystemClock
 
 __version__ = "0.1.0"
 
@@ -31,6 +40,7 @@ __all__ = [
     "RESERVED_PREFIX",
     "AlkstoreError",
     "Backoff",
+    "Clock",
     "Closed",
     "CodecError",
     "CommitUnknown",
@@ -42,6 +52,8 @@ __all__ = [
     "JobInfo",
     "Lock",
     "LockLost",
+    "LockTimeout",
+    "ManualClock",
     "Outbox",
     "PayloadTooLarge",
     "Queue",
@@ -50,6 +62,7 @@ __all__ = [
     "Store",
     "Stream",
     "StreamEvent",
+    "SystemClock",
     "Transaction",
     "TransactionConflict",
     "UsageError",

@@ -241,7 +241,6 @@ class Demo:
         self.retries = 0
         self.buried = 0  # handler failures on the last attempt
         self.poison_dead = False
-        self.leftovers = 0  # jobs of earlier runs on the same --db
         # stream
         self.stream_start = 0
         self.seen: list[int] = []
@@ -371,9 +370,7 @@ class Demo:
     async def handle(self, job: Job) -> None:
         payload = job.payload
         mine = isinstance(payload, dict) and payload.get("run") == self.run
-        if not mine:
-            self.leftovers += 1  # an earlier run's job on a reused --db
-        else:
+        if mine:  # not an earlier run's job on a reused --db
             self.handled += 1
         kind = payload.get("kind") if isinstance(payload, dict) else None
         if kind == "poison" or (mine and payload.get("flaky") and job.attempts == 1):

@@ -46,10 +46,21 @@ import trio
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from alkstore import LISTENER_RECONNECTED, CommitUnknown, DatabaseError, Job, Wake  # noqa: E402
-from alkstore.api.store import Store  # noqa: E402
-from alkstore.io_trio import PostgresOptions, SqliteOptions, open_postgres, open_sqlite  # noqa: E402
-from alkstore.runner.pg_listener import ListenerOptions  # noqa: E402
+from alkstore import (  # noqa: E402
+    LISTENER_RECONNECTED,
+    CommitUnknown,
+    DatabaseError,
+    Job,
+    Store,
+    Wake,
+)
+from alkstore.io_trio import (  # noqa: E402
+    ListenerOptions,
+    PostgresOptions,
+    SqliteOptions,
+    open_postgres,
+    open_sqlite,
+)
 from tests.chaos.proxy import FaultyProxy, faulty_proxy  # noqa: E402
 
 DSN = os.environ.get("ALKSTORE_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")

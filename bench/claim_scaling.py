@@ -28,7 +28,7 @@ from contextlib import asynccontextmanager
 import psycopg
 import trio
 
-from alkstore.api.store import Store
+from alkstore import Store
 from alkstore.io_trio import PostgresOptions, open_postgres, open_sqlite
 
 DSN = os.environ.get("ALKSTORE_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")

@@ -44,9 +44,7 @@ from dataclasses import dataclass, field
 
 import trio
 
-from alkstore.io_trio import open_sqlite
-from alkstore.runner.open_sqlite import SqliteOptions
-from alkstore.runner.sqlite_watcher import WatcherOptions
+from alkstore.io_trio import SqliteOptions, WatcherOptions, open_sqlite
 
 CHANNEL = "bench"
 WARMUP = 5

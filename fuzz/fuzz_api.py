@@ -60,16 +60,16 @@ import trio
 with atheris.instrument_imports():
     from alkstore import (
         CodecError,
+        EventReceiver,
         InvalidArgument,
         InvalidName,
+        Job,
+        Lock,
         PayloadTooLarge,
         ReservedName,
         Store,
+        WakeReceiver,
     )
-    from alkstore.api.locks import Lock
-    from alkstore.api.queue import Job
-    from alkstore.api.stream import EventReceiver
-    from alkstore.api.wakes import WakeReceiver
     from alkstore.io_trio import PostgresOptions, SqliteOptions, open_postgres, open_sqlite
 
 DSN = os.environ.get("ALKSTORE_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
@@ -591,10 +591,6 @@ COVERS: dict[str, tuple[str, ...]] = {
 }
 # Public methods with parameters that are not fuzzed here, and why.
 NOT_FUZZED: dict[str, str] = {
-    "Store.run": "internal: runs a core plan",
-    "Store.end_transaction": "internal: ends a transaction session",
-    "Store.check_notify_payload": "the check notify and tx.notify make (fuzzed through them)",
-    "Store.subscribe_channel": "internal: unchecked channel names for alkstore's own wakes",
     "Store.join": "takes the application's own connection object",
     "Job.payload_as": "pure decoding, fuzzed by fuzz_codec.py (convert)",
     "Outbox.work": "passes its options to Queue.work (fuzzed)",

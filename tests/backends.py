@@ -18,8 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from alkstore.api.store import Store
-from alkstore.runner.runtime import Clock
+from alkstore import Clock, Store
 
 Opener = Callable[..., AbstractAsyncContextManager[Store]]
 

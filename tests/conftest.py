@@ -11,8 +11,7 @@ from typing import Any
 
 import pytest
 
-from alkstore.api.store import Store
-from alkstore.runner.runtime import ManualClock, SystemClock
+from alkstore import ManualClock, Store, SystemClock
 
 from .backends import BACKENDS, PG_DSN, PG_TEST_SCHEMA_PREFIX, Backend, selected_backends
 

@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from ..protocol import locks
-from ..protocol.errors import AlkstoreError, Closed
+from ..protocol.errors import AlkstoreError, Closed, LockLost, LockTimeout
 from ..protocol.leases import Idle, Lapsed, Leases, Wait
 from ..protocol.timeconv import US_PER_S, Duration, check_seconds, duration_us, to_datetime
 from ..protocol.types import LockRecord
@@ -21,16 +21,6 @@ log = logging.getLogger("alkstore.locks")
 
 if TYPE_CHECKING:
     from .store import Store
-
-
-class LockLost(AlkstoreError):
-    """``hold_lock`` lost its lock (a renewal refused, or the TTL lapsed
-    before one succeeded); the body was cancelled."""
-
-    def __init__(self, name: str, token: int) -> None:
-        self.name = name
-        self.token = token
-        super().__init__(f"lost lock {name!r} (token {token})")
 
 
 class Lock:
@@ -50,25 +40,30 @@ class Lock:
 
     @property
     def name(self) -> str:
+        """The lock's name."""
         return self._record.name
 
     @property
     def owner(self) -> str:
+        """The owner that holds it."""
         return self._record.owner
 
     @property
     def token(self) -> int:
+        """The fencing token of this acquisition; it grows with every acquisition of the name."""
         return self._record.token
 
     @property
     def expires_at(self) -> datetime:
+        """When the lock lapses unless renewed, in UTC."""
         return to_datetime(self._record.expires_at_us)
 
     async def renew(self, ttl: Duration) -> bool:
         """Extend to now + ``ttl``; ``False`` once the TTL has lapsed or it was released."""
         store = self._store
         ttl_us = duration_us(ttl, "ttl", allow_zero=False)
-        record = await store.run(locks.renew(store.dialect, self._record, store.now_us(), ttl_us))
+        plan = locks.renew(store._dialect, self._record, store._now_us(), ttl_us)
+        record = await store._run(plan)
         if record is None:
             return False
         self._record = record
@@ -77,7 +72,7 @@ class Lock:
     async def release(self) -> bool:
         """Give the lock up; ``False`` if it had already lapsed or been released."""
         store = self._store
-        return await store.run(locks.release(store.dialect, self._record, store.now_us()))
+        return await store._run(locks.release(store._dialect, self._record, store._now_us()))
 
 
 @asynccontextmanager
@@ -90,14 +85,15 @@ async def hold_lock(
     timeout: float | None,
     poll: float,
 ) -> AsyncIterator[Lock]:
-    runtime = store.runtime
+    runtime = store._runtime
     ttl_us = duration_us(ttl, "ttl", allow_zero=False)
     poll = check_seconds(poll, "poll")
-    deadline = None if timeout is None else runtime.monotonic() + check_timeout(timeout)
+    limit = None if timeout is None else check_timeout(timeout)
+    deadline = None if limit is None else runtime.monotonic() + limit
     lock = await store.try_lock(name, owner, ttl)
     while lock is None:
-        if deadline is not None and runtime.monotonic() >= deadline:
-            raise TimeoutError(f"lock {name!r} not acquired within {timeout} s")
+        if limit is not None and deadline is not None and runtime.monotonic() >= deadline:
+            raise LockTimeout(name, limit)
         await runtime.sleep(poll)
         lock = await store.try_lock(name, owner, ttl)
     lost = False
@@ -122,7 +118,7 @@ async def hold_lock(
         if not lost:
             # Shielded so a cancelled holder still frees the lock at once,
             # but bounded: past the lock's expiry it is free anyway.
-            bound = locks.release_bound(store.now_us(), lock._record)
+            bound = locks.release_bound(store._now_us(), lock._record)
             with runtime.shield(bound) as scope, contextlib.suppress(AlkstoreError):
                 await lock.release()
             if scope.cancelled_caught:
@@ -146,12 +142,12 @@ async def _keep(store: Store, lock: Lock, ttl: Duration, ttl_us: int) -> None:
         expires = lock._record.expires_at_us
         if leases.expires_us(key) != expires:
             leases.renewed(key, expires)
-        now = store.now_us()
+        now = store._now_us()
         action = leases.next_action(now)
         if isinstance(action, Lapsed | Idle):
             return
         if isinstance(action, Wait):
-            await store.runtime.sleep(max(0, action.until_us - now) / US_PER_S)
+            await store._runtime.sleep(max(0, action.until_us - now) / US_PER_S)
             continue
         try:
             ok = await lock.renew(ttl)
@@ -160,7 +156,7 @@ async def _keep(store: Store, lock: Lock, ttl: Duration, ttl_us: int) -> None:
         except AlkstoreError:
             log.warning("lock %r: renewal failed; retrying while the lock lasts", lock.name,
                         exc_info=True)  # fmt: skip
-            leases.renew_failed(action.keys, store.now_us())
+            leases.renew_failed(action.keys, store._now_us())
             continue
         if not ok:
             return

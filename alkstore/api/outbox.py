@@ -41,6 +41,8 @@ class Outbox:
         return f"Outbox({self.name!r})"
 
     async def enqueue(self, payload: codec.JSON, **options: Any) -> int:
+        """Add a message outside any transaction (``Queue.enqueue``'s options); returns its id.
+        Usually you want ``tx.outbox_enqueue`` instead."""
         return await self.queue.enqueue(payload, **options)
 
     async def run_once(
@@ -63,14 +65,14 @@ class Outbox:
                                "worker id")  # fmt: skip
         n = queues.check_limit(batch, "batch")
         queue = self.queue
-        store = queue.store
+        store = queue._store
         run = plans.Batch()
         try:
             plan = plans.claim(
-                store.dialect, queue.name, wid, n, store.now_us(),
-                queue.options.visibility_timeout_us, run,
+                store._dialect, queue.name, wid, n, store._now_us(),
+                queue._options.visibility_timeout_us, run,
             )  # fmt: skip
-            for record in await store.run(plan):
+            for record in await store._run(plan):
                 job = Job(queue, record)
                 try:
                     await deliver(job.payload)
@@ -83,8 +85,8 @@ class Outbox:
             delivered = run.to_ack()
             if not delivered:
                 return 0
-            settled = await store.run(
-                plans.settle(store.dialect, wid, run, store.origin, store.now_us())
+            settled = await store._run(
+                plans.settle(store._dialect, wid, run, store._origin, store._now_us())
             )
             run.finished()
             log_refused_acks(queue.name, delivered, settled.acked)
@@ -99,17 +101,17 @@ class Outbox:
         shielded, but no longer than the claims last (plus a round trip):
         past that an ack or hand-back would be refused anyway."""
         queue = self.queue
-        store = queue.store
-        bound = settle_bound(store.now_us(), run.open_records())
-        with store.runtime.shield(bound) as scope:
+        store = queue._store
+        bound = settle_bound(store._now_us(), run.open_records())
+        with store._runtime.shield(bound) as scope:
             try:
                 for record, error in run.to_retry():
                     await retry_failed(Job(queue, record), error)
                     run.retried(record.id)
                 delivered = run.to_ack()
                 if delivered or run.to_release():
-                    plan = plans.settle(store.dialect, wid, run, store.origin, store.now_us())
-                    settled = await store.run(plan)
+                    plan = plans.settle(store._dialect, wid, run, store._origin, store._now_us())
+                    settled = await store._run(plan)
                     log_refused_acks(queue.name, delivered, settled.acked)
                     log.debug("outbox %s: a stopped run acked %d delivered and handed back %d "
                               "undelivered message(s)", self.name, len(settled.acked),
@@ -134,13 +136,17 @@ class Outbox:
         await self.queue.work(handler, **options)
 
     async def stats(self) -> QueueStats:
+        """The outbox's counts (``Queue.stats``)."""
         return await self.queue.stats()
 
     async def dead_letters(self, limit: int = 100) -> list[JobInfo]:
+        """Up to ``limit`` messages whose delivery gave up (``Queue.dead_letters``)."""
         return await self.queue.dead_letters(limit)
 
     async def requeue_dead(self, job_id: int) -> bool:
+        """Deliver a dead message again (``Queue.requeue_dead``)."""
         return await self.queue.requeue_dead(job_id)
 
     async def purge_dead(self, before: datetime | None = None) -> int:
+        """Delete dead messages (``Queue.purge_dead``); returns how many."""
         return await self.queue.purge_dead(before)

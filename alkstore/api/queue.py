@@ -75,21 +75,27 @@ class Job:
 
     @property
     def id(self) -> int:
+        """The job's id, unique in its database."""
         return self._record.id
 
     @property
     def queue(self) -> str:
+        """The name of the job's queue."""
         return self._record.queue
 
     @property
     def payload(self) -> codec.JSON:
+        """The job's JSON payload, as enqueued."""
         return self._record.payload
 
     def payload_as(self, target: type[T]) -> T:
+        """The payload decoded into ``target`` (a dataclass, a ``model_validate`` class or a JSON
+        type); raises ``CodecError`` on a mismatch."""
         return codec.convert(self._record.payload, target)
 
     @property
     def priority(self) -> int:
+        """The job's priority: higher is claimed first."""
         return self._record.priority
 
     @property
@@ -99,72 +105,76 @@ class Job:
 
     @property
     def max_attempts(self) -> int:
+        """Attempts allowed before a retry sends the job to the dead letters."""
         return self._record.max_attempts
 
     @property
     def worker_id(self) -> str:
+        """The worker id this job is claimed by."""
         return self._record.claimed_by
 
     @property
     def run_at(self) -> datetime:
+        """When the job became (or becomes) claimable, in UTC."""
         return to_datetime(self._record.run_at_us)
 
     @property
     def created_at(self) -> datetime:
+        """When the job was enqueued, in UTC."""
         return to_datetime(self._record.created_at_us)
 
     @property
     def expires_at(self) -> datetime | None:
+        """The deadline for its first claim (``expires``), or ``None``."""
         us = self._record.expires_at_us
         return None if us is None else to_datetime(us)
 
     @property
     def claim_expires_at(self) -> datetime:
+        """When this claim lapses unless renewed (``heartbeat``); another worker may then claim the
+        job."""
         return to_datetime(self._record.claim_expires_at_us)
 
-    @property
-    def record(self) -> JobRecord:
-        return self._record
-
     async def ack(self) -> bool:
-        store = self._queue.store
-        return await store.run(claim.ack(store.dialect, self._record, store.now_us()))
+        """Done: delete the job. ``False`` (nothing changed) when this claim no longer owns it."""
+        store = self._queue._store
+        return await store._run(claim.ack(store._dialect, self._record, store._now_us()))
 
     async def retry(
         self, delay: Duration | None = None, error: BaseException | str | None = None
     ) -> bool:
         """Back to pending after ``delay`` (default: the queue's backoff);
         to dead instead when no attempts are left."""
-        store = self._queue.store
+        store = self._queue._store
         delay_us = None if delay is None else duration_us(delay, "delay")
         error = error_text(error)
         plan = claim.retry(
-            store.dialect,
+            store._dialect,
             self._record,
-            store.now_us(),
+            store._now_us(),
             delay_us=delay_us,
-            backoff=self._queue.options.backoff,
-            draw=store.draw(),
+            backoff=self._queue._options.backoff,
+            draw=store._draw(),
             error=error,
         )
-        return await store.run(plan)
+        return await store._run(plan)
 
     async def fail(self, error: BaseException | str | None = None) -> bool:
         """Straight to the dead letters, keeping ``error``."""
-        store = self._queue.store
-        plan = claim.fail(store.dialect, self._record, store.now_us(), error_text(error))
-        return await store.run(plan)
+        store = self._queue._store
+        plan = claim.fail(store._dialect, self._record, store._now_us(), error_text(error))
+        return await store._run(plan)
 
     async def heartbeat(self, extend: Duration | None = None) -> bool:
         """Push the claim's expiry to now + ``extend`` (default: the visibility timeout)."""
-        store = self._queue.store
+        store = self._queue._store
         extend_us = (
-            self._queue.options.visibility_timeout_us
+            self._queue._options.visibility_timeout_us
             if extend is None
             else duration_us(extend, "extend", allow_zero=False)
         )
-        now = store.now_us()
-        ok = await store.run(claim.heartbeat(store.dialect, self._record, now, extend_us))
+        now = store._now_us()
+        ok = await store._run(claim.heartbeat(store._dialect, self._record, now, extend_us))
         if ok:
             self._set_claim_expiry(now + extend_us)
         return ok
@@ -174,25 +184,22 @@ class Job:
 
     async def release(self, *, refund: bool = True) -> bool:
         """Hand the job back, due now (for shutdown); ``refund`` returns the attempt."""
-        store = self._queue.store
+        store = self._queue._store
         refund = check_bool(refund, "refund")
-        plan = claim.release(store.dialect, self._record, store.now_us(), refund=refund)
-        return await store.run(plan)
+        plan = claim.release(store._dialect, self._record, store._now_us(), refund=refund)
+        return await store._run(plan)
 
 
 class Queue:
     """A named queue. Creating the handle does no IO."""
 
     def __init__(self, store: Store, name: str, options: QueueOptions) -> None:
-        self.store = store
+        self._store = store
         self.name = name
-        self.options = options
+        self._options = options
 
     def __repr__(self) -> str:
         return f"Queue({self.name!r})"
-
-    def _new_job(self, payload: codec.JSON, now: int, options: dict[str, Any]) -> Any:
-        return resolve_enqueue(self.name, payload, now, self.options, **options)
 
     async def enqueue(
         self,
@@ -205,60 +212,66 @@ class Queue:
         expires: datetime | Duration | None = None,
     ) -> int:
         """Add a job; returns its id. ``expires`` is a deadline for the first claim."""
-        store = self.store
-        now = store.now_us()
+        store = self._store
+        now = store._now_us()
         job = resolve_enqueue(
-            self.name, payload, now, self.options, delay=delay, run_at=run_at,
+            self.name, payload, now, self._options, delay=delay, run_at=run_at,
             priority=priority, max_attempts=max_attempts, expires=expires,
         )  # fmt: skip
-        return await store.run(queues.enqueue(store.dialect, job, store.origin, now))
+        return await store._run(queues.enqueue(store._dialect, job, store._origin, now))
 
     async def enqueue_batch(self, payloads: Iterable[codec.JSON], **options: Any) -> list[int]:
         """Add many jobs with the same options in one transaction."""
-        store = self.store
-        now = store.now_us()
+        store = self._store
+        now = store._now_us()
         if isinstance(payloads, str | bytes | dict) or not isinstance(payloads, Iterable):
             raise InvalidArgument(f"payloads must be a list (or iterable) of payloads, got "
                                   f"{brief(payloads)}")  # fmt: skip
-        jobs = resolve_enqueue_many(self.name, payloads, now, self.options, **options)
+        jobs = resolve_enqueue_many(self.name, payloads, now, self._options, **options)
         if not jobs:
             return []
-        plan = queues.enqueue_many(store.dialect, jobs, store.origin, now)
-        return await store.run(plan, bulk=len(jobs) > INLINE_MAX)
+        plan = queues.enqueue_many(store._dialect, jobs, store._origin, now)
+        return await store._run(plan, bulk=len(jobs) > INLINE_MAX)
 
     async def claim_one(self, worker_id: str) -> Job | None:
+        """Claim the next claimable job for ``worker_id``, or ``None`` when there is none."""
         jobs = await self.claim_batch(worker_id, 1)
         return jobs[0] if jobs else None
 
     async def claim_batch(self, worker_id: str, n: int) -> list[Job]:
+        """Claim up to ``n`` claimable jobs for ``worker_id`` in one transaction
+        (highest priority first, then earliest due, then id); each claim lasts
+        the visibility timeout."""
         worker_id = check_identifier(worker_id, "worker id")
         n = queues.check_limit(n, "n")
-        store = self.store
+        store = self._store
         plan = claim.claim(
-            store.dialect, self.name, worker_id, n, store.now_us(),
-            self.options.visibility_timeout_us,
+            store._dialect, self.name, worker_id, n, store._now_us(),
+            self._options.visibility_timeout_us,
         )  # fmt: skip
-        return [Job(self, r) for r in await store.run(plan, bulk=n > INLINE_MAX)]
+        return [Job(self, r) for r in await store._run(plan, bulk=n > INLINE_MAX)]
 
     async def ack_batch(self, job_ids: Sequence[int], worker_id: str) -> int:
         """Ack many jobs at once; returns how many were still owned by ``worker_id``."""
         worker_id = check_identifier(worker_id, "worker id")
         ids = queues.check_job_ids(job_ids)
-        store = self.store
-        return await store.run(
-            claim.ack_batch(store.dialect, self.name, ids, worker_id, store.now_us()),
+        store = self._store
+        return await store._run(
+            claim.ack_batch(store._dialect, self.name, ids, worker_id, store._now_us()),
             bulk=len(ids) > INLINE_MAX,
         )
 
     async def cancel(self, job_id: int) -> bool:
+        """Delete a pending or processing job; ``False`` if there was none (a processing job's
+        worker then gets ``False`` when it settles)."""
         job_id = queues.check_job_id(job_id)
-        return await self.store.run(queues.cancel(self.store.dialect, self.name, job_id))
+        return await self._store._run(queues.cancel(self._store._dialect, self.name, job_id))
 
     async def get_job(self, job_id: int) -> JobInfo | None:
         """State of a live or dead job; ``None`` once acked or cancelled."""
         job_id = queues.check_job_id(job_id)
-        plan = queues.get_job(self.store.dialect, self.name, job_id)
-        return await self.store.run(plan)
+        plan = queues.get_job(self._store._dialect, self.name, job_id)
+        return await self._store._run(plan)
 
     async def sweep_expired(self) -> int:
         """Move expired and stranded jobs of this queue to dead; returns how many.
@@ -266,8 +279,8 @@ class Queue:
         Each round that buries jobs logs them at ERROR, with the reasons."""
         total = 0
         while True:
-            buried = await self.store.run(
-                claim.sweep(self.store.dialect, self.name, self.store.now_us()), bulk=True
+            buried = await self._store._run(
+                claim.sweep(self._store._dialect, self.name, self._store._now_us()), bulk=True
             )
             total += len(buried)
             if buried:
@@ -276,28 +289,36 @@ class Queue:
                 return total
 
     async def stats(self) -> QueueStats:
-        plan = queues.stats(self.store.dialect, self.name, self.store.now_us())
-        return await self.store.run(plan, bulk=True)  # counts grow with the queue
+        """The queue's counts, as of now."""
+        plan = queues.stats(self._store._dialect, self.name, self._store._now_us())
+        return await self._store._run(plan, bulk=True)  # counts grow with the queue
 
     async def dead_letters(self, limit: int = 100) -> list[JobInfo]:
+        """Up to ``limit`` dead jobs of this queue, oldest first."""
         limit = queues.check_limit(limit)
-        plan = queues.dead_letters(self.store.dialect, self.name, limit)
-        return await self.store.run(plan, bulk=limit > INLINE_MAX)
+        plan = queues.dead_letters(self._store._dialect, self.name, limit)
+        return await self._store._run(plan, bulk=limit > INLINE_MAX)
 
     async def requeue_dead(self, job_id: int) -> bool:
+        """Move a dead job back to pending, due now, attempts reset, no deadline;
+        ``False`` if it is not dead here."""
         job_id = queues.check_job_id(job_id)
-        store = self.store
-        plan = queues.requeue_dead(store.dialect, self.name, job_id, store.origin, store.now_us())
-        return await store.run(plan)
+        store = self._store
+        plan = queues.requeue_dead(
+            store._dialect, self.name, job_id, store._origin, store._now_us()
+        )
+        return await store._run(plan)
 
     async def purge_dead(self, before: datetime | None = None) -> int:
+        """Delete this queue's dead jobs (those that died before ``before``, if given); returns how
+        many."""
         before_us = None if before is None else instant_us(before, "before")
-        plan = queues.purge_dead(self.store.dialect, self.name, before_us)
-        return await self.store.run(plan, bulk=True)
+        plan = queues.purge_dead(self._store._dialect, self.name, before_us)
+        return await self._store._run(plan, bulk=True)
 
     async def next_due(self) -> datetime | None:
         """When the next job becomes claimable; ``None`` when the queue is empty."""
-        us = await self.store.run(claim.next_due(self.store.dialect, self.name))
+        us = await self._store._run(claim.next_due(self._store._dialect, self.name))
         return None if us is None else to_datetime(us)
 
     async def work(

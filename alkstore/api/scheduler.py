@@ -34,18 +34,19 @@ async def schedule(
     expr = plans.parse(cron_or_every)
     options = plans.ScheduleOptions.of(priority, max_attempts, expires_after)
     text = codec.encode(payload)
-    await store.run(plans.register(store.dialect, name, queue, expr, text, options, store.now_us()))
+    plan = plans.register(store._dialect, name, queue, expr, text, options, store._now_us())
+    await store._run(plan)
 
 
 async def unschedule(store: Store, name: str) -> bool:
-    return await store.run(plans.unregister(store.dialect, check_name(name, "schedule")))
+    return await store._run(plans.unregister(store._dialect, check_name(name, "schedule")))
 
 
 async def tick(store: Store) -> int:
     total = 0
     while True:
-        fired = await store.run(
-            plans.tick(store.dialect, store.now_us(), store.origin, _DEFAULT_ATTEMPTS)
+        fired = await store._run(
+            plans.tick(store._dialect, store._now_us(), store._origin, _DEFAULT_ATTEMPTS)
         )
         total += len(fired)
         if len(fired) < plans.TICK_BATCH:
@@ -61,7 +62,7 @@ async def run_scheduler(
     each fire time. Schedules added by other processes are noticed within
     ``max_sleep`` seconds.
     """
-    runtime = store.runtime
+    runtime = store._runtime
     loop = plans.SchedulerLoop(max_sleep, retry_after)  # checks both, before anything runs
     if task_status is not None:
         task_status.started()
@@ -73,9 +74,9 @@ async def run_scheduler(
             continue
         try:
             await tick(store)
-            nxt = await store.run(plans.next_fire(store.dialect))
+            nxt = await store._run(plans.next_fire(store._dialect))
         except AlkstoreError:
             pause = loop.tick_failed()
             log.warning("scheduler tick failed; retrying in %s s", pause, exc_info=True)
             continue
-        loop.ticked(store.now_us(), nxt)
+        loop.ticked(store._now_us(), nxt)

@@ -62,34 +62,32 @@ class Store:
         self._hub = hub
         self._rng = random.Random(seed)
         # Identifies this store's notifications so its own watcher skips them.
-        self.origin = secrets.token_hex(8)
+        self._origin = secrets.token_hex(8)
         self._lifecycle = Lifecycle("store")
 
     # -- plumbing shared by the facades ---------------------------------------
     @property
     def engine(self) -> str:
+        """``"sqlite"`` or ``"postgres"``."""
         return self._executor.dialect.name
 
     @property
-    def runtime(self) -> Runtime:
-        return self._runtime
-
-    @property
     def closed(self) -> bool:
+        """True once the store is closed (its ``async with`` block ended)."""
         return self._lifecycle.closed
 
-    def now_us(self) -> int:
+    def _now_us(self) -> int:
         return self._clock.now_us()
 
-    def draw(self) -> float:
+    def _draw(self) -> float:
         """A uniform draw in [0, 1) for backoff jitter (seedable)."""
         return self._rng.random()
 
     @property
-    def dialect(self) -> Any:
+    def _dialect(self) -> Any:
         return self._executor.dialect
 
-    async def run(self, plan: Plan[T], *, bulk: bool = False) -> T:
+    async def _run(self, plan: Plan[T], *, bulk: bool = False) -> T:
         """Run ``plan`` in a transaction of its own. ``bulk``: its work grows
         with its input or with the data (an engine keeps it off the event
         loop's thread)."""
@@ -115,15 +113,15 @@ class Store:
             self._hub.wake(wakes)
         return value
 
-    def check_notify_payload(self, payload: codec.JSON) -> None:
+    def _check_notify_payload(self, payload: codec.JSON) -> None:
         text = codec.encode(payload)
-        limit = self._executor.notify_payload_limit
+        limit = self._executor.dialect.notify_payload_limit
         if limit is not None:
             size = len(text.encode("utf-8"))
             if size > limit:
                 raise PayloadTooLarge(limit, size)
 
-    def subscribe_channel(self, channel: str) -> WakeReceiver:
+    def _subscribe_channel(self, channel: str) -> WakeReceiver:
         """A receiver on any channel, internal ones included (no name check)."""
         return WakeReceiver(self._hub, channel, self._executor, self._lifecycle)
 
@@ -135,11 +133,13 @@ class Store:
         delivered: wakes are hints; content travels by streams.
         """
         channel = check_name(channel, "channel")
-        self.check_notify_payload(payload)
-        now = self.now_us()
-        await self.run(wake_plans.notify(self.dialect, channel, self.origin, now))
+        self._check_notify_payload(payload)
+        now = self._now_us()
+        await self._run(wake_plans.notify(self._dialect, channel, self._origin, now))
 
     def listen(self, channel: str) -> WakeReceiver:
+        """A receiver of ``channel``'s wakes, here and from other processes. Use as ``async with``;
+        raises ``InvalidName``/``ReservedName`` for a bad channel."""
         return WakeReceiver(
             self._hub, check_name(channel, "channel"), self._executor, self._lifecycle
         )
@@ -153,12 +153,15 @@ class Store:
         max_attempts: int = 3,
         backoff: Backoff | None = None,
     ) -> Queue:
+        """A handle on queue ``name`` with these defaults for its jobs (no IO). Raises
+        ``InvalidName``/``ReservedName``/``InvalidArgument``."""
         from .queue import Queue
 
         options = QueueOptions.of(visibility_timeout, max_attempts, backoff)
         return Queue(self, check_name(name, "queue"), options)
 
     def stream(self, name: str) -> Stream:
+        """A handle on stream ``name`` (no IO). Raises ``InvalidName``/``ReservedName``."""
         from .stream import Stream
 
         return Stream(self, check_name(name, "stream"))
@@ -171,6 +174,8 @@ class Store:
         max_attempts: int = OUTBOX_OPTIONS.max_attempts,
         backoff: Backoff | None = None,
     ) -> Outbox:
+        """A handle on outbox ``name`` with these delivery defaults (no IO). Raises
+        ``InvalidName``/``ReservedName``/``InvalidArgument``."""
         from .outbox import Outbox
 
         options = QueueOptions.of(visibility_timeout, max_attempts, backoff)
@@ -178,12 +183,14 @@ class Store:
 
     # -- locks -----------------------------------------------------------------
     async def try_lock(self, name: str, owner: str, ttl: Duration) -> Lock | None:
+        """Take lock ``name`` for ``owner`` for ``ttl`` seconds if it is free (or already
+        ``owner``'s: refreshed, same token); ``None`` if someone else holds it."""
         from .locks import Lock
 
         name = check_name(name, "lock")
         owner = check_identifier(owner, "lock owner")
         ttl_us = duration_us(ttl, "ttl", allow_zero=False)
-        record = await self.run(locks.try_lock(self.dialect, name, owner, self.now_us(), ttl_us))
+        record = await self._run(locks.try_lock(self._dialect, name, owner, self._now_us(), ttl_us))
         return None if record is None else Lock(self, record)
 
     def hold_lock(
@@ -195,8 +202,10 @@ class Store:
         timeout: float | None = None,
         poll: float = 0.05,
     ) -> Any:
-        """Acquire (waiting up to ``timeout``), renew in the background, and
-        cancel the body with ``LockLost`` if the lock cannot be renewed."""
+        """An async context manager holding lock ``name``: acquire it (trying
+        every ``poll`` seconds, raising ``LockTimeout`` after ``timeout``),
+        renew it in the background, cancel the body with ``LockLost`` if it
+        cannot be renewed, release it when the body ends."""
         from .locks import hold_lock
 
         return hold_lock(self, name, owner, ttl, timeout=timeout, poll=poll)
@@ -223,14 +232,14 @@ class Store:
                     _IN_TRANSACTION.reset(marker)
                     tx._close()
         except CommitUnknown as exc:
-            if tx is not None and not tx.finished:
+            if tx is not None and not tx._finished:
                 self._hub.wake(exc.wakes)  # it may have committed: look again
             raise
         assert tx is not None
-        if not tx.finished and session.wakes:
+        if not tx._finished and session.wakes:
             self._hub.wake(session.wakes)
 
-    async def end_transaction(self, session: TxSession, commit: bool) -> None:
+    async def _end_transaction(self, session: TxSession, commit: bool) -> None:
         """Commit or roll back ``session`` now, waking after a commit."""
         try:
             await session.finish(commit)
@@ -280,6 +289,7 @@ class Store:
         )  # fmt: skip
 
     async def unschedule(self, name: str) -> bool:
+        """Remove schedule ``name``; ``False`` if there was none."""
         from .scheduler import unschedule
 
         return await unschedule(self, name)
@@ -298,6 +308,9 @@ class Store:
 
     # -- lifecycle -------------------------------------------------------------
     async def aclose(self) -> None:
+        """Close the store: its wake receivers close, its connections end, and
+        every later operation raises ``Closed``. Idempotent; the driver's
+        ``async with`` block calls it."""
         if not self._lifecycle.close():
             return
         self._hub.close_all()

@@ -26,57 +26,65 @@ class Stream:
     """A named, append-only log. Offsets start at 1 and are dense per stream."""
 
     def __init__(self, store: Store, name: str) -> None:
-        self.store = store
+        self._store = store
         self.name = name
 
     def __repr__(self) -> str:
         return f"Stream({self.name!r})"
 
     async def publish(self, payload: codec.JSON) -> int:
+        """Append ``payload`` (JSON) and return its offset; receivers are woken once it commits.
+        Raises ``CodecError`` for a payload that is not JSON."""
         return await self._publish(None, payload)
 
     async def publish_with_key(self, key: str, payload: codec.JSON) -> int:
+        """Like ``publish``, with a non-empty ``key`` stored beside the event (``InvalidName`` if
+        empty)."""
         return await self._publish(check_key(key), payload)
 
     async def _publish(self, key: str | None, payload: codec.JSON) -> int:
-        store = self.store
+        store = self._store
         text = codec.encode(payload)
-        plan = streams.publish(store.dialect, self.name, key, text, store.origin, store.now_us())
-        return await store.run(plan)
+        plan = streams.publish(store._dialect, self.name, key, text, store._origin, store._now_us())
+        return await store._run(plan)
 
     async def read_since(self, offset: int, limit: int = 100) -> list[StreamEvent]:
         """Events with offsets above ``offset``, ascending, at most ``limit``."""
         offset, limit = streams.check_offset(offset), check_limit(limit)
-        plan = streams.read_since(self.store.dialect, self.name, offset, limit)
-        return await self.store.run(plan, bulk=limit > INLINE_MAX)
+        plan = streams.read_since(self._store._dialect, self.name, offset, limit)
+        return await self._store._run(plan, bulk=limit > INLINE_MAX)
 
     async def read_from_consumer(self, consumer: str, limit: int = 100) -> list[StreamEvent]:
         """Events after ``consumer``'s saved offset (does not move it)."""
         consumer = check_identifier(consumer, "consumer")
         limit = check_limit(limit)
-        plan = streams.read_from_consumer(self.store.dialect, self.name, consumer, limit)
-        return await self.store.run(plan, bulk=limit > INLINE_MAX)
+        plan = streams.read_from_consumer(self._store._dialect, self.name, consumer, limit)
+        return await self._store._run(plan, bulk=limit > INLINE_MAX)
 
     async def save_offset(self, consumer: str, offset: int) -> None:
         """Checkpoint ``consumer`` at ``offset``; never moves an offset back."""
         consumer = check_identifier(consumer, "consumer")
         offset = streams.check_offset(offset)
-        await self.store.run(streams.save_offset(self.store.dialect, self.name, consumer, offset))
+        plan = streams.save_offset(self._store._dialect, self.name, consumer, offset)
+        await self._store._run(plan)
 
     async def get_offset(self, consumer: str) -> int:
+        """``consumer``'s saved offset; 0 if it never saved one."""
         consumer = check_identifier(consumer, "consumer")
-        plan = streams.get_offset(self.store.dialect, self.name, consumer)
-        return await self.store.run(plan)
+        plan = streams.get_offset(self._store._dialect, self.name, consumer)
+        return await self._store._run(plan)
 
     async def trim_to(self, offset: int) -> int:
         """Drop events below ``offset`` (retention); returns how many were dropped."""
         offset = streams.check_offset(offset)
-        plan = streams.trim_to(self.store.dialect, self.name, offset)
-        return await self.store.run(plan, bulk=True)
+        plan = streams.trim_to(self._store._dialect, self.name, offset)
+        return await self._store._run(plan, bulk=True)
 
     def subscribe(
         self, consumer: str, *, batch: int = 100, backstop: float = 5.0
     ) -> EventReceiver:
+        """A receiver delivering events after ``consumer``'s saved offset, read ``batch`` at a time
+        and woken by publishes, looking anyway every ``backstop`` seconds. Use as ``async with``."""
         return EventReceiver(self, check_identifier(consumer, "consumer"), batch, backstop)
 
 
@@ -95,10 +103,11 @@ class EventReceiver:
         self.stream = stream
         self.consumer = consumer
         self._sub = streams.Subscriber(batch, backstop)
-        self._wakes = stream.store.subscribe_channel(stream_channel(stream.name))
+        self._wakes = stream._store._subscribe_channel(stream_channel(stream.name))
 
     @property
     def offset(self) -> int:
+        """The offset of the last event handed out (what ``save_offset`` saves)."""
         return self._sub.offset
 
     @offset.setter
@@ -122,11 +131,13 @@ class EventReceiver:
         self.close()
 
     def close(self) -> None:
+        """Stop receiving: ``recv`` returns ``None`` from now on. Saves nothing."""
         self._sub.close()
         self._wakes.close()
 
     @property
     def closed(self) -> bool:
+        """True once closed (by ``close``, the block's end, or the store closing)."""
         return self._sub.is_closed(self._wakes.closed)
 
     async def _fill(self, read: streams.Read) -> bool:
@@ -149,7 +160,7 @@ class EventReceiver:
             if isinstance(action, streams.Stop):
                 return None
             if isinstance(action, Pause):
-                await self.stream.store.runtime.sleep(action.seconds)
+                await self.stream._store._runtime.sleep(action.seconds)
                 sub.paused()
                 continue
             try:
@@ -194,6 +205,7 @@ class EventReceiver:
         return self._sub.take()
 
     async def read_since(self, offset: int, limit: int = 100) -> list[StreamEvent]:
+        """``Stream.read_since`` on this receiver's stream; raises ``Closed`` when closed."""
         self._sub.check_open(self._wakes.closed)
         return await self.stream.read_since(offset, limit)
 

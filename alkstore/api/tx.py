@@ -38,7 +38,7 @@ class Transaction:
         self._joined = joined
         self._lifecycle = Lifecycle("transaction")
         # Committed or rolled back through the handle, before the block ended.
-        self.finished = False
+        self._finished = False
 
     def _close(self) -> None:
         self._lifecycle.close()
@@ -63,10 +63,10 @@ class Transaction:
         # A cancellation point where it starts, like every operation: a
         # cancel already pending is taken here, with nothing done and the
         # handle still open (the block's end then rolls back).
-        await self._store.runtime.cancel_point()
+        await self._store._runtime.cancel_point()
         self._lifecycle.close()
-        self.finished = True
-        await self._store.end_transaction(self._session, commit)
+        self._finished = True
+        await self._store._end_transaction(self._session, commit)
 
     async def _run(self, plan: Plan[Any]) -> Any:
         self._lifecycle.check(plan)
@@ -96,7 +96,7 @@ class Transaction:
     ) -> int:
         """Enqueue into ``queue`` (a name, or a ``Queue`` whose defaults apply)."""
         if isinstance(queue, Queue):
-            name, defaults = queue.name, queue.options
+            name, defaults = queue.name, queue._options
         else:
             name, defaults = check_name(queue, "queue"), _DEFAULTS
         return await self._enqueue(
@@ -108,41 +108,49 @@ class Transaction:
         self, name: str, defaults: QueueOptions, payload: codec.JSON, **options: Any
     ) -> int:
         store = self._store
-        now = store.now_us()
+        now = store._now_us()
         job = resolve_enqueue(name, payload, now, defaults, **options)
-        return int(await self._run(queues.enqueue(store.dialect, job, store.origin, now)))
+        return int(await self._run(queues.enqueue(store._dialect, job, store._origin, now)))
 
     async def outbox_enqueue(
         self, outbox: str | Outbox, payload: codec.JSON, **options: Any
     ) -> int:
+        """Enqueue a message into ``outbox`` (a name, or an ``Outbox`` whose defaults apply),
+        delivered only if this transaction commits; returns its id."""
         if isinstance(outbox, Outbox):
-            name, defaults = outbox.queue.name, outbox.queue.options
+            name, defaults = outbox.queue.name, outbox.queue._options
         else:
             name = outbox_queue_name(check_name(outbox, "outbox"))
             defaults = OUTBOX_OPTIONS
         return await self._enqueue(name, defaults, payload, **options)
 
     async def publish(self, stream: str, payload: codec.JSON) -> int:
+        """``Stream.publish`` inside this transaction: the event exists, and wakes fire, only if it
+        commits."""
         return await self._publish(check_name(stream, "stream"), None, payload)
 
     async def publish_with_key(self, stream: str, key: str, payload: codec.JSON) -> int:
+        """``Stream.publish_with_key`` inside this transaction."""
         return await self._publish(check_name(stream, "stream"), check_key(key), payload)
 
     async def _publish(self, stream: str, key: str | None, payload: codec.JSON) -> int:
         store = self._store
         text = codec.encode(payload)
-        plan = streams.publish(store.dialect, stream, key, text, store.origin, store.now_us())
+        plan = streams.publish(store._dialect, stream, key, text, store._origin, store._now_us())
         return int(await self._run(plan))
 
     async def notify(self, channel: str, payload: codec.JSON = None) -> None:
+        """``Store.notify`` inside this transaction: the wake fires only after commit."""
         store = self._store
         channel = check_name(channel, "channel")
-        store.check_notify_payload(payload)
-        await self._run(wake_plans.notify(store.dialect, channel, store.origin, store.now_us()))
+        store._check_notify_payload(payload)
+        await self._run(wake_plans.notify(store._dialect, channel, store._origin, store._now_us()))
 
     async def save_offset(self, stream: str, consumer: str, offset: int) -> None:
+        """``Stream.save_offset`` inside this transaction: the checkpoint
+        commits with your writes."""
         stream = check_name(stream, "stream")
         consumer = check_identifier(consumer, "consumer")
         offset = streams.check_offset(offset)
-        await self._run(streams.save_offset(self._store.dialect, stream, consumer, offset))
+        await self._run(streams.save_offset(self._store._dialect, stream, consumer, offset))
 

@@ -65,6 +65,7 @@ class WakeReceiver:
             await self._source.unlisten(self.channel)
 
     def close(self) -> None:
+        """Stop receiving: ``recv`` returns ``None``, ``try_recv`` raises ``Closed``."""
         self._exited = True
         if self._box is not None:
             self._hub.discard(self._box)
@@ -72,6 +73,7 @@ class WakeReceiver:
 
     @property
     def closed(self) -> bool:
+        """True once closed, or before the ``async with`` block is entered."""
         return self._box is None or self._box.closed
 
     def _mailbox(self) -> Mailbox:

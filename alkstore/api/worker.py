@@ -101,7 +101,7 @@ async def run_worker(
     task_status: Any,
 ) -> None:
     check_handler(handler)
-    vt = queue.options.visibility_timeout_us
+    vt = queue._options.visibility_timeout_us
     policy = WorkerPolicy.configure(
         concurrency=concurrency, visibility_timeout_us=vt, poll_interval=poll_interval,
         sweep_interval=sweep_interval, heartbeat_interval=heartbeat_interval,
@@ -141,8 +141,8 @@ class _Worker:
         self, queue: Queue, handler: Handler, policy: WorkerPolicy, worker_id: str
     ) -> None:
         self.queue = queue
-        self.store = queue.store
-        self.runtime = queue.store.runtime
+        self.store = queue._store
+        self.runtime = queue._store._runtime
         self.handler = handler
         self.policy = policy
         self.wid = worker_id
@@ -151,7 +151,7 @@ class _Worker:
         # Claimed, waiting for a slot; slots take from the left.
         self.ready: deque[_WorkerJob] = deque()
         self.work = _Kick(self.runtime)  # jobs arrived in ``ready``
-        self.leases = Leases(policy.heartbeat_interval_us, queue.options.visibility_timeout_us)
+        self.leases = Leases(policy.heartbeat_interval_us, queue._options.visibility_timeout_us)
         self.keeper_kick = _Kick(self.runtime)
         self.running: dict[int, _Slot] = {}  # job id -> the slot running it
         # Finished jobs waiting to be settled, by what to do.
@@ -163,7 +163,7 @@ class _Worker:
         store, runtime = self.store, self.runtime
         try:
             async with (
-                store.subscribe_channel(queue_channel(self.queue.name)) as wakes,
+                store._subscribe_channel(queue_channel(self.queue.name)) as wakes,
                 runtime.task_group() as group,
             ):
                 group.start_soon(self._forward_wakes, wakes)
@@ -180,19 +180,19 @@ class _Worker:
     # -- the claim loop ------------------------------------------------------------
     async def _claim_loop(self) -> None:
         store, policy, queue, wid = self.store, self.policy, self.queue, self.wid
-        vt = queue.options.visibility_timeout_us
+        vt = queue._options.visibility_timeout_us
         while True:
-            now = store.now_us()
+            now = store._now_us()
             action = policy.next_action(now)
             if isinstance(action, Sweep):
                 await _guard(queue.sweep_expired(), "sweep")
-                policy.swept(store.now_us())
+                policy.swept(store._now_us())
             elif isinstance(action, Claim):
                 n = action.n
                 seen: list[ClaimResult] = []
-                plan = _capture(claim_for_worker(store.dialect, queue.name, wid, n, now, vt), seen)
+                plan = _capture(claim_for_worker(store._dialect, queue.name, wid, n, now, vt), seen)
                 try:
-                    result = await store.run(plan, bulk=n > INLINE_MAX)
+                    result = await store._run(plan, bulk=n > INLINE_MAX)
                 except Closed:
                     raise
                 except CommitUnknown:
@@ -208,11 +208,11 @@ class _Worker:
                         await _hand_back(queue, taken)
                         for j in taken:
                             self.held.pop(j.id, None)
-                    policy.claim_failed(store.now_us())
+                    policy.claim_failed(store._now_us())
                     continue
                 except AlkstoreError:
                     log.exception("worker %s: claim on %s failed", wid, queue.name)
-                    policy.claim_failed(store.now_us())
+                    policy.claim_failed(store._now_us())
                     continue
                 except BaseException:
                     # Cancelled while the claim ran. Drivers report a claim
@@ -229,14 +229,14 @@ class _Worker:
                 if result.jobs:
                     self.work.set()
             else:
-                await self.kick.wait(max(0, action.until_us - store.now_us()) / US_PER_S)
+                await self.kick.wait(max(0, action.until_us - store._now_us()) / US_PER_S)
 
     def _dispatch(self, job: _WorkerJob) -> None:
         self.held[job.id] = job
         # No kick for the keeper: it never sleeps longer than one renewal
         # interval (or claim term), and a lease taken now is first due a whole
         # interval (or term) on.
-        self.leases.hold(job.id, job.record.claim_expires_at_us)
+        self.leases.hold(job.id, job._record.claim_expires_at_us)
         self.ready.append(job)
 
     # -- the slots -------------------------------------------------------------------
@@ -288,12 +288,12 @@ class _Worker:
         self.kick.set()
 
     def _finished(self, job: _WorkerJob, error: Exception | None) -> None:
-        if job.settled is not None:
+        if job._settled is not None:
             if error is not None:
                 log.warning("job %s on %s raised after its handler settled it (%s)", job.id,
-                            self.queue.name, job.settled.value, exc_info=error)  # fmt: skip
+                            self.queue.name, job._settled.value, exc_info=error)  # fmt: skip
             self.held.pop(job.id, None)
-            self.policy.finished(job.settled.outcome, self.store.now_us())
+            self.policy.finished(job._settled.outcome, self.store._now_us())
             return
         if error is None:
             self.to_ack.append(job)
@@ -302,7 +302,7 @@ class _Worker:
         self.settle_kick.set()
         # The slot is free now; a retried job is looked for once its retry
         # has committed (the settler says so).
-        self.policy.finished(Outcome.ACKED, self.store.now_us())
+        self.policy.finished(Outcome.ACKED, self.store._now_us())
 
     def _forget(self, job: _WorkerJob) -> None:
         self.held.pop(job.id, None)
@@ -322,8 +322,8 @@ class _Worker:
         while self.to_ack or self.to_retry:
             acks, self.to_ack = self.to_ack, []
             retries, self.to_retry = self.to_retry, []
-            records = [j.record for j in acks] + [j.record for j, _ in retries]
-            bound = settle_bound(self.store.now_us(), records)
+            records = [j._record for j in acks] + [j._record for j, _ in retries]
+            bound = settle_bound(self.store._now_us(), records)
             with self.runtime.shield(bound) as scope:
                 if acks:
                     await self._ack(acks)
@@ -345,20 +345,20 @@ class _Worker:
     async def _ack(self, jobs: list[_WorkerJob]) -> set[int] | None:
         """Ack ``jobs`` in one statement; the ids acked (None: no answer)."""
         store = self.store
-        plan = ack_many(store.dialect, self.wid, [j.record for j in jobs], store.now_us())
-        acked: set[int] | None = await _guard(store.run(plan, bulk=len(jobs) > INLINE_MAX), "ack")
+        plan = ack_many(store._dialect, self.wid, [j._record for j in jobs], store._now_us())
+        acked: set[int] | None = await _guard(store._run(plan, bulk=len(jobs) > INLINE_MAX), "ack")
         for job in jobs:
             self.held.pop(job.id, None)
         if acked is not None:
-            log_refused_acks(self.queue.name, [j.record for j in jobs], acked)
+            log_refused_acks(self.queue.name, [j._record for j in jobs], acked)
         return acked
 
     # -- keeping the claims -------------------------------------------------------
     async def _keeper(self) -> None:
         store, leases = self.store, self.leases
-        vt = self.queue.options.visibility_timeout_us
+        vt = self.queue._options.visibility_timeout_us
         while True:
-            now = store.now_us()
+            now = store._now_us()
             action = leases.next_action(now)
             if isinstance(action, Idle):
                 # A lease taken while this wait lasts is due (renewal or
@@ -371,19 +371,19 @@ class _Worker:
                     self._stop(key)
             else:
                 jobs = [self.held[k] for k in action.keys if k in self.held]
-                plan = heartbeat_many(store.dialect, [j.record for j in jobs], now, vt)
+                plan = heartbeat_many(store._dialect, [j._record for j in jobs], now, vt)
                 try:
-                    owned = await store.run(plan)
+                    owned = await store._run(plan)
                 except Closed:
                     raise
                 except AlkstoreError:
                     log.warning("heartbeat of %d job(s) on %s failed", len(jobs),
                                 self.queue.name, exc_info=True)  # fmt: skip
-                    leases.renew_failed(action.keys, store.now_us())
+                    leases.renew_failed(action.keys, store._now_us())
                     continue
                 for job, ok in zip(jobs, owned, strict=True):
                     if ok:
-                        job.extended(now + vt)
+                        job._extended(now + vt)
                     elif job.id in self.running:
                         self._stop(job.id)  # reclaimed, cancelled, or settled meanwhile
 
@@ -401,7 +401,7 @@ class _Worker:
             return
         slot = self.running.get(job_id)
         job = None if slot is None else slot.job
-        if slot is not None and job is not None and job.id == job_id and job.settled is None:
+        if slot is not None and job is not None and job.id == job_id and job._settled is None:
             slot.scope.cancel()
 
     # -- wakes and shutdown --------------------------------------------------------
@@ -420,7 +420,7 @@ class _Worker:
         if not self.held:
             return
         jobs = list(self.held.values())
-        bound = settle_bound(self.store.now_us(), [j.record for j in jobs])
+        bound = settle_bound(self.store._now_us(), [j._record for j in jobs])
         with self.runtime.shield(bound) as scope:
             await _hand_back(self.queue, jobs)
         if scope.cancelled_caught:
@@ -440,7 +440,7 @@ async def retry_failed(job: Job, error: Exception) -> None:
     """Retry a job whose handler raised (or bury it, out of attempts), and
     say so: a retry at WARNING, a burial at ERROR, each with the job, its
     attempt and the error."""
-    record = job.record
+    record = job._record
     # The retry plan decides the same way, from the same counts, while owned.
     burial = retry_decision(record.attempts, record.max_attempts)
     owned = await _guard(job.retry(error=error), "retry")
@@ -463,14 +463,14 @@ class _WorkerJob(Job):
     its heartbeats for a lost claim; and a heartbeat of the handler's own
     moves the worker's next renewal."""
 
-    __slots__ = ("_worker", "settled")
+    __slots__ = ("_settled", "_worker")
 
     def __init__(self, worker: _Worker, record: JobRecord) -> None:
         super().__init__(worker.queue, record)
         self._worker = worker
-        self.settled: SelfSettled | None = None
+        self._settled: SelfSettled | None = None
 
-    def extended(self, until_us: int) -> None:
+    def _extended(self, until_us: int) -> None:
         """The claim now lasts until ``until_us`` (a renewal succeeded)."""
         self._set_claim_expiry(until_us)
         self._worker.leases.renewed(self.id, until_us)
@@ -478,22 +478,22 @@ class _WorkerJob(Job):
     async def heartbeat(self, extend: Duration | None = None) -> bool:
         ok = await super().heartbeat(extend)
         if ok:
-            self._worker.leases.renewed(self.id, self.record.claim_expires_at_us)
+            self._worker.leases.renewed(self.id, self._record.claim_expires_at_us)
             self._worker.keeper_kick.set()  # a short extension may be due before its wait ends
         return ok
 
     async def ack(self) -> bool:
-        self.settled = self.settled or SelfSettled.ACK
+        self._settled = self._settled or SelfSettled.ACK
         return await super().ack()
 
     async def retry(
         self, delay: Duration | None = None, error: BaseException | str | None = None
     ) -> bool:
-        self.settled = self.settled or SelfSettled.RETRY
+        self._settled = self._settled or SelfSettled.RETRY
         return await super().retry(delay, error)
 
     async def fail(self, error: BaseException | str | None = None) -> bool:
-        self.settled = self.settled or SelfSettled.FAIL
+        self._settled = self._settled or SelfSettled.FAIL
         failed = await super().fail(error)
         if failed:
             log.error("job %s on %s moved to dead letters (failed) by its handler: %s",
@@ -501,7 +501,7 @@ class _WorkerJob(Job):
         return failed
 
     async def release(self, *, refund: bool = True) -> bool:
-        self.settled = self.settled or SelfSettled.RELEASE
+        self._settled = self._settled or SelfSettled.RELEASE
         return await super().release(refund=refund)
 
 
@@ -514,10 +514,10 @@ def _capture(plan: Plan[ClaimResult], seen: list[ClaimResult]) -> Plan[ClaimResu
 
 async def _hand_back(queue: Queue, jobs: Sequence[Job]) -> None:
     """Shutdown: release unfinished jobs, due now, attempts refunded."""
-    store = queue.store
-    plan = release_all(store.dialect, [j.record for j in jobs], store.origin, store.now_us())
+    store = queue._store
+    plan = release_all(store._dialect, [j._record for j in jobs], store._origin, store._now_us())
     try:
-        count = await store.run(plan)
+        count = await store._run(plan)
     except AlkstoreError:
         log.exception("worker could not hand back %d job(s); they return after their claims lapse",
                       len(jobs))  # fmt: skip

@@ -407,6 +407,3 @@ class AsyncioRuntime:
             _SHIELD.reset(token)
             if scope.absorbed:
                 _redeliver(task, scope.message)
-
-    def is_cancellation(self, exc: BaseException) -> bool:
-        return isinstance(exc, asyncio.CancelledError)

@@ -119,6 +119,3 @@ class TrioRuntime:
         deadline = math.inf if timeout is None else trio.current_time() + timeout
         with trio.CancelScope(shield=True, deadline=deadline) as scope:
             yield scope
-
-    def is_cancellation(self, exc: BaseException) -> bool:
-        return isinstance(exc, trio.Cancelled)

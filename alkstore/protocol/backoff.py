@@ -41,6 +41,9 @@ class Backoff:
         factor: float = 2.0,
         jitter: float = 0.5,
     ) -> Backoff:
+        """A backoff from seconds (or ``timedelta``): the first delay ``base``, at most ``cap``,
+        growing by ``factor`` per attempt, ``jitter`` of it randomised. Raises
+        ``InvalidArgument`` out of range."""
         for what, value in (("jitter", jitter), ("factor", factor)):
             if isinstance(value, bool) or not isinstance(value, int | float):
                 kind = type(value).__name__

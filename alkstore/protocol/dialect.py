@@ -47,12 +47,12 @@ class Dialect(Protocol):
     """Statement builders of one engine. Every method is pure."""
 
     name: str
+    # Largest NOTIFY payload in bytes the contract's ``PayloadTooLarge``
+    # check enforces (None: no limit on this engine).
+    notify_payload_limit: int | None
 
     # wakes
     def notify(self, channel: str, origin: str, now_us: int) -> Statement: ...
-    def notifications_since(self, after_id: int, limit: int) -> Statement: ...
-    def last_notification_id(self) -> Statement: ...
-    def prune_notifications(self, before_us: int) -> Statement: ...
 
     # queues
     def enqueue(self, job: NewJob, now_us: int) -> Statement: ...
@@ -134,3 +134,22 @@ class Dialect(Protocol):
         self, name: str, owner: str, token: int, now_us: int, until_us: int
     ) -> Statement: ...
     def release_lock(self, name: str, owner: str, token: int, now_us: int) -> Statement: ...
+
+
+class NotificationLog(Protocol):
+    """Statements of an engine whose cross-process wakes are rows in a table
+    that a watcher reads back (SQLite). An engine with a wake channel of its
+    own (Postgres's LISTEN/NOTIFY) has no such table and implements only
+    ``Dialect``."""
+
+    def notifications_since(self, after_id: int, limit: int) -> Statement:
+        """Notification rows (id, channel, origin) above ``after_id``, at most ``limit``."""
+        ...
+
+    def last_notification_id(self) -> Statement:
+        """The newest notification row's id (0 when there is none)."""
+        ...
+
+    def prune_notifications(self, before_us: int) -> Statement:
+        """Delete notification rows older than ``before_us``; counts them."""
+        ...

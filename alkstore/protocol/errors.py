@@ -98,3 +98,25 @@ class InvalidArgument(AlkstoreError, ValueError):
 
     Also a ``ValueError`` so that generic argument-checking code catches it.
     """
+
+
+class LockLost(AlkstoreError):
+    """``hold_lock`` lost its lock (a renewal refused, or the TTL lapsed
+    before one succeeded); the body was cancelled."""
+
+    def __init__(self, name: str, token: int) -> None:
+        self.name = name
+        self.token = token
+        super().__init__(f"lost lock {name!r} (token {token})")
+
+
+class LockTimeout(AlkstoreError, TimeoutError):
+    """``hold_lock(..., timeout=...)`` did not acquire the lock in time.
+
+    Also a ``TimeoutError``, so ``except TimeoutError`` catches it.
+    """
+
+    def __init__(self, name: str, timeout: float) -> None:
+        self.name = name
+        self.timeout = timeout
+        super().__init__(f"lock {name!r} not acquired within {timeout} s")

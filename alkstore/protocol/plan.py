@@ -144,13 +144,6 @@ def is_read_only(plan: Plan[Any]) -> bool:
     return isinstance(plan, ReadPlan)
 
 
-def const(value: T) -> Plan[T]:
-    """A plan that runs no statement (for example, a validated no-op)."""
-    if False:  # pragma: no cover - the bare yield makes this a generator
-        yield  # type: ignore[unreachable]
-    return value
-
-
 def run_sync(plan: Plan[T], execute: Callable[[Statement], Any]) -> T:
     """Drive a plan synchronously with ``execute``; used by drivers and tests."""
     try:

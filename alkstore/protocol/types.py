@@ -35,6 +35,8 @@ class Wake:
 
 @dataclass(frozen=True, slots=True)
 class StreamEvent:
+    """One event of a stream: its ``offset`` (dense, from 1), ``stream``, ``key`` (or ``None``),
+    JSON ``payload`` and ``created_at`` (UTC)."""
     offset: int
     stream: str
     key: str | None
@@ -42,6 +44,8 @@ class StreamEvent:
     created_at: datetime
 
     def payload_as(self, target: type[T]) -> T:
+        """The payload decoded into ``target`` (a dataclass, a ``model_validate`` class or a JSON
+        type); raises ``CodecError`` on a mismatch."""
         return codec.convert(self.payload, target)
 
 
@@ -87,11 +91,15 @@ class JobInfo:
     died_at: datetime | None = None
 
     def payload_as(self, target: type[T]) -> T:
+        """The payload decoded into ``target`` (a dataclass, a ``model_validate`` class or a JSON
+        type); raises ``CodecError`` on a mismatch."""
         return codec.convert(self.payload, target)
 
 
 @dataclass(frozen=True, slots=True)
 class QueueStats:
+    """A queue's counts: ``ready`` (pending and due), ``scheduled`` (pending, due later),
+    ``processing`` (claimed, expired claims not yet reclaimed included) and ``dead``."""
     ready: int  # pending and due now
     scheduled: int  # pending, due later
     processing: int  # claimed (including claims that have expired but not been reclaimed)

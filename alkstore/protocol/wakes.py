@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from .dialect import Dialect
+from .dialect import Dialect, NotificationLog
 from .plan import Plan, fetch_all, fetch_row
 
 
@@ -47,12 +47,6 @@ class WakeRouter:
     def channels(self) -> set[str]:
         return set(self._by_channel)
 
-    def all_receivers(self) -> set[int]:
-        out: set[int] = set()
-        for ids in self._by_channel.values():
-            out |= ids
-        return out
-
 
 @dataclass(frozen=True, slots=True)
 class ForeignNotifications:
@@ -61,7 +55,7 @@ class ForeignNotifications:
 
 
 def foreign_notifications(
-    d: Dialect, after_id: int, origin: str, limit: int = 10_000
+    d: NotificationLog, after_id: int, origin: str, limit: int = 10_000
 ) -> Plan[ForeignNotifications]:
     """Channels notified by other stores since ``after_id``.
 
@@ -78,6 +72,6 @@ def foreign_notifications(
     return ForeignNotifications(last, frozenset(channels))
 
 
-def last_notification_id(d: Dialect) -> Plan[int]:
+def last_notification_id(d: NotificationLog) -> Plan[int]:
     row = yield from fetch_row(d.last_notification_id())
     return int(row[0])

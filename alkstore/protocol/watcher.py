@@ -27,6 +27,8 @@ def _us(seconds: float) -> int:
 @dataclass
 class WatcherOptions:
     # The fast cadence (seconds). Event loops sleep in whole milliseconds.
+    """How the SQLite watcher notices other processes' commits (see docs/engines.md); checked when
+    made and again at open (``InvalidArgument``)."""
     fastest: float = 0.001
     # Idle cadence when polling without inotify.
     slowest_poll: float = 0.05

@@ -98,11 +98,6 @@ class Executor(Protocol):
         ...
 
     @property
-    def notify_payload_limit(self) -> int | None:
-        """Largest NOTIFY payload in bytes (None: no limit on this engine)."""
-        ...
-
-    @property
     def separate_readers(self) -> bool:
         """True when read-only plans never wait for the engine's writer, so
         they may run while a caller's transaction holds it."""

@@ -81,14 +81,7 @@ class WakeHub:
         for box in self._boxes.values():
             box.post_reconnected()
 
-    def wake_all(self) -> None:
-        for box in self._boxes.values():
-            box.post()
-
     def close_all(self) -> None:
         self.closed = True
         for box in list(self._boxes.values()):
             box.close()
-
-    def has_listeners(self) -> bool:
-        return bool(self._boxes)

@@ -76,11 +76,6 @@ class Timer:
         spec = _Itimerspec(_Timespec(0, 0), _Timespec(ns // 1_000_000_000, ns % 1_000_000_000))
         self._libc.timerfd_settime(self.fd, 0, ctypes.byref(spec), None)
 
-    def disarm(self) -> None:
-        spec = _Itimerspec(_Timespec(0, 0), _Timespec(0, 0))
-        self._libc.timerfd_settime(self.fd, 0, ctypes.byref(spec), None)
-        self.drain()
-
     def drain(self) -> bool:
         try:
             return bool(os.read(self.fd, 8))

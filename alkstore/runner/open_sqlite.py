@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from ..api.store import Store
 from ..engines.sqlite import control
+from ..protocol.dialect import NotificationLog
 from ..protocol.errors import AlkstoreError, InvalidArgument, brief
 from ..protocol.ints import check_int
 from ..protocol.plan import Plan, fetch_count, run_sync
@@ -125,7 +126,7 @@ async def open_sqlite_store(
                     lambda: _watcher_connection(target, opts)
                 )
                 watcher = SqliteWatcher(
-                    runtime, target, watch_conn, hub, store.origin, opts.watcher, file
+                    runtime, target, watch_conn, hub, store._origin, opts.watcher, file
                 )
                 group.start_soon(watcher.run)
                 store._watcher = watcher  # type: ignore[attr-defined]
@@ -157,18 +158,19 @@ def _watcher_connection(target: str, opts: SqliteOptions) -> sqlite3.Connection:
 async def _maintenance(store: Store, opts: SqliteOptions) -> None:
     from ..protocol.timeconv import US_PER_S
 
-    runtime = store.runtime
+    runtime = store._runtime
     while True:
         await runtime.sleep(opts.maintenance_interval)
-        cutoff = store.now_us() - round(opts.notification_retention * US_PER_S)
+        cutoff = store._now_us() - round(opts.notification_retention * US_PER_S)
         try:
-            await store.run(_prune(store, cutoff))
+            await store._run(_prune(store, cutoff))
         except AlkstoreError:  # maintenance retries next round
             continue
 
 
 def _prune(store: Store, cutoff_us: int) -> Plan[int]:
-    return (yield from fetch_count(store.dialect.prune_notifications(cutoff_us)))
+    log: NotificationLog = store._dialect
+    return (yield from fetch_count(log.prune_notifications(cutoff_us)))
 
 
 __all__ = ["SqliteOptions", "open_sqlite_store", "run_sync"]

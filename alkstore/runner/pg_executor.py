@@ -181,7 +181,6 @@ class PgTx(Session):
 
 
 class PgExecutor:
-    notify_payload_limit: int | None = 8000
     exclusive_transactions = False
 
     def __init__(

@@ -38,7 +38,9 @@ from .runtime import Runtime, Signal
 
 @dataclass
 class ListenerOptions:
-    """The listening connection's settings (engine options: docs/engines.md)."""
+    """The Postgres listening connection: its connect timeout, reconnect
+    pauses and liveness probes (see docs/engines.md); checked when made and
+    again at open (``InvalidArgument``)."""
 
     connect_timeout: float = 10.0
     reconnect_base: float = 0.05

@@ -138,17 +138,20 @@ class Runtime(Protocol):
         thread (``Completion.wait``, ``run_in_thread``) runs to its end even
         then."""
         ...
-    def is_cancellation(self, exc: BaseException) -> bool: ...
 
 
 class Clock(Protocol):
     """Wall-clock time in microseconds since the epoch: the core's ``now``."""
 
-    def now_us(self) -> int: ...
+    def now_us(self) -> int:
+        """Microseconds since the Unix epoch, now."""
+        ...
 
 
 class SystemClock:
+    """The system's wall clock: the default ``clock`` of every store."""
     def now_us(self) -> int:
+        """The system time, in microseconds since the Unix epoch."""
         return time.time_ns() // 1000
 
 
@@ -159,10 +162,13 @@ class ManualClock:
         self._now = start_us
 
     def now_us(self) -> int:
+        """The time it was last set or advanced to."""
         return self._now
 
     def advance(self, seconds: float) -> None:
+        """Move the clock ``seconds`` forward (backward if negative), to the microsecond."""
         self._now += round(seconds * 1_000_000)
 
     def set(self, now_us: int) -> None:
+        """Set the clock to ``now_us`` microseconds since the epoch."""
         self._now = now_us

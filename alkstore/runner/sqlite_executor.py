@@ -70,7 +70,6 @@ class SqliteExecutor:
     """
 
     dialect = SqliteDialect()
-    notify_payload_limit: int | None = None
     exclusive_transactions = True
 
     def __init__(

@@ -73,8 +73,6 @@ class InlineRunner:
         self._writes: list[_Item] = []
         self._reads: list[_Item] = []
         self._commits = 0
-        self.inline_groups = 0  # for tests and tuning
-        self.handed_off = 0
 
     async def run(self, plan: Plan[T]) -> tuple[T, list[str]]:
         read = is_read_only(plan)
@@ -87,7 +85,6 @@ class InlineRunner:
             self._flush(read)
         outcome = item.outcome
         if outcome is _BUSY:
-            self.handed_off += 1
             elsewhere = self._read_elsewhere if read else self._write_elsewhere
             return await elsewhere(plan)
         if isinstance(outcome, sqlite_group.Failed):
@@ -108,7 +105,6 @@ class InlineRunner:
             for item in batch:
                 item.outcome = _BUSY
             return
-        self.inline_groups += 1
         for item, outcome in zip(batch, outcomes, strict=True):
             item.outcome = outcome
         if not read:

@@ -11,6 +11,9 @@ machinery that checks alkstore's own claim/ack/lock semantics.
   crashes and clock jumps, invariants checked after every step, on SQLite
   (``SqliteSimBackend``, the default) or a live PostgreSQL server
   (``PostgresSimBackend``).
+
+The public names are ``__all__`` (see docs/api.md); the submodules are
+internal.
 """
 
 from .choices import PathChooser, ReplayChooser, SeededChooser

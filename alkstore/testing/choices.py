@@ -12,6 +12,7 @@ class Exhausted(Exception):
 
 class Chooser:
     def choose(self, n: int, label: str) -> int:
+        """Pick one of ``n`` options (0 to ``n - 1``) at the choice point ``label``."""
         raise NotImplementedError
 
 

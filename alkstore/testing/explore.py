@@ -20,6 +20,8 @@ from .stepping import Config, Simulation
 
 @dataclass(frozen=True)
 class Exploration:
+    """What ``explore`` ran: how many ``interleavings``, ``steps`` in all, and the deepest path
+    (``max_depth`` choice points)."""
     interleavings: int
     steps: int
     max_depth: int

@@ -282,9 +282,11 @@ class PostgresSimBackend:
             raise
 
     def open_run(self, channels: list[str]) -> PostgresSimRun:
+        """A run on the schema, emptied first; wakes on ``channels`` are recorded."""
         return PostgresSimRun(self, channels)
 
     def take_conn(self) -> PgSimConn:
+        """A connection for an actor: an idle one kept from an earlier run, or a new one."""
         return self._idle.pop() if self._idle else PgSimConn(self.dsn, self.observer)
 
     def give_back(self, conn: PgSimConn) -> None:
@@ -295,6 +297,7 @@ class PostgresSimBackend:
             conn.crash()
 
     def close(self) -> None:
+        """End every kept connection and the observer's."""
         for conn in self._idle:
             conn.crash()
         self._idle.clear()

@@ -155,6 +155,7 @@ class SqliteSimBackend:
         self._path = str(path) if path is not None else None
 
     def open_run(self, channels: list[str]) -> SqliteSimRun:
+        """A run on a fresh migrated SQLite file (the backend's path, or a temporary one)."""
         return SqliteSimRun(self.dialect, self._path)
 
     def close(self) -> None:

@@ -504,4 +504,5 @@ class Simulation(Programs):
             self.ledger.fail(f"jobs stranded after the drain: {live}")
 
     def close(self) -> None:
+        """End the run: every connection it handed out, crashed ones included."""
         self.db.close()  # every connection it handed out, crashed ones included

@@ -48,6 +48,7 @@ class LoopClock:
         self._t0 = runtime.monotonic()
 
     def now_us(self) -> int:
+        """The start time plus the event loop's elapsed time, in microseconds."""
         return self._start_us + round((self._runtime.monotonic() - self._t0) * US_PER_S)
 
 
@@ -76,7 +77,6 @@ class InlineSqliteExecutor:
     """Runs each plan to completion right away, in the calling task."""
 
     dialect = SqliteDialect()
-    notify_payload_limit: int | None = None
     exclusive_transactions = True
 
     def __init__(self, runtime: Runtime, conn: sqlite3.Connection) -> None:

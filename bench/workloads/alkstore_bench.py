@@ -39,9 +39,7 @@ from common import (
     status_mb,
 )
 
-from alkstore import io_asyncio, io_trio
-from alkstore.api.queue import Job
-from alkstore.api.store import Store
+from alkstore import Job, Store, io_asyncio, io_trio
 
 QUEUE = "bench"
 

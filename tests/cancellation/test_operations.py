@@ -23,9 +23,7 @@ from typing import Any
 
 import pytest
 
-from alkstore import Closed
-from alkstore.api.store import Store
-from alkstore.runner.runtime import ManualClock
+from alkstore import Closed, ManualClock, Store
 from tests.backends import Backend
 from tests.contract import aio
 from tests.contract.helpers import (

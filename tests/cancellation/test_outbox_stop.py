@@ -14,8 +14,7 @@ from typing import Any
 
 import pytest
 
-from alkstore.api.outbox import Outbox
-from alkstore.api.store import Store
+from alkstore import Outbox, Store
 from tests.contract import aio
 
 

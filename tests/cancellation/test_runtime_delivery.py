@@ -22,8 +22,8 @@ import pytest
 import trio
 import trio.testing
 
-from alkstore.io_asyncio import AsyncioRuntime
-from alkstore.io_trio import TrioRuntime
+from alkstore.io_asyncio.runtime import AsyncioRuntime
+from alkstore.io_trio.runtime import TrioRuntime
 
 BOUND = 2.0  # seconds a cancelled task may take to end; it needs milliseconds
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from alkstore.api.queue import Job
-from alkstore.api.store import Store
+from alkstore import Job, Store
 from tests.contract import aio
 
 ROUNDS = 40

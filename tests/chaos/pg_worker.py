@@ -25,8 +25,7 @@ from functools import partial
 import trio
 
 from alkstore import Job
-from alkstore.io_trio import PostgresOptions, open_postgres
-from alkstore.runner.pg_listener import ListenerOptions
+from alkstore.io_trio import ListenerOptions, PostgresOptions, open_postgres
 
 QUEUE = "chaos"
 CHANNEL = "chaos"

@@ -13,8 +13,7 @@ import psycopg
 import trio
 
 from alkstore import DatabaseError, Job
-from alkstore.io_trio import PostgresOptions, open_postgres
-from alkstore.runner.pg_listener import ListenerOptions
+from alkstore.io_trio import ListenerOptions, PostgresOptions, open_postgres
 from tests.backends import PG_DSN
 from tests.postgres.pg import fresh_schema, wait_until
 

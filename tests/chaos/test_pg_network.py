@@ -16,10 +16,8 @@ from functools import partial
 
 import trio
 
-from alkstore import LISTENER_RECONNECTED, DatabaseError, Job, Wake
-from alkstore.api.store import Store
-from alkstore.io_trio import PostgresOptions, open_postgres
-from alkstore.runner.pg_listener import ListenerOptions
+from alkstore import LISTENER_RECONNECTED, DatabaseError, Job, Store, Wake
+from alkstore.io_trio import ListenerOptions, PostgresOptions, open_postgres
 from tests.backends import PG_DSN
 from tests.postgres.pg import fresh_schema, sql, table, wait_until
 

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 import psycopg
 import trio
 
-from alkstore import CommitUnknown, DatabaseError
+from alkstore import LISTENER_RECONNECTED, CommitUnknown, DatabaseError
 from alkstore.io_trio import PostgresOptions, open_postgres
 from tests.backends import PG_DSN
 from tests.faults.procs import STARTUP, process
@@ -119,9 +119,7 @@ async def test_workers_subscribers_and_listeners_resume_after_a_server_restart(
     duplicates = len(done) - len(set(done))
     assert duplicates <= WORKERS * pg_worker.CONCURRENCY, duplicates
     assert stranded == []
-    reconnected = {
-        int(x[2]) for x in lines.of("wake") if x[1] == "__alkstore_listener_reconnected__"
-    }
+    reconnected = {int(x[2]) for x in lines.of("wake") if x[1] == LISTENER_RECONNECTED}
     assert reconnected == procs
     assert {int(x[2]) for x in lines.of("event") if x[1] == "after"} == procs
     # Work resumed after the server was back (the figure is bench/chaos.py's).

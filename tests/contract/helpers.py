@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from alkstore.api.store import Store
-from alkstore.runner.runtime import ManualClock
+from alkstore import ManualClock, Store
 
 from . import aio
 
@@ -37,7 +36,7 @@ def orders(store: Store) -> str:
     test's own schema, so tests never share it."""
     if store.engine == "sqlite":
         return "orders"
-    return f'"{store.dialect.schema}".orders'
+    return f'"{store._dialect.schema}".orders'
 
 
 async def create_orders_table(store: Store) -> None:

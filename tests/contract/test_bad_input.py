@@ -18,19 +18,24 @@ from alkstore import (
     CodecError,
     InvalidArgument,
     InvalidName,
+    Job,
+    ManualClock,
     ReservedName,
     Store,
+    Stream,
+    Transaction,
 )
-from alkstore.api.queue import Job
-from alkstore.api.stream import Stream
-from alkstore.api.tx import Transaction
-from alkstore.protocol.names import MAX_NAME_LENGTH
-from alkstore.protocol.timeconv import MAX_DURATION_US, US_PER_S
-from alkstore.protocol.worker import MAX_CONCURRENCY
-from alkstore.runner.runtime import ManualClock
 
 from . import aio
 from .helpers import SOON, create_orders_table, order_rows, orders, placeholders
+
+# The documented limits (docs/contract.md, docs/queues.md): names of up to
+# 1024 characters, a concurrency of up to 10,000, and durations up to the
+# span a datetime holds (years 1 to 9999, about 10,000 years).
+MAX_NAME_LENGTH = 1024
+MAX_CONCURRENCY = 10_000
+US_PER_S = 1_000_000
+MAX_DURATION_US = (datetime.max - datetime.min) // timedelta(microseconds=1)
 
 BIG = [2**63, 2**70, -(2**63) - 1]
 NOT_INTS: list[Any] = [True, 1.5, "1", None, b"1"]
@@ -324,7 +329,7 @@ async def fingerprint(store: Store) -> list[tuple[str, int, str]]:
         def qualified(t: str) -> str:
             return f'"{t}"'
     else:
-        schema = store.dialect.schema
+        schema = store._dialect.schema
         list_sql = ("SELECT table_name FROM information_schema.tables "
                     f"WHERE table_schema = '{schema}' ORDER BY table_name")  # fmt: skip
         def qualified(t: str) -> str:

@@ -17,9 +17,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from alkstore import CommitUnknown, DatabaseError
-from alkstore.api.queue import Job
-from alkstore.api.store import Store
+from alkstore import CommitUnknown, DatabaseError, Job, Store
 from alkstore.io_trio import PostgresOptions
 from tests.backends import BACKENDS, PG_DSN, Backend, selected_backends
 
@@ -61,7 +59,7 @@ def commit_in_flight(store: Store) -> int | None:
 
 
 async def test_a_cancel_during_commit_reports_the_commit(store: Store) -> None:
-    slow_commits(store.dialect.schema, 0.3)
+    slow_commits(store._dialect.schema, 0.3)
     q, s = store.queue("q"), store.stream("s")
     returned: list[int] = []
     for i in range(5):
@@ -85,7 +83,7 @@ async def test_a_cancel_during_commit_reports_the_commit(store: Store) -> None:
 async def test_a_commit_cancelled_in_flight_still_wakes_local_workers(store: Store) -> None:
     """The local wake of a commit that completed under a cancel fires: a
     worker of the same store with a 60 s poll takes the job at once."""
-    slow_commits(store.dialect.schema, 0.3)
+    slow_commits(store._dialect.schema, 0.3)
     q = store.queue("q")
     done = aio.event()
 
@@ -115,7 +113,7 @@ async def _kill_the_commit(store: Store) -> None:
 
 
 async def test_a_connection_lost_during_commit_is_commit_unknown(store: Store) -> None:
-    slow_commits(store.dialect.schema, 5.0)
+    slow_commits(store._dialect.schema, 5.0)
     q = store.queue("q")
     outcomes: list[BaseException | None] = []
 
@@ -143,7 +141,7 @@ async def test_a_connection_lost_during_commit_is_commit_unknown(store: Store) -
         assert isinstance(outcome, CommitUnknown), outcome
         assert isinstance(outcome.__cause__, psycopg.Error), outcome.__cause__
     # The store carries on: the next operations use fresh connections.
-    slow_commits(store.dialect.schema, 0.0)
+    slow_commits(store._dialect.schema, 0.0)
     assert await q.enqueue("after") > 0
 
 

@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from alkstore import DatabaseError, InvalidArgument, InvalidName, Lock, LockLost
-from alkstore.api.store import Store
-from alkstore.runner.runtime import ManualClock
+from alkstore import (
+    DatabaseError,
+    InvalidArgument,
+    InvalidName,
+    Lock,
+    LockLost,
+    LockTimeout,
+    ManualClock,
+    Store,
+)
 from tests.backends import Backend
 
 from . import aio
@@ -190,9 +197,10 @@ async def test_hold_lock_waits_for_the_holder_up_to_its_timeout(
     store: Store, clock: ManualClock
 ) -> None:
     holder = await acquire(store, "res", "bob", 60)
-    with pytest.raises(TimeoutError):
+    with pytest.raises(TimeoutError) as timed_out:
         async with store.hold_lock("res", "alice", 10, timeout=0.1, poll=0.01):
             pytest.fail("acquired a lock held by another owner")
+    assert isinstance(timed_out.value, LockTimeout)  # the taxonomy's, still a TimeoutError
 
     entered: list[int] = []
 

@@ -14,12 +14,12 @@ from alkstore import (
     AlkstoreError,
     Closed,
     InvalidName,
+    ManualClock,
     QueueStats,
     ReservedName,
+    Store,
     Transaction,
 )
-from alkstore.api.store import Store
-from alkstore.runner.runtime import ManualClock
 from tests.backends import Backend
 
 from .helpers import SOON

@@ -6,9 +6,7 @@ import logging
 
 import pytest
 
-from alkstore import Backoff, QueueStats, ReservedName
-from alkstore.api.store import Store
-from alkstore.runner.runtime import ManualClock
+from alkstore import Backoff, ManualClock, QueueStats, ReservedName, Store
 
 from .helpers import at
 

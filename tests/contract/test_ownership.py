@@ -3,8 +3,7 @@
 
 from __future__ import annotations
 
-from alkstore.api.store import Store
-from alkstore.runner.runtime import ManualClock
+from alkstore import ManualClock, Store
 
 US = 1_000_000
 

@@ -11,8 +11,7 @@ from typing import Any
 
 import pytest
 
-from alkstore import CodecError, QueueStats
-from alkstore.api.store import Store
+from alkstore import CodecError, QueueStats, Store
 
 UNENCODABLE: list[Any] = [
     {1, 2},

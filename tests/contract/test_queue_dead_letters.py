@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from alkstore import InvalidArgument, QueueStats
-from alkstore.api.queue import Queue
-from alkstore.api.store import Store
-from alkstore.runner.runtime import ManualClock
+from alkstore import InvalidArgument, ManualClock, Queue, QueueStats, Store
 
 from .helpers import at
 

@@ -6,10 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from alkstore import Backoff, InvalidArgument, JobInfo, QueueStats
-from alkstore.api.queue import Job, Queue
-from alkstore.api.store import Store
-from alkstore.runner.runtime import ManualClock
+from alkstore import Backoff, InvalidArgument, Job, JobInfo, ManualClock, Queue, QueueStats, Store
 
 from .helpers import at
 

@@ -6,9 +6,7 @@ import time
 
 import pytest
 
-from alkstore import InvalidArgument, InvalidName, ReservedName
-from alkstore.api.store import Store
-from alkstore.runner.runtime import ManualClock
+from alkstore import InvalidArgument, InvalidName, ManualClock, ReservedName, Store
 from tests.backends import Backend
 
 from . import aio

@@ -1,4 +1,4 @@
-from alkstore.api.store import Store
+from alkstore import Store
 
 
 async def test_enqueue_claim_ack_roundtrip(store: Store) -> None:

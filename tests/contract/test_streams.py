@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from alkstore import Closed, InvalidArgument, InvalidName, StreamEvent
-from alkstore.api.store import Store
-from alkstore.runner.runtime import ManualClock
+from alkstore import Closed, InvalidArgument, InvalidName, ManualClock, Store, StreamEvent
 from tests.backends import Backend
 
 from . import aio

@@ -6,9 +6,7 @@ import sqlite3
 
 import pytest
 
-from alkstore import Closed, DatabaseError, QueueStats, Transaction, Wake
-from alkstore.api.store import Store
-from alkstore.runner.runtime import ManualClock
+from alkstore import Closed, DatabaseError, ManualClock, QueueStats, Store, Transaction, Wake
 from tests.backends import Backend
 
 from . import aio
@@ -278,7 +276,7 @@ async def test_a_cancel_pending_when_commit_is_called_commits_nothing(store: Sto
         await tx.enqueue("jobs", 1)
         async with aio.cancel_requested():
             await tx.commit()
-        assert not tx.finished
+        assert not tx._finished
         assert (await store.queue("jobs").stats()).ready == 0  # a read beside the block
         await tx.rollback()
     assert (await store.queue("jobs").stats()).ready == 0

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from alkstore import UsageError
-from alkstore.api.store import Store
+from alkstore import Store, UsageError
 from tests.backends import Backend
 
 from . import aio

@@ -17,9 +17,7 @@ import pytest
 import trio
 
 from alkstore import InvalidArgument, UsageError, io_asyncio, io_trio
-from alkstore.io_trio import PostgresOptions, SqliteOptions
-from alkstore.protocol.watcher import WatcherOptions
-from alkstore.runner.pg_listener import ListenerOptions
+from alkstore.io_trio import ListenerOptions, PostgresOptions, SqliteOptions, WatcherOptions
 from tests.backends import PG_DSN
 
 

@@ -9,8 +9,8 @@ import asyncio
 import trio
 import trio.lowlevel
 
-from alkstore.io_asyncio import AsyncioRuntime
-from alkstore.io_trio import TrioRuntime
+from alkstore.io_asyncio.runtime import AsyncioRuntime
+from alkstore.io_trio.runtime import TrioRuntime
 
 
 async def test_trio_shield_outlives_the_callers_cancel_but_not_its_timeout() -> None:

@@ -41,7 +41,6 @@ from alkstore.protocol import locks as L
 from alkstore.protocol import queues as Q
 from alkstore.protocol import schedule as SCH
 from alkstore.protocol import streams as S
-from alkstore.protocol import wakes as W
 from alkstore.protocol.backoff import Backoff
 from alkstore.protocol.dialect import Dialect
 from alkstore.protocol.errors import DatabaseError, InvalidArgument, InvalidName
@@ -352,9 +351,6 @@ def test_every_protocol_method_is_implemented_with_the_same_parameters() -> None
 
 SAMPLE_CALLS: dict[str, tuple[Any, ...]] = {
     "notify": ("chan", ORIGIN, T0),
-    "notifications_since": (0, 10),
-    "last_notification_id": (),
-    "prune_notifications": (T0,),
     "enqueue": (new_job(expires=T0 + US), T0),
     "enqueue_many": ([new_job(expires=T0 + US), new_job()], T0),
     "claim_prelude": (),
@@ -419,13 +415,6 @@ def test_statements_match_sqlite_fetch_kinds_and_bind_every_parameter() -> None:
         used = {int(n) for n in re.findall(r"\$(\d+)", statement.sql)}
         assert used == set(range(1, len(statement.params) + 1))
     assert ours.purge_dead("q", None).params == ("q",)
-
-
-def test_sqlite_watcher_statements_are_harmless_constants(pg: Pg, d: PostgresDialect) -> None:
-    assert pg.run(W.last_notification_id(d)) == 0
-    result = pg.run(W.foreign_notifications(d, 0, ORIGIN))
-    assert result.last_id == 0 and result.channels == frozenset()
-    assert pg.run(iter_statements(d.prune_notifications(T0))) == [0]
 
 
 # -- queues ------------------------------------------------------------------

@@ -21,8 +21,7 @@ from typing import Any
 import orjson
 import trio
 
-from alkstore import DatabaseError
-from alkstore.api.store import Store
+from alkstore import DatabaseError, Store
 from alkstore.io_trio import SqliteOptions, open_sqlite
 
 QUEUE = "contended"

@@ -22,8 +22,7 @@ import pytest
 import trio
 import trio.lowlevel
 
-from alkstore import DatabaseError
-from alkstore.api.store import Store
+from alkstore import DatabaseError, Store
 from alkstore.io_trio import PostgresOptions, open_postgres
 from tests.backends import BACKENDS, PG_DSN
 

@@ -18,8 +18,7 @@ import orjson
 import pytest
 import trio
 
-from alkstore import DatabaseError
-from alkstore.api.store import Store
+from alkstore import DatabaseError, Store
 from alkstore.io_trio import SqliteOptions, open_sqlite
 
 from .contender import QUEUE, VISIBILITY, Tally, contend

@@ -27,8 +27,7 @@ import pytest
 import trio
 import trio.testing
 
-from alkstore import DatabaseError
-from alkstore.api.store import Store
+from alkstore import DatabaseError, Store
 from alkstore.io_trio import SqliteOptions, open_sqlite
 
 from .procs import no_thread_leak

@@ -18,10 +18,8 @@ from typing import Any
 import psycopg
 import trio
 
-from alkstore.api.store import Store
-from alkstore.io_trio import PostgresOptions, open_postgres
-from alkstore.runner.pg_listener import ListenerOptions
-from alkstore.runner.runtime import Clock
+from alkstore import Clock, Store
+from alkstore.io_trio import ListenerOptions, PostgresOptions, open_postgres
 from tests.backends import BACKENDS, PG_DSN
 
 # Generous bound for what must happen "soon"; tests never wait this long
@@ -96,7 +94,7 @@ async def backends_of(application_name: str) -> list[tuple[int, str, str | None]
 
 def table(store: Store, name: str) -> str:
     """A caller's own table, inside the store's (per-test) schema."""
-    return f'"{store.dialect.schema}".{name}'
+    return f'"{store._dialect.schema}".{name}'
 
 
 async def wait_until(predicate: Any, timeout: float = SOON, step: float = 0.005) -> None:

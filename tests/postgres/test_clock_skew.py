@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from alkstore.runner.runtime import ManualClock
+from alkstore import ManualClock
 
 from .pg import asql, open_pg
 
@@ -96,7 +96,7 @@ async def test_claim_by_slow_client_is_cut_short_by_skew_for_fast_client(schema:
         stolen = await fq.claim_one("fast-worker")
         assert stolen is not None and stolen.id == job_id and stolen.attempts == 2
         # By its own clock the slow worker is 20 s into a 30 s claim.
-        assert slow_clock.now_us() < job.record.claim_expires_at_us
+        assert slow_clock.now_us() < job._record.claim_expires_at_us
         assert not await job.ack()
         assert await stolen.ack()
 

@@ -18,8 +18,7 @@ from datetime import UTC, datetime, timedelta
 
 import trio
 
-from alkstore import Lock
-from alkstore.runner.runtime import Clock, ManualClock, SystemClock
+from alkstore import Clock, Lock, ManualClock, SystemClock
 
 from .pg import open_pg, wait_until
 

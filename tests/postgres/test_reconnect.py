@@ -84,7 +84,7 @@ async def test_listener_reconnect_wakes_every_receiver(schema: str) -> None:
         # The publish's NOTIFY reaches this store before the subscriber
         # starts (a probe on the same internal channel sees it), so no stray
         # wake is left to make the subscriber re-read later.
-        async with store.subscribe_channel(stream_channel("feed")) as probe:
+        async with store._subscribe_channel(stream_channel("feed")) as probe:
             await other.stream("feed").publish("first")
             assert await probe.recv_timeout(SOON) is not None
         async with trio.open_nursery() as nursery:

@@ -22,8 +22,7 @@ from contextlib import asynccontextmanager
 import psycopg
 import pytest
 
-from alkstore import QueueStats, StreamEvent
-from alkstore.api.store import Store
+from alkstore import QueueStats, Store, StreamEvent
 from tests.backends import BACKENDS, PG_DSN, Backend, selected_backends
 from tests.contract import aio
 

@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 import trio
 
-from alkstore.api.queue import Job
+from alkstore import Job
 
 
 def log_line(path: str, *fields: object) -> None:

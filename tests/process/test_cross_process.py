@@ -22,8 +22,7 @@ from typing import Any
 import pytest
 import trio
 
-from alkstore import Wake
-from alkstore.api.queue import Job
+from alkstore import Job, Wake
 from tests.backends import BACKENDS, Backend, selected_backends
 
 from .helper import logging_ack, make_handler, read_log
@@ -100,8 +99,7 @@ def wake_source(request: pytest.FixtureRequest, tmp_path: Path) -> WakeSource:
     backend = BACKENDS[name]
     options: dict[str, Any] = {}
     if backend.engine == "sqlite":
-        from alkstore.runner.open_sqlite import SqliteOptions
-        from alkstore.runner.sqlite_watcher import WatcherOptions
+        from alkstore.io_trio import SqliteOptions, WatcherOptions
 
         watcher = WatcherOptions(use_inotify=mode == "inotify")
         options = {"options": SqliteOptions(watcher=watcher)}

@@ -13,12 +13,9 @@ from typing import Any
 import pytest
 import trio
 
-from alkstore import Wake
-from alkstore.io_trio import open_sqlite
-from alkstore.protocol.errors import DatabaseError
+from alkstore import DatabaseError, Wake
+from alkstore.io_trio import SqliteOptions, WatcherOptions, open_sqlite
 from alkstore.runner import sqlite_conn, sqlite_watcher
-from alkstore.runner.open_sqlite import SqliteOptions
-from alkstore.runner.sqlite_watcher import WatcherOptions
 
 SOON = 5.0
 

@@ -180,7 +180,7 @@ class QueueMachine(StoreMachine):
         q = self.queues[name]
         jobs = self.call(lambda: q.claim_batch(worker, n))
         expected = self.model.claim(name, worker, n, self.now, SPECS[name].visibility_us)
-        assert [j.record for j in jobs] == expected
+        assert [j._record for j in jobs] == expected
         return multiple(*jobs)
 
     # -- settling with a handle ------------------------------------------------
@@ -188,7 +188,7 @@ class QueueMachine(StoreMachine):
     def ack(self, job: Job) -> None:
         """ack succeeds exactly while the handle owns the job."""
         got = self.call(job.ack)
-        assert got == self.model.ack(job.id, job.worker_id, job.record.claims, self.now)
+        assert got == self.model.ack(job.id, job.worker_id, job._record.claims, self.now)
 
     @rule(job=claims, delay=durations, error=errors)
     def retry_with_delay(self, job: Job, delay: int, error: str | None) -> None:
@@ -196,7 +196,7 @@ class QueueMachine(StoreMachine):
         got = self.call(lambda: job.retry(td(delay), error))
         self.rng.random()  # the store drew jitter it did not need
         want = self.model.retry(
-            job.id, job.worker_id, job.record.claims, self.now, delay, error=error
+            job.id, job.worker_id, job._record.claims, self.now, delay, error=error
         )
         assert got == want
 
@@ -205,7 +205,7 @@ class QueueMachine(StoreMachine):
         """retry() waits the queue's jittered backoff for this attempt."""
         got = self.call(lambda: job.retry(None, error))
         want = self.model.retry(
-            job.id, job.worker_id, job.record.claims, self.now, None,
+            job.id, job.worker_id, job._record.claims, self.now, None,
             error=error, backoff=SPECS[job.queue].backoff, draw=self.rng.random(),
         )  # fmt: skip
         assert got == want
@@ -214,13 +214,13 @@ class QueueMachine(StoreMachine):
     def fail(self, job: Job, error: str | None) -> None:
         """fail buries an owned job with reason 'failed'."""
         got = self.call(lambda: job.fail(error))
-        assert got == self.model.fail(job.id, job.worker_id, job.record.claims, self.now, error)
+        assert got == self.model.fail(job.id, job.worker_id, job._record.claims, self.now, error)
 
     @rule(job=claims, extend=st.integers(1, 15 * US))
     def heartbeat(self, job: Job, extend: int) -> None:
         """heartbeat moves a live claim's lapse to now + extend."""
         got = self.call(lambda: job.heartbeat(td(extend)))
-        want = self.model.heartbeat(job.id, job.worker_id, job.record.claims, self.now, extend)
+        want = self.model.heartbeat(job.id, job.worker_id, job._record.claims, self.now, extend)
         assert got == want
         if got:
             assert job.claim_expires_at == to_datetime(self.now + extend)
@@ -230,7 +230,7 @@ class QueueMachine(StoreMachine):
         """release hands an owned job back, due now, with or without its attempt."""
         got = self.call(lambda: job.release(refund=refund))
         assert got == self.model.release(
-            job.id, job.worker_id, job.record.claims, self.now, refund=refund
+            job.id, job.worker_id, job._record.claims, self.now, refund=refund
         )
 
     @rule(
@@ -241,7 +241,7 @@ class QueueMachine(StoreMachine):
     def settle_at_lapse(self, job: Job, offset: int, action: str) -> None:
         """Settling 1 us before the handle's claim lapses, or exactly at it
         (a claim is live strictly before its lapse), agrees too."""
-        target = job.record.claim_expires_at_us + offset
+        target = job._record.claim_expires_at_us + offset
         if target > self.now:
             self.clock.set(target)
         if action == "ack":
@@ -318,7 +318,7 @@ class QueueMachine(StoreMachine):
         The same read plans as ``Queue.get_job``/``stats``/``dead_letters``/
         ``next_due``, composed so the check after every step stays cheap.
         """
-        d, now = self.store.dialect, self.now
+        d, now = self.store._dialect, self.now
         jobs: list[JobInfo | None] = []
         for name, job_id in self.known:
             jobs.append((yield from queue_plans.get_job(d, name, job_id)))
@@ -333,7 +333,7 @@ class QueueMachine(StoreMachine):
     def same_observations(self) -> None:
         """Every job ever enqueued has the same state and fields (or is gone in
         both), and per queue the stats, dead letters and next_due agree."""
-        jobs, per_queue = self.call(lambda: self.store.run(ReadPlan(self.observe)))
+        jobs, per_queue = self.call(lambda: self.store._run(ReadPlan(self.observe)))
         assert jobs == [self.model.get_job(name, job_id) for name, job_id in self.known]
         want: list[object] = []
         for name in self.queues:

@@ -23,7 +23,7 @@ import looptime
 import pytest
 
 from alkstore import Backoff, Job
-from alkstore.io_asyncio import AsyncioRuntime
+from alkstore.io_asyncio.runtime import AsyncioRuntime
 from alkstore.protocol.errors import UsageError
 from alkstore.testing import open_simulated, run_virtual
 

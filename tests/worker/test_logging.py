@@ -10,9 +10,7 @@ from typing import Any
 import pytest
 import trio
 
-from alkstore import Backoff
-from alkstore.api.queue import Job
-from alkstore.api.store import Store
+from alkstore import Backoff, Job, Store
 from tests.backends import BACKENDS, Backend, selected_backends
 
 SOON = 5.0

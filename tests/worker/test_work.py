@@ -15,9 +15,7 @@ from typing import Any
 import pytest
 import trio
 
-from alkstore.api.queue import Job, Queue
-from alkstore.api.store import Store
-from alkstore.protocol.backoff import Backoff
+from alkstore import Backoff, Job, Queue, Store
 from tests.backends import BACKENDS, Backend, selected_backends
 
 SOON = 5.0  # upper bound for anything that must happen "promptly"

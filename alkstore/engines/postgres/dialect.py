@@ -81,7 +81,7 @@ class PostgresDialect:
     # default 8 kB block size). alkstore never sends a payload (wakes are
     # opaque), but the contract's PayloadTooLarge check is made client-side
     # against this number, so both engines' users see the same rule.
-    notify_payload_limit = 8000
+    notify_payload_limit: int | None = 8000
 
     def __init__(self, schema: str = DEFAULT_SCHEMA) -> None:
         self.schema = check_schema(schema)
@@ -102,13 +102,6 @@ class PostgresDialect:
         # Delivered at commit, never on rollback; the payload is always empty
         # (wakes are opaque).
         self._notify = "SELECT pg_notify($1::text, '')"
-        # The three below feed the SQLite watcher's notifications table.
-        # Postgres wakes come from LISTEN/NOTIFY, so there is no table: they
-        # are constant statements that return "nothing new", in case shared
-        # code runs them.
-        self._notifications_since = "SELECT 0::bigint, ''::text, ''::text WHERE false"
-        self._last_notification_id = "SELECT 0::bigint"
-        self._prune_notifications = "SELECT 0 WHERE false"
 
         # -- queues ----------------------------------------------------------
         self._enqueue = (
@@ -338,15 +331,6 @@ class PostgresDialect:
         # ``origin`` and ``now_us`` are SQLite-watcher bookkeeping with no
         # use here: NOTIFY carries the sender's pid.
         return Statement(self._notify, (channel_identifier(channel),), wakes=(channel,))
-
-    def notifications_since(self, after_id: int, limit: int) -> Statement:
-        return Statement(self._notifications_since, fetch=Fetch.ALL)
-
-    def last_notification_id(self) -> Statement:
-        return Statement(self._last_notification_id, fetch=Fetch.ONE)
-
-    def prune_notifications(self, before_us: int) -> Statement:
-        return Statement(self._prune_notifications, fetch=Fetch.ROWCOUNT)
 
     # Postgres only (the listener's, not the protocol's).
     def channel_identifier(self, channel: str) -> str:

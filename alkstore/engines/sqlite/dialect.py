@@ -254,6 +254,8 @@ class SqliteDialect:
     ``Statement``."""
 
     name = "sqlite"
+    # Wakes carry no payload and SQLite has no NOTIFY: no limit to check.
+    notify_payload_limit: int | None = None
 
     # -- wakes ---------------------------------------------------------------
     def notify(self, channel: str, origin: str, now_us: int) -> Statement:
