@@ -30,7 +30,7 @@ from .protocol.errors import (
     UsageError,
 )
 from .protocol.names import LISTENER_RECONNECTED, RESERVED_PREFIX
-from .protocol.types import JobInfo, QueueStats, StreamEvent, Wake
+from .protocol.types import EnqueueOptions, JobInfo, QueueStats, StreamEvent, Wake
 from .runner.runtime import Clock, ManualClock, SystemClock
 
 __version__ = "0.1.0"
@@ -45,6 +45,7 @@ __all__ = [
     "CodecError",
     "CommitUnknown",
     "DatabaseError",
+    "EnqueueOptions",
     "EventReceiver",
     "InvalidArgument",
     "InvalidName",

@@ -5,13 +5,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from ..protocol import codec, queues
 from ..protocol import outbox as plans
 from ..protocol.errors import AlkstoreError
 from ..protocol.names import check_identifier, outbox_queue_name
-from ..protocol.types import JobInfo, QueueOptions, QueueStats
+from ..protocol.types import EnqueueOptions, JobInfo, QueueOptions, QueueStats
 from ..protocol.worker import settle_bound
 from .queue import Job, Queue
 from .worker import check_handler, default_worker_id, log_refused_acks, retry_failed
@@ -40,7 +40,7 @@ class Outbox:
     def __repr__(self) -> str:
         return f"Outbox({self.name!r})"
 
-    async def enqueue(self, payload: codec.JSON, **options: Any) -> int:
+    async def enqueue(self, payload: codec.JSON, **options: Unpack[EnqueueOptions]) -> int:
         """Add a message outside any transaction (``Queue.enqueue``'s options); returns its id.
         Usually you want ``tx.outbox_enqueue`` instead."""
         return await self.queue.enqueue(payload, **options)

@@ -6,7 +6,7 @@ import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 
 from ..protocol import claim, codec, queues
 from ..protocol.errors import InvalidArgument, brief
@@ -14,6 +14,7 @@ from ..protocol.ints import check_bool
 from ..protocol.names import check_identifier
 from ..protocol.timeconv import Duration, duration_us, instant_us, to_datetime
 from ..protocol.types import (
+    EnqueueOptions,
     JobInfo,
     JobRecord,
     QueueOptions,
@@ -201,26 +202,18 @@ class Queue:
     def __repr__(self) -> str:
         return f"Queue({self.name!r})"
 
-    async def enqueue(
-        self,
-        payload: codec.JSON,
-        *,
-        delay: Duration | None = None,
-        run_at: datetime | None = None,
-        priority: int = 0,
-        max_attempts: int | None = None,
-        expires: datetime | Duration | None = None,
-    ) -> int:
-        """Add a job; returns its id. ``expires`` is a deadline for the first claim."""
+    async def enqueue(self, payload: codec.JSON, **options: Unpack[EnqueueOptions]) -> int:
+        """Add a job; returns its id. Options (``EnqueueOptions``): ``delay``
+        or ``run_at``, ``priority``, ``max_attempts``, ``expires`` (a
+        deadline for the first claim)."""
         store = self._store
         now = store._now_us()
-        job = resolve_enqueue(
-            self.name, payload, now, self._options, delay=delay, run_at=run_at,
-            priority=priority, max_attempts=max_attempts, expires=expires,
-        )  # fmt: skip
+        job = resolve_enqueue(self.name, payload, now, self._options, **options)
         return await store._run(queues.enqueue(store._dialect, job, store._origin, now))
 
-    async def enqueue_batch(self, payloads: Iterable[codec.JSON], **options: Any) -> list[int]:
+    async def enqueue_batch(
+        self, payloads: Iterable[codec.JSON], **options: Unpack[EnqueueOptions]
+    ) -> list[int]:
         """Add many jobs with the same options in one transaction."""
         store = self._store
         now = store._now_us()

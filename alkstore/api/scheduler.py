@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from ..protocol import codec
 from ..protocol import schedule as plans
 from ..protocol.errors import AlkstoreError
 from ..protocol.names import check_name
@@ -16,26 +15,6 @@ if TYPE_CHECKING:
 
 _DEFAULT_ATTEMPTS = QueueOptions().max_attempts
 log = logging.getLogger("alkstore.scheduler")
-
-
-async def schedule(
-    store: Store,
-    name: str,
-    queue: str,
-    cron_or_every: str,
-    payload: codec.JSON = None,
-    *,
-    priority: int = 0,
-    max_attempts: int | None = None,
-    expires_after: Any = None,
-) -> None:
-    name = check_name(name, "schedule")
-    queue = check_name(queue, "queue")
-    expr = plans.parse(cron_or_every)
-    options = plans.ScheduleOptions.of(priority, max_attempts, expires_after)
-    text = codec.encode(payload)
-    plan = plans.register(store._dialect, name, queue, expr, text, options, store._now_us())
-    await store._run(plan)
 
 
 async def unschedule(store: Store, name: str) -> bool:

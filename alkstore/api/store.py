@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..protocol import codec, locks
+from ..protocol import schedule as schedule_plans
 from ..protocol import wakes as wake_plans
 from ..protocol.backoff import Backoff
 from ..protocol.errors import CommitUnknown, PayloadTooLarge, UsageError
@@ -281,12 +282,15 @@ class Store:
         """Enqueue ``payload`` into ``queue`` at every fire time of
         ``cron_or_every`` (5/6-field cron in UTC, an alias such as ``@hourly``,
         or ``@every 30s``). Re-registering the same expression is a no-op."""
-        from .scheduler import schedule
-
-        await schedule(
-            self, name, queue, cron_or_every, payload,
-            priority=priority, max_attempts=max_attempts, expires_after=expires_after,
-        )  # fmt: skip
+        name = check_name(name, "schedule")
+        queue = check_name(queue, "queue")
+        expr = schedule_plans.parse(cron_or_every)
+        options = schedule_plans.ScheduleOptions.of(priority, max_attempts, expires_after)
+        text = codec.encode(payload)
+        now = self._now_us()
+        await self._run(
+            schedule_plans.register(self._dialect, name, queue, expr, text, options, now)
+        )
 
     async def unschedule(self, name: str) -> bool:
         """Remove schedule ``name``; ``False`` if there was none."""
@@ -322,4 +326,3 @@ def _reentry() -> UsageError:
         "this store's own methods cannot run inside its transaction on this engine "
         "(the transaction holds the only writer): use the tx.* methods, or call after the block"
     )
-

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from ..protocol import codec, queues, streams
 from ..protocol import wakes as wake_plans
@@ -12,8 +11,7 @@ from ..protocol.errors import InvalidArgument, UsageError, brief
 from ..protocol.lifecycle import Lifecycle
 from ..protocol.names import check_identifier, check_key, check_name, outbox_queue_name
 from ..protocol.plan import Plan
-from ..protocol.timeconv import Duration
-from ..protocol.types import OUTBOX_OPTIONS, QueueOptions, resolve_enqueue
+from ..protocol.types import OUTBOX_OPTIONS, EnqueueOptions, QueueOptions, resolve_enqueue
 from ..runner.executor import TxSession
 from .outbox import Outbox
 from .queue import Queue
@@ -84,28 +82,22 @@ class Transaction:
         return await self._session.execute(sql, params)
 
     async def enqueue(
-        self,
-        queue: str | Queue,
-        payload: codec.JSON,
-        *,
-        delay: Duration | None = None,
-        run_at: datetime | None = None,
-        priority: int = 0,
-        max_attempts: int | None = None,
-        expires: datetime | Duration | None = None,
+        self, queue: str | Queue, payload: codec.JSON, **options: Unpack[EnqueueOptions]
     ) -> int:
-        """Enqueue into ``queue`` (a name, or a ``Queue`` whose defaults apply)."""
+        """Enqueue into ``queue`` (a name, or a ``Queue`` whose defaults apply),
+        with ``Queue.enqueue``'s options; returns the job's id."""
         if isinstance(queue, Queue):
             name, defaults = queue.name, queue._options
         else:
             name, defaults = check_name(queue, "queue"), _DEFAULTS
-        return await self._enqueue(
-            name, defaults, payload, delay=delay, run_at=run_at, priority=priority,
-            max_attempts=max_attempts, expires=expires,
-        )  # fmt: skip
+        return await self._enqueue(name, defaults, payload, **options)
 
     async def _enqueue(
-        self, name: str, defaults: QueueOptions, payload: codec.JSON, **options: Any
+        self,
+        name: str,
+        defaults: QueueOptions,
+        payload: codec.JSON,
+        **options: Unpack[EnqueueOptions],
     ) -> int:
         store = self._store
         now = store._now_us()
@@ -113,7 +105,7 @@ class Transaction:
         return int(await self._run(queues.enqueue(store._dialect, job, store._origin, now)))
 
     async def outbox_enqueue(
-        self, outbox: str | Outbox, payload: codec.JSON, **options: Any
+        self, outbox: str | Outbox, payload: codec.JSON, **options: Unpack[EnqueueOptions]
     ) -> int:
         """Enqueue a message into ``outbox`` (a name, or an ``Outbox`` whose defaults apply),
         delivered only if this transaction commits; returns its id."""

@@ -9,22 +9,17 @@ and it is internal. The public names are ``__all__`` (see docs/api.md).
 
 from __future__ import annotations
 
-from ..protocol.watcher import WatcherOptions
-from ..runner.open_postgres import PostgresOptions
-from ..runner.open_sqlite import SqliteOptions
+from ..runner import options as _options
 from ..runner.openers import Openers
-from ..runner.pg_listener import ListenerOptions
+from ..runner.options import ListenerOptions as ListenerOptions
+from ..runner.options import PostgresOptions as PostgresOptions
+from ..runner.options import SqliteOptions as SqliteOptions
+from ..runner.options import WatcherOptions as WatcherOptions
 from .runtime import AsyncioRuntime
 
 _openers = Openers(AsyncioRuntime, "asyncio")
 open_sqlite = _openers.open_sqlite
 open_postgres = _openers.open_postgres
 
-__all__ = [
-    "ListenerOptions",
-    "PostgresOptions",
-    "SqliteOptions",
-    "WatcherOptions",
-    "open_postgres",
-    "open_sqlite",
-]
+__all__ = ["open_postgres", "open_sqlite"]
+__all__ += _options.__all__

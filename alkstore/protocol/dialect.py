@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from .plan import Statement
-from .types import NewJob
+from .types import NewJob, NewSchedule
 
 # Column order of a live job row, as every engine returns it.
 JOB_COLUMNS = (
@@ -113,16 +113,7 @@ class Dialect(Protocol):
     def trim(self, stream: str, offset: int) -> Statement: ...
 
     # schedules
-    def upsert_schedule(
-        self,
-        name: str,
-        queue: str,
-        expression: str,
-        payload_json: str,
-        options_json: str,
-        next_fire_us: int,
-        now_us: int,
-    ) -> Statement: ...
+    def upsert_schedule(self, schedule: NewSchedule) -> Statement: ...
     def delete_schedule(self, name: str) -> Statement: ...
     def due_schedules(self, now_us: int, limit: int) -> Statement: ...
     def advance_schedule(self, name: str, fire_at_us: int, next_fire_us: int) -> Statement: ...

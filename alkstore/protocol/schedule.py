@@ -36,7 +36,7 @@ from .timeconv import (
     instant_us,
     to_datetime,
 )
-from .types import NewJob, check_max_attempts, check_priority
+from .types import NewJob, NewSchedule, check_max_attempts, check_priority
 
 _UNITS = {
     "ms": 1_000,
@@ -181,8 +181,10 @@ def register(
 ) -> Plan[None]:
     """Create or update a schedule. Re-registering the same expression keeps
     its next fire time, so every process may register at start-up."""
+    next_fire = expr.next_after(now_us)
+    encoded = options.encode()
     yield d.upsert_schedule(
-        name, queue, expr.text, payload_json, options.encode(), expr.next_after(now_us), now_us
+        NewSchedule(name, queue, expr.text, payload_json, encoded, next_fire, now_us)
     )
 
 

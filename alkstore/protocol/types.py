@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, NamedTuple, TypeVar
+from typing import Literal, NamedTuple, TypedDict, TypeVar, Unpack
 
 from . import codec
 from .backoff import Backoff
@@ -159,22 +159,57 @@ class NewJob(NamedTuple):
     expires_at_us: int | None
 
 
+class NewSchedule(NamedTuple):
+    """A schedule about to be stored (created, or updated in place): its
+    fields in the order the engines' upsert binds them."""
+
+    name: str
+    queue: str
+    expression: str
+    payload_json: str
+    options_json: str
+    next_fire_us: int
+    now_us: int
+
+
+class EnqueueOptions(TypedDict, total=False):
+    """The options every enqueue takes (``Queue.enqueue``, ``enqueue_batch``,
+    ``Transaction.enqueue``, ``outbox_enqueue``, ``Outbox.enqueue``), each
+    optional: ``delay`` or ``run_at`` (when it may first run), ``priority``
+    (higher first, default 0), ``max_attempts`` (default: the queue's),
+    ``expires`` (a deadline for its first claim, or a duration from now)."""
+
+    delay: Duration | None
+    run_at: datetime | None
+    priority: int
+    max_attempts: int | None
+    expires: datetime | Duration | None
+
+
+_ENQUEUE_OPTIONS = frozenset(EnqueueOptions.__optional_keys__)
+
+
 def resolve_enqueue(
     queue: str,
     payload: codec.JSON,
     now_us: int,
     defaults: QueueOptions,
-    *,
-    delay: Duration | None = None,
-    run_at: datetime | None = None,
-    priority: int = 0,
-    max_attempts: int | None = None,
-    expires: datetime | Duration | None = None,
+    **options: Unpack[EnqueueOptions],
 ) -> NewJob:
     """Validate enqueue options and encode the payload before any round trip.
 
     ``expires`` is an absolute deadline; a duration is taken relative to now.
     """
+    unknown = options.keys() - _ENQUEUE_OPTIONS
+    if unknown:
+        # What Python says of an unknown keyword, as when these were named
+        # parameters.
+        raise TypeError(f"unexpected enqueue option {min(unknown)!r}")
+    delay = options.get("delay")
+    run_at = options.get("run_at")
+    priority = options.get("priority", 0)
+    max_attempts = options.get("max_attempts")
+    expires = options.get("expires")
     if delay is not None and run_at is not None:
         raise InvalidArgument("give delay or run_at, not both")
     at = now_us
@@ -199,7 +234,7 @@ def resolve_enqueue_many(
     payloads: Iterable[codec.JSON],
     now_us: int,
     defaults: QueueOptions,
-    **options: Any,
+    **options: Unpack[EnqueueOptions],
 ) -> list[NewJob]:
     """``resolve_enqueue`` for many payloads with the same options: the
     options are checked once, each payload encoded."""
@@ -214,11 +249,13 @@ def resolve_enqueue_many(
 
 __all__ = [
     "DeadReason",
+    "EnqueueOptions",
     "JobInfo",
     "JobRecord",
     "JobState",
     "LockRecord",
     "NewJob",
+    "NewSchedule",
     "QueueOptions",
     "QueueStats",
     "StreamEvent",

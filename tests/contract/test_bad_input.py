@@ -78,6 +78,11 @@ def _cases() -> list[tuple[str, type[Exception], Call]]:
     def case(name: str, error: type[Exception], call: Call) -> None:
         out.append((name, error, call))
 
+    # An option of another name: what Python says of an unknown keyword.
+    case("enqueue(prio=1)", TypeError, lambda f: f.q.enqueue(1, prio=1))
+    case("enqueue_batch(prio=1)", TypeError, lambda f: f.q.enqueue_batch([1], prio=1))
+    case("outbox.enqueue(prio=1)", TypeError, lambda f: f.store.outbox("o").enqueue(1, prio=1))
+
     for v in [0, -1, *BIG, *NOT_INTS]:
         case(f"claim_batch(n={v!r})", InvalidArgument, lambda f, v=v: f.q.claim_batch("w", v))
         case(f"dead_letters({v!r})", InvalidArgument, lambda f, v=v: f.q.dead_letters(v))
@@ -265,6 +270,9 @@ def _tx_cases() -> list[tuple[str, type[Exception], TxCall]]:
     case("publish_with_key(reserved)", ReservedName,
          lambda tx: tx.publish_with_key("__alkstore_x", "k", 1))  # fmt: skip
     for method in ("enqueue", "outbox_enqueue"):
+        # An option of another name: what Python says of an unknown keyword.
+        case(f"{method}(prio=1)", TypeError,
+             lambda tx, m=method: getattr(tx, m)("q", 1, prio=1))  # fmt: skip
         for v in [2**31, *BIG, True, 1.5, "1"]:
             case(f"{method}(priority={v!r})", InvalidArgument,
                  lambda tx, v=v, m=method: getattr(tx, m)("q", 1, priority=v))  # fmt: skip

@@ -45,7 +45,7 @@ from alkstore.protocol.backoff import Backoff
 from alkstore.protocol.dialect import Dialect
 from alkstore.protocol.errors import DatabaseError, InvalidArgument, InvalidName
 from alkstore.protocol.plan import Fetch, Plan, Statement, run_sync
-from alkstore.protocol.types import JobRecord, NewJob
+from alkstore.protocol.types import JobRecord, NewJob, NewSchedule
 from alkstore.runner import sqlite_conn
 from alkstore.runner.pg_wire import Wire
 
@@ -379,7 +379,7 @@ SAMPLE_CALLS: dict[str, tuple[Any, ...]] = {
     "save_offset": ("s", "c", 3),
     "get_offset": ("s", "c"),
     "trim": ("s", 3),
-    "upsert_schedule": ("n", "q", "@every 1s", "{}", "{}", T0, T0),
+    "upsert_schedule": (NewSchedule("n", "q", "@every 1s", "{}", "{}", T0, T0),),
     "delete_schedule": ("n",),
     "due_schedules": (T0, 10),
     "advance_schedule": ("n", T0, T0 + US),

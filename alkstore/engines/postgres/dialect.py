@@ -42,7 +42,7 @@ from ...protocol.dialect import (
     column_list,
 )
 from ...protocol.plan import Fetch, Statement
-from ...protocol.types import NewJob
+from ...protocol.types import NewJob, NewSchedule
 from .names import channel_identifier, check_schema, listen_sql, unlisten_sql
 from .rules import (
     ATTEMPTS_LEFT,
@@ -474,20 +474,8 @@ class PostgresDialect:
         return Statement(self._trim, (stream, offset), Fetch.ROWCOUNT)
 
     # -- schedules -----------------------------------------------------------
-    def upsert_schedule(
-        self,
-        name: str,
-        queue: str,
-        expression: str,
-        payload_json: str,
-        options_json: str,
-        next_fire_us: int,
-        now_us: int,
-    ) -> Statement:
-        return Statement(
-            self._upsert_schedule,
-            (name, queue, expression, payload_json, options_json, next_fire_us, now_us),
-        )
+    def upsert_schedule(self, schedule: NewSchedule) -> Statement:
+        return Statement(self._upsert_schedule, tuple(schedule))
 
     def delete_schedule(self, name: str) -> Statement:
         return Statement(self._delete_schedule, (name,), Fetch.ROWCOUNT)

@@ -29,7 +29,7 @@ from ...protocol.dialect import (
     column_list,
 )
 from ...protocol.plan import Fetch, Statement
-from ...protocol.types import NewJob
+from ...protocol.types import NewJob, NewSchedule
 from .rules import (
     ATTEMPTS_LEFT,
     CLAIM_ORDER,
@@ -405,20 +405,8 @@ class SqliteDialect:
         return Statement(_TRIM, (stream, offset), Fetch.ROWCOUNT)
 
     # -- schedules -----------------------------------------------------------
-    def upsert_schedule(
-        self,
-        name: str,
-        queue: str,
-        expression: str,
-        payload_json: str,
-        options_json: str,
-        next_fire_us: int,
-        now_us: int,
-    ) -> Statement:
-        return Statement(
-            _UPSERT_SCHEDULE,
-            (name, queue, expression, payload_json, options_json, next_fire_us, now_us),
-        )
+    def upsert_schedule(self, schedule: NewSchedule) -> Statement:
+        return Statement(_UPSERT_SCHEDULE, tuple(schedule))
 
     def delete_schedule(self, name: str) -> Statement:
         return Statement(_DELETE_SCHEDULE, (name,), Fetch.ROWCOUNT)
