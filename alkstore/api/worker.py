@@ -223,7 +223,7 @@ class _Worker:
                     raise
                 # No checkpoint between the claim's return and here: every
                 # claimed job is held before anything can cancel us.
-                policy.claimed(now, len(result.jobs), n, result.next_due_us)
+                policy.claimed(now, len(result.jobs), n, result.next_due_us, store._now_us())
                 for record in result.jobs:
                     self._dispatch(_WorkerJob(self, record))
                 if result.jobs:

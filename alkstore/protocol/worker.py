@@ -42,6 +42,11 @@ MAX_CONCURRENCY = 10_000
 # trip per job; slow ones (a rate below one job per horizon) are claimed only
 # as slots free up, so other workers get their share.
 AHEAD_HORIZON_US = 20_000
+# A claim takes time itself (a few round trips: long on a distant server), and
+# the work claimed ahead must last until the next claim is back, so the
+# horizon is at least this many claim durations. Locally a claim is well
+# under a millisecond and the horizon stays AHEAD_HORIZON_US.
+AHEAD_CLAIMS = 2
 MAX_AHEAD = 1000
 # The rate is measured over windows of at least this long.
 _RATE_WINDOW_US = 50_000
@@ -103,6 +108,8 @@ class WorkerPolicy:
     ahead: int = 0
     # Jobs finished per second, smoothed; and the window being measured.
     rate: float = 0.0
+    # How long a claim takes, start to result, smoothed.
+    claim_us: int = 0
     _window_start_us: int | None = None
     _window_finished: int = 0
     # The queue may hold claimable work we have not looked for yet.
@@ -230,9 +237,21 @@ class WorkerPolicy:
         self._wakes += 1
         self.look = True
 
-    def claimed(self, now_us: int, got: int, asked: int, next_due_us: int | None) -> None:
+    def claimed(
+        self,
+        now_us: int,
+        got: int,
+        asked: int,
+        next_due_us: int | None,
+        returned_us: int | None = None,
+    ) -> None:
         """A claim made at ``now_us`` returned ``got`` of ``asked`` jobs and,
-        when short, when the next live job of the queue falls due."""
+        when short, when the next live job of the queue falls due;
+        ``returned_us``, when it came back (how long claims take sets how far
+        ahead to claim)."""
+        if returned_us is not None:
+            took = max(0, returned_us - now_us)
+            self.claim_us = took if self.claim_us == 0 else (self.claim_us + took) // 2
         self.running += got
         self.queued += got
         self.claim_errors.succeeded()
@@ -295,7 +314,8 @@ class WorkerPolicy:
         measured = self._window_finished * US_PER_S / elapsed
         # Idle time in the window lowers the measured rate, as it should.
         self.rate = measured if self.rate == 0.0 else 0.5 * (self.rate + measured)
-        self.ahead = min(MAX_AHEAD, int(self.rate * AHEAD_HORIZON_US / US_PER_S))
+        horizon_us = max(AHEAD_HORIZON_US, AHEAD_CLAIMS * self.claim_us)
+        self.ahead = min(MAX_AHEAD, int(self.rate * horizon_us / US_PER_S))
         self._window_start_us, self._window_finished = now_us, 0
 
     def retried(self) -> None:

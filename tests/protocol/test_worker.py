@@ -157,3 +157,31 @@ def test_a_job_its_handler_settled_counts_as_retried_only_when_it_retried() -> N
     assert SelfSettled.RETRY.outcome is Outcome.RETRIED
     for settled in (SelfSettled.ACK, SelfSettled.FAIL, SelfSettled.RELEASE):
         assert settled.outcome is Outcome.ACKED
+
+
+def _finish_at_rate(p: WorkerPolicy, per_second: int, seconds: float, start_us: int) -> int:
+    """Finish jobs evenly at ``per_second`` for ``seconds``; returns the time after."""
+    step = S // per_second
+    now = start_us
+    for _ in range(int(per_second * seconds)):
+        p.running += 1
+        p.started()
+        p.finished(Outcome.ACKED, now)
+        now += step
+    return now
+
+
+def test_claims_ahead_a_horizon_of_work_and_longer_when_claims_take_longer() -> None:
+    """Invariant: the work claimed ahead covers max(20 ms, two claim durations)
+    at the measured finishing rate, so a distant server's slow claims do not
+    leave the slots idle between batches; a quick local claim changes nothing."""
+    local, distant = policy(concurrency=10), policy(concurrency=10)
+    local.claimed(T0, 10, 10, None, T0 + 300)  # a 0.3 ms claim
+    distant.claimed(T0, 10, 10, None, T0 + 60_000)  # three 20 ms round trips
+    for p in (local, distant):
+        p.running -= 10
+        p.queued -= 10
+        _finish_at_rate(p, 5_000, 0.5, T0)
+    assert local.ahead == pytest.approx(5_000 * 0.020, rel=0.1)  # 20 ms of work
+    assert distant.ahead == pytest.approx(5_000 * 0.120, rel=0.1)  # two 60 ms claims
+    assert distant.capacity() == 10 + distant.ahead - distant.running
