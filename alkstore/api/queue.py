@@ -281,6 +281,25 @@ class Queue:
             if len(buried) < claim.SWEEP_PAGE:
                 return total
 
+    async def pause(self) -> None:
+        """Stop claims from this queue, in every process, until ``resume``:
+        enqueues go on, and workers wait (at their poll interval) without
+        taking anything. A claim already running when the pause commits may
+        still take jobs. Pausing a paused queue changes nothing."""
+        store = self._store
+        plan = queues.set_paused(store._dialect, self.name, True, store._origin, store._now_us())
+        await store._run(plan)
+
+    async def resume(self) -> None:
+        """Let claims take this queue's jobs again; its workers are woken at once."""
+        store = self._store
+        plan = queues.set_paused(store._dialect, self.name, False, store._origin, store._now_us())
+        await store._run(plan)
+
+    async def is_paused(self) -> bool:
+        """Whether the queue is paused now."""
+        return await self._store._run(queues.is_paused(self._store._dialect, self.name))
+
     async def stats(self) -> QueueStats:
         """The queue's counts, as of now."""
         plan = queues.stats(self._store._dialect, self.name, self._store._now_us())

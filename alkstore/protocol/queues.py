@@ -62,7 +62,22 @@ def cancel(d: Dialect, queue: str, job_id: int) -> Plan[bool]:
 def stats(d: Dialect, queue: str, now_us: int) -> Plan[QueueStats]:
     ready, scheduled, processing = yield from fetch_row(d.queue_counts(queue, now_us))
     (dead,) = yield from fetch_row(d.dead_count(queue))
-    return QueueStats(int(ready), int(scheduled), int(processing), int(dead))
+    paused = yield from is_paused(d, queue)
+    return QueueStats(int(ready), int(scheduled), int(processing), int(dead), paused)
+
+
+def set_paused(d: Dialect, queue: str, paused: bool, origin: str, now_us: int) -> Plan[None]:
+    """Pause or resume ``queue``. Resuming wakes its workers, here and in
+    other processes, so they claim at once rather than at their poll."""
+    yield d.set_paused(queue, paused)
+    if not paused:
+        yield d.notify(queue_channel(queue), origin, now_us)
+
+
+@reads
+def is_paused(d: Dialect, queue: str) -> Plan[bool]:
+    row = yield from fetch_one(d.queue_paused(queue))
+    return row is not None and bool(row[0])
 
 
 @reads

@@ -99,11 +99,13 @@ class JobInfo:
 @dataclass(frozen=True, slots=True)
 class QueueStats:
     """A queue's counts: ``ready`` (pending and due), ``scheduled`` (pending, due later),
-    ``processing`` (claimed, expired claims not yet reclaimed included) and ``dead``."""
+    ``processing`` (claimed, expired claims not yet reclaimed included) and ``dead``;
+    and whether it is ``paused`` (its ready jobs wait for ``resume``)."""
     ready: int  # pending and due now
     scheduled: int  # pending, due later
     processing: int  # claimed (including claims that have expired but not been reclaimed)
     dead: int
+    paused: bool = False
 
 
 @dataclass(frozen=True, slots=True)

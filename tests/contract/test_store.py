@@ -160,3 +160,37 @@ async def test_a_garbled_schema_version_is_a_database_error(
     with pytest.raises(DatabaseError, match="schema version"):
         async with backend.open(location):
             pass
+
+
+async def test_a_database_of_an_earlier_version_is_migrated_on_open(
+    backend: Backend, location: str
+) -> None:
+    """A database left at schema version 1 (before the queues table that
+    pausing needs) is brought up to date when opened, and pausing works."""
+    async with backend.open(location) as store:
+        await store.queue("q").enqueue("kept")
+    if backend.engine == "sqlite":
+        import sqlite3
+
+        conn = sqlite3.connect(location)
+        try:
+            with conn:
+                conn.execute("DROP TABLE __alkstore_queues")
+                conn.execute("UPDATE __alkstore_meta SET value = '1' WHERE key = 'schema_version'")
+        finally:
+            conn.close()
+    else:
+        import psycopg
+
+        from tests.backends import PG_DSN
+
+        with psycopg.connect(PG_DSN, autocommit=True) as conn:
+            conn.execute(f'DROP TABLE "{location}".queues')
+            conn.execute(f"UPDATE \"{location}\".meta SET value = '1' WHERE key = 'schema_version'")
+    async with backend.open(location) as store:
+        q = store.queue("q")
+        await q.pause()
+        assert await q.claim_one("w") is None
+        await q.resume()
+        job = await q.claim_one("w")
+        assert job is not None and job.payload == "kept"

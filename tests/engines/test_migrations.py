@@ -28,6 +28,7 @@ RELEASED = {
             "b3de916b5b06e985", "b5590c5384b7aee2", "55fa2bcd5163e283", "6f62e55e81d89ce3",
             "1dd0b0a0a8a0b596", "68e67c1a8c6897d8", "b6d473858729b9da",
         ),
+        2: ("7faff9c7573d178d",),
     },
     # For the default schema; other schemas differ only by the schema name.
     "postgres": {
@@ -37,6 +38,7 @@ RELEASED = {
             "1c30db78d3477146", "fa09026a754b80e8", "0cf28fb71be64487", "694075b05c814491",
             "dc0764be2dfc4d6a",
         ),
+        2: ("70d726b721ab6c33",),
     },
 }  # fmt: skip
 

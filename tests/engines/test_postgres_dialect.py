@@ -170,7 +170,7 @@ def test_migrate_creates_the_schema_and_is_idempotent(schema: str) -> None:
             schema,
         )
         assert [t for (t,) in tables] == [
-            "dead", "events", "jobs", "locks", "meta", "offsets", "schedules", "streams",
+            "dead", "events", "jobs", "locks", "meta", "offsets", "queues", "schedules", "streams",
         ]  # fmt: skip
         indexes = dict(
             c.sql("SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = $1", schema)
@@ -369,6 +369,8 @@ SAMPLE_CALLS: dict[str, tuple[Any, ...]] = {
     "get_dead": ("q", 1),
     "sweep_candidates": ("q", T0, 10),
     "queue_counts": ("q", T0),
+    "set_paused": ("q", True),
+    "queue_paused": ("q",),
     "dead_count": ("q",),
     "dead_letters": ("q", 10),
     "requeue_dead": ("q", 1, T0),

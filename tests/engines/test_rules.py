@@ -60,6 +60,7 @@ RULE_SHAPED = [
     re.compile(r"(?<!SET )\bnext_fire_at\s*=\s*(\?|\$\d)"),
     re.compile(r"\bGREATEST\(|\bMAX\(\"offset\""),
     re.compile(r"\bpriority DESC\b"),
+    re.compile(r"\bAND paused\b"),
 ]
 
 

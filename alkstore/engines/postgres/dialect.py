@@ -56,6 +56,7 @@ from .rules import (
     lock_free,
     lock_held,
     owned,
+    queue_running,
     schedule_due,
     sweep_exhausted,
     sweep_expired,
@@ -92,11 +93,12 @@ class PostgresDialect:
         self.offsets = qualified(self.schema, "offsets")
         self.locks = qualified(self.schema, "locks")
         self.schedules = qualified(self.schema, "schedules")
+        self.queues = qualified(self.schema, "queues")
         self._build()
 
     def _build(self) -> None:
         """The SQL text of every statement for this schema, built once."""
-        jobs, dead = self.jobs, self.dead
+        jobs, dead, queues = self.jobs, self.dead, self.queues
 
         # -- wakes -----------------------------------------------------------
         # Delivered at commit, never on rollback; the payload is always empty
@@ -148,7 +150,7 @@ class PostgresDialect:
         # whose visible_at passed, with attempts left, is claimable again.
         self._claim = f"""WITH picked AS (
             SELECT id FROM {jobs}
-            WHERE queue = $1 AND {claimable('$2')}
+            WHERE queue = $1 AND {claimable('$2')} AND {queue_running(queues, '$1')}
             ORDER BY {CLAIM_ORDER}
             LIMIT $3
             FOR UPDATE SKIP LOCKED)
@@ -225,6 +227,11 @@ class PostgresDialect:
             f"COUNT(*) FILTER (WHERE state = {STATE_PROCESSING}) "
             f"FROM {jobs} WHERE queue = $2"
         )
+        self._set_paused = (
+            f"INSERT INTO {queues} (name, paused) VALUES ($1, $2) "
+            "ON CONFLICT (name) DO UPDATE SET paused = EXCLUDED.paused"
+        )
+        self._queue_paused = f"SELECT paused FROM {queues} WHERE name = $1"
         self._dead_count = f"SELECT COUNT(*) FROM {dead} WHERE queue = $1"
         self._dead_letters = (
             f"SELECT {_DEAD_COLS} FROM {dead} WHERE queue = $1 ORDER BY died_at, id LIMIT $2"
@@ -437,6 +444,12 @@ class PostgresDialect:
 
     def queue_counts(self, queue: str, now_us: int) -> Statement:
         return Statement(self._queue_counts, (now_us, queue), Fetch.ONE)
+
+    def set_paused(self, queue: str, paused: bool) -> Statement:
+        return Statement(self._set_paused, (queue, paused))
+
+    def queue_paused(self, queue: str) -> Statement:
+        return Statement(self._queue_paused, (queue,), Fetch.ONE)
 
     def dead_count(self, queue: str) -> Statement:
         return Statement(self._dead_count, (queue,), Fetch.ONE)

@@ -148,6 +148,18 @@ def _v1(schema: str) -> tuple[str, ...]:
     )
 
 
+def _v2(schema: str) -> tuple[str, ...]:
+    """A row per queue that has been paused (or resumed); claims skip the
+    queues whose row says paused (rules.queue_running)."""
+    s = quote_ident(schema)
+    return (
+        f"""CREATE TABLE IF NOT EXISTS {s}.queues (
+            name   text COLLATE "C" PRIMARY KEY,
+            paused boolean NOT NULL DEFAULT false
+        )""",
+    )
+
+
 def migrations(schema: str = DEFAULT_SCHEMA) -> tuple[tuple[int, tuple[str, ...]], ...]:
     """(version, statements) for ``schema``. Append only: a released
     migration never changes. Its partial-index predicates come from
@@ -155,7 +167,7 @@ def migrations(schema: str = DEFAULT_SCHEMA) -> tuple[tuple[int, tuple[str, ...]
     too; tests/engines/test_migrations.py pins the text, so a rule edit
     cannot change a released migration unnoticed."""
     schema = check_schema(schema)
-    return ((1, _v1(schema)),)
+    return ((1, _v1(schema)), (2, _v2(schema)))
 
 
 SCHEMA_VERSION = migrations()[-1][0]

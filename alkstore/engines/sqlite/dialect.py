@@ -42,6 +42,7 @@ from .rules import (
     lock_free,
     lock_held,
     owned,
+    queue_running,
     schedule_due,
     sweep_exhausted,
     sweep_expired,
@@ -84,7 +85,7 @@ _CLAIM = f"""UPDATE __alkstore_jobs
         claimed_by = ?, run_at = visible_at, visible_at = ?
     WHERE id IN (
         SELECT id FROM __alkstore_jobs INDEXED BY __alkstore_jobs_claim
-        WHERE queue = ? AND {claimable('?')}
+        WHERE queue = ? AND {claimable('?')} AND {queue_running('__alkstore_queues', '?')}
         ORDER BY {CLAIM_ORDER}
         LIMIT ?)
     RETURNING {_JOB_COLS}"""
@@ -162,6 +163,11 @@ _QUEUE_COUNTS = (
     f"COALESCE(SUM(state = {STATE_PROCESSING}), 0) "
     f"FROM __alkstore_jobs WHERE queue = ?"
 )
+_SET_PAUSED = (
+    "INSERT INTO __alkstore_queues (name, paused) VALUES (?, ?) "
+    "ON CONFLICT (name) DO UPDATE SET paused = excluded.paused"
+)
+_QUEUE_PAUSED = "SELECT paused FROM __alkstore_queues WHERE name = ?"
 _DEAD_COUNT = "SELECT COUNT(*) FROM __alkstore_dead WHERE queue = ?"
 _DEAD_LETTERS = (
     f"SELECT {_DEAD_COLS} FROM __alkstore_dead WHERE queue = ? ORDER BY died_at, id LIMIT ?"
@@ -301,7 +307,8 @@ class SqliteDialect:
         return _CLAIM_PRELUDE
 
     def claim(self, queue: str, worker: str, n: int, now_us: int, until_us: int) -> Statement:
-        return Statement(_CLAIM, (worker, until_us, queue, now_us, now_us, n), Fetch.ALL)
+        params = (worker, until_us, queue, now_us, now_us, queue, n)
+        return Statement(_CLAIM, params, Fetch.ALL)
 
     def ack(self, job_id: int, worker: str, claim: int, now_us: int) -> Statement:
         return Statement(_ACK, (job_id, worker, claim, now_us), Fetch.ROWCOUNT)
@@ -365,6 +372,12 @@ class SqliteDialect:
 
     def queue_counts(self, queue: str, now_us: int) -> Statement:
         return Statement(_QUEUE_COUNTS, (now_us, now_us, now_us, queue), Fetch.ONE)
+
+    def set_paused(self, queue: str, paused: bool) -> Statement:
+        return Statement(_SET_PAUSED, (queue, int(paused)))
+
+    def queue_paused(self, queue: str) -> Statement:
+        return Statement(_QUEUE_PAUSED, (queue,), Fetch.ONE)
 
     def dead_count(self, queue: str) -> Statement:
         return Statement(_DEAD_COUNT, (queue,), Fetch.ONE)

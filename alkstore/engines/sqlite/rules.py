@@ -89,6 +89,16 @@ def claimable(now: str) -> str:
     return f"{ATTEMPTS_LEFT} AND {visible(now)} AND {before_deadline(now)}"
 
 
+
+# -- pausing -------------------------------------------------------------------
+def queue_running(queues: str, queue: str) -> str:
+    """The queue is not paused: no row of the ``queues`` table says so. A
+    claim takes nothing from a paused queue; everything else goes on.
+    Binds: queue. Model: none (pausing is a contract extension the contract
+    tests check on every backend)."""
+    return f"NOT EXISTS (SELECT 1 FROM {queues} WHERE name = {queue} AND paused)"
+
+
 # -- ownership ---------------------------------------------------------------
 def owned(worker: str, claim: str | None, now: str, *, row: str = "") -> str:
     """The job is held by ``worker`` under claim number ``claim``, and the

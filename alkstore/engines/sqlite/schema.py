@@ -116,11 +116,20 @@ _V1 = (
         ON __alkstore_schedules (next_fire_at)""",
 )
 
+# Version 2: a row per queue that has been paused (or resumed); claims skip
+# the queues whose row says paused (rules.queue_running).
+_V2: tuple[str, ...] = (
+    """CREATE TABLE IF NOT EXISTS __alkstore_queues (
+        name   TEXT PRIMARY KEY,
+        paused INTEGER NOT NULL DEFAULT 0
+    ) WITHOUT ROWID""",
+)
+
 # (version, statements). Append only: a released migration never changes.
 # Its partial-index predicates come from .rules, where the statements that
 # must use those indexes take them too; tests/engines/test_migrations.py pins
 # the text, so a rule edit cannot change a released migration unnoticed.
-MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = ((1, _V1),)
+MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = ((1, _V1), (2, _V2))
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 
