@@ -29,12 +29,11 @@ import os
 import random
 import signal
 import sqlite3
-import subprocess
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -62,6 +61,7 @@ from alkstore.io_trio import (  # noqa: E402
     open_sqlite,
 )
 from tests.chaos.proxy import FaultyProxy, faulty_proxy  # noqa: E402
+from tests.chaos.test_pg_restart import cluster, wait_for_server  # noqa: E402
 
 DSN = os.environ.get("ALKSTORE_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 
@@ -162,6 +162,34 @@ async def pg_pair(
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
+async def under_load(
+    load: Load, worker: Store, inject: Callable[[], Awaitable[float]], timeout: float = 90
+) -> tuple[float, float | None, float | None]:
+    """Run the load, ``inject`` the fault (it returns the time recovery is
+    counted from), then settle every job. Returns (when the fault began,
+    detection, recovery)."""
+    async with worker.listen("probe") as rx, trio.open_nursery() as nursery:
+        await nursery.start(partial(load.worker.work, load.handle, concurrency=4))
+        nursery.start_soon(load.produce)
+        await trio.sleep(2.0)
+        started = time.monotonic()
+        base = await inject()
+        detected: float | None = None
+        with trio.move_on_after(timeout):
+            while await rx.recv() != Wake(LISTENER_RECONNECTED):
+                pass
+            detected = time.monotonic() - started
+        await poll_until(lambda: load.first_run_after(base) is not None, timeout)
+        recovered = load.first_run_after(base)
+        await trio.sleep(1.0)
+        nursery.cancel_scope.cancel()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(partial(load.worker.work, load.handle, concurrency=4))
+        await load.settle()
+        nursery.cancel_scope.cancel()
+    return started, detected, recovered
+
+
 async def network_fault(
     dsn: str,
     quick: bool,
@@ -173,85 +201,40 @@ async def network_fault(
     with faulty_proxy(dsn) as proxy:
         async with pg_pair(dsn, proxy, quick) as (producer, worker):
             load = Load(producer, worker)
-            async with worker.listen("probe") as rx, trio.open_nursery() as nursery:
-                await nursery.start(partial(load.worker.work, load.handle, concurrency=4))
-                nursery.start_soon(load.produce)
-                await trio.sleep(2.0)
-                started = time.monotonic()
+
+            async def inject() -> float:
                 fault(proxy)
-                detected: float | None = None
-                if hold:
-                    await trio.sleep(hold)
-                    assert heal is not None
-                    heal(proxy)
-                base = time.monotonic() if hold else started
-                with trio.move_on_after(90):
-                    while await rx.recv() != Wake(LISTENER_RECONNECTED):
-                        pass
-                    detected = time.monotonic() - started
-                await poll_until(lambda: load.first_run_after(base) is not None, 90)
-                recovered = load.first_run_after(base)
-                await trio.sleep(1.0)
-                nursery.cancel_scope.cancel()
-            async with trio.open_nursery() as nursery:
-                await nursery.start(partial(load.worker.work, load.handle, concurrency=4))
-                await load.settle()
-                nursery.cancel_scope.cancel()
+                if not hold:
+                    return time.monotonic()
+                await trio.sleep(hold)
+                assert heal is not None
+                heal(proxy)
+                return time.monotonic()
+
+            _, detected, recovered = await under_load(load, worker, inject)
     note = f"held {hold:.0f} s, then healed" if hold else ""
     return Row(name, detected, recovered, load.lost(), load.duplicates(), note)
 
 
 async def pg_restart(dsn: str, quick: bool) -> Row:
-    from urllib.parse import urlsplit
-
-    port = str(urlsplit(dsn).port or 5432)
-    version, name = cluster_for(port)
+    version, name = cluster(dsn)
+    back = 0.0
     async with pg_pair(dsn, None, quick) as (producer, worker):
         load = Load(producer, worker)
-        async with worker.listen("probe") as rx, trio.open_nursery() as nursery:
-            await nursery.start(partial(load.worker.work, load.handle, concurrency=4))
-            nursery.start_soon(load.produce)
-            await trio.sleep(2.0)
-            started = time.monotonic()
+
+        async def inject() -> float:
+            nonlocal back
             argv = ["pg_ctlcluster", "--skip-systemctl-redirect", version, name, "restart"]
             await trio.run_process([*argv, "-m", "fast"], capture_stdout=True)
-            back = await trio.to_thread.run_sync(wait_for_server, dsn)
-            detected = None
-            with trio.move_on_after(60):
-                while await rx.recv() != Wake(LISTENER_RECONNECTED):
-                    pass
-                detected = time.monotonic() - started
-            await poll_until(lambda: load.first_run_after(back) is not None, 60)
-            recovered = load.first_run_after(back)
-            await trio.sleep(1.0)
-            nursery.cancel_scope.cancel()
-        async with trio.open_nursery() as nursery:
-            await nursery.start(partial(load.worker.work, load.handle, concurrency=4))
-            await load.settle()
-            nursery.cancel_scope.cancel()
+            await trio.to_thread.run_sync(wait_for_server, dsn)
+            back = time.monotonic()
+            return back
+
+        started, detected, recovered = await under_load(load, worker, inject, 60)
     return Row(
         "server restart", detected, recovered, load.lost(), load.duplicates(),
         f"server down {back - started:.1f} s; recovery from server back",
     )  # fmt: skip
-
-
-def cluster_for(port: str) -> tuple[str, str]:
-    out = subprocess.run(["pg_lsclusters", "-h"], capture_output=True, text=True, check=True)
-    for line in out.stdout.splitlines():
-        version, name, cluster_port = line.split()[:3]
-        if cluster_port == port:
-            return version, name
-    raise SystemExit(f"no local cluster on port {port}")
-
-
-def wait_for_server(dsn: str) -> float:
-    while True:
-        try:
-            with psycopg.connect(dsn, connect_timeout=2) as conn:
-                conn.execute("SELECT 1")
-            return time.monotonic()
-        except psycopg.OperationalError:
-            time.sleep(0.02)
 
 
 async def pg_full(dsn: str, quick: bool, hold: float = 3.0) -> Row:

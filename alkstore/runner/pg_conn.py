@@ -23,7 +23,7 @@ it in that trip are skipped by the server, ``COMMIT`` included).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import psycopg
@@ -244,14 +244,8 @@ class PgConnection:
         """libpq's next result, once it has arrived (None: the statement's
         results are over). Raises ``_Unanswered`` past ``deadline``."""
         pgconn = self.pgconn
-        runtime = self._runtime
         while pgconn.is_busy():
-            if deadline is None:
-                await runtime.wait_readable(pgconn.socket, None)
-            else:
-                left = deadline - runtime.monotonic()
-                if left <= 0 or not await runtime.wait_readable(pgconn.socket, left):
-                    raise _Unanswered
+            await self._wait(self._runtime.wait_readable, deadline)
             pgconn.consume_input()
         return pgconn.get_result()
 
@@ -274,14 +268,19 @@ class PgConnection:
 
     async def _flush(self, deadline: float | None = None) -> None:
         pgconn = self.pgconn
-        runtime = self._runtime
         while pgconn.flush() == 1:
-            if deadline is None:
-                await runtime.wait_writable(pgconn.socket, None)
-            else:
-                left = deadline - runtime.monotonic()
-                if left <= 0 or not await runtime.wait_writable(pgconn.socket, left):
-                    raise _Unanswered
+            await self._wait(self._runtime.wait_writable, deadline)
+
+    async def _wait(
+        self, waiter: Callable[[int, float | None], Awaitable[bool]], deadline: float | None
+    ) -> None:
+        """Wait for the socket with ``waiter``; ``_Unanswered`` past ``deadline``."""
+        if deadline is None:
+            await waiter(self.pgconn.socket, None)
+            return
+        left = deadline - self._runtime.monotonic()
+        if left <= 0 or not await waiter(self.pgconn.socket, left):
+            raise _Unanswered
 
     def alive(self) -> bool:
         """Check an idle connection without a round trip: read what the

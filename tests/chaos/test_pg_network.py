@@ -42,10 +42,28 @@ def chaos_options(schema: str, pool_size: int = 2) -> PostgresOptions:
     )
 
 
+class Ran:
+    """A handler that records the payloads it ran, in order."""
+
+    def __init__(self) -> None:
+        self.payloads: list[object] = []
+
+    async def __call__(self, job: Job) -> None:
+        self.payloads.append(job.payload)
+
+
 @asynccontextmanager
 async def through(proxy: FaultyProxy, schema: str) -> AsyncIterator[Store]:
     async with open_postgres(proxy.dsn(PG_DSN), options=chaos_options(schema)) as store:
         yield store
+
+
+@asynccontextmanager
+async def pair(schema: str) -> AsyncIterator[tuple[FaultyProxy, Store, Store]]:
+    """A proxy, a store through it, and another straight to the server."""
+    with faulty_proxy(PG_DSN) as proxy:
+        async with through(proxy, schema) as store, direct(schema) as other:
+            yield proxy, store, other
 
 
 @asynccontextmanager
@@ -60,37 +78,33 @@ async def test_a_blackholed_listener_is_noticed_and_replaced_and_workers_carry_o
     drops the mute pool and the job enqueued meanwhile runs, long before the
     worker's 60 s poll backstop."""
     schema = fresh_schema()
-    done: list[object] = []
+    handler = Ran()
+    done = handler.payloads
 
-    async def handler(job: Job) -> None:
-        done.append(job.payload)
+    async with (
+        pair(schema) as (proxy, store, other),
+        store.listen("ch") as rx,
+        trio.open_nursery() as nursery,
+    ):
+        work = partial(store.queue("q").work, handler, poll_interval=60.0)
+        await nursery.start(work)
+        await other.queue("q").enqueue("before")
+        await wait_until(lambda: done == ["before"], timeout=RECOVERED)
 
-    with faulty_proxy(PG_DSN) as proxy:
-        async with (
-            through(proxy, schema) as store,
-            direct(schema) as other,
-            store.listen("ch") as rx,
-            trio.open_nursery() as nursery,
-        ):
-            work = partial(store.queue("q").work, handler, poll_interval=60.0)
-            await nursery.start(work)
-            await other.queue("q").enqueue("before")
-            await wait_until(lambda: done == ["before"], timeout=RECOVERED)
+        proxy.blackhole()
+        await other.queue("q").enqueue("during")
+        with trio.fail_after(RECOVERED):
+            assert await rx.recv() == Wake(LISTENER_RECONNECTED)
+        await wait_until(lambda: done == ["before", "during"], timeout=RECOVERED)
+        assert store._executor._listener.reconnects >= 1  # type: ignore[attr-defined]
 
-            proxy.blackhole()
-            await other.queue("q").enqueue("during")
-            with trio.fail_after(RECOVERED):
-                assert await rx.recv() == Wake(LISTENER_RECONNECTED)
-            await wait_until(lambda: done == ["before", "during"], timeout=RECOVERED)
-            assert store._executor._listener.reconnects >= 1  # type: ignore[attr-defined]
-
-            # The new listener hears notifies again.
-            await other.notify("ch")
-            with trio.fail_after(RECOVERED):
-                while (wake := await rx.recv()) == Wake(LISTENER_RECONNECTED):
-                    pass
-            assert wake == Wake("ch")
-            nursery.cancel_scope.cancel()
+        # The new listener hears notifies again.
+        await other.notify("ch")
+        with trio.fail_after(RECOVERED):
+            while (wake := await rx.recv()) == Wake(LISTENER_RECONNECTED):
+                pass
+        assert wake == Wake("ch")
+        nursery.cancel_scope.cancel()
 
 
 async def test_an_operation_on_a_mute_connection_fails_in_bounded_time_writing_nothing() -> None:
@@ -122,28 +136,24 @@ async def test_cut_connections_are_replaced_and_every_receiver_hears_of_it() -> 
     """Every connection is reset: receivers get the reconnect wake, later
     operations succeed, a worker processes every job exactly once."""
     schema = fresh_schema()
-    done: list[object] = []
+    handler = Ran()
+    done = handler.payloads
 
-    async def handler(job: Job) -> None:
-        done.append(job.payload)
-
-    with faulty_proxy(PG_DSN) as proxy:
-        async with (
-            through(proxy, schema) as store,
-            direct(schema) as other,
-            store.listen("a") as ra,
-            store.listen("b") as rb,
-            trio.open_nursery() as nursery,
-        ):
-            await nursery.start(store.queue("q").work, handler)  # type: ignore[arg-type]
-            for i in range(3):
-                proxy.cut()
-                await other.queue("q").enqueue(i)
-                with trio.fail_after(RECOVERED):
-                    assert await ra.recv() == Wake(LISTENER_RECONNECTED)
-                    assert await rb.recv() == Wake(LISTENER_RECONNECTED)
-                await wait_until(lambda: len(done) >= i + 1, timeout=RECOVERED)  # noqa: B023
-            nursery.cancel_scope.cancel()
+    async with (
+        pair(schema) as (proxy, store, other),
+        store.listen("a") as ra,
+        store.listen("b") as rb,
+        trio.open_nursery() as nursery,
+    ):
+        await nursery.start(store.queue("q").work, handler)  # type: ignore[arg-type]
+        for i in range(3):
+            proxy.cut()
+            await other.queue("q").enqueue(i)
+            with trio.fail_after(RECOVERED):
+                assert await ra.recv() == Wake(LISTENER_RECONNECTED)
+                assert await rb.recv() == Wake(LISTENER_RECONNECTED)
+            await wait_until(lambda: len(done) >= i + 1, timeout=RECOVERED)  # noqa: B023
+        nursery.cancel_scope.cancel()
     assert sorted(done) == [0, 1, 2]
 
 
@@ -153,10 +163,8 @@ async def test_a_partition_fails_operations_in_bounded_time_and_heals_losing_not
     after the heal every enqueue reported ok is there once and the worker
     runs each of them exactly once."""
     schema = fresh_schema()
-    done: list[object] = []
-
-    async def handler(job: Job) -> None:
-        done.append(job.payload)
+    handler = Ran()
+    done = handler.payloads
 
     with faulty_proxy(PG_DSN) as proxy:
         async with through(proxy, schema) as store:
@@ -194,10 +202,8 @@ async def test_work_on_a_slow_network_processes_every_job_once() -> None:
     """10 ms added to every round trip: work() still runs every job exactly
     once (throughput under latency is bench/chaos.py's to report)."""
     schema = fresh_schema()
-    done: list[object] = []
-
-    async def handler(job: Job) -> None:
-        done.append(job.payload)
+    handler = Ran()
+    done = handler.payloads
 
     with faulty_proxy(PG_DSN) as proxy:
         proxy.delay = 0.005

@@ -31,9 +31,9 @@ from .logs import read_log, wait_for_lines
 WORKERS = 2
 
 
-def cluster() -> tuple[str, str]:
-    """The (version, name) of the local cluster serving ``PG_DSN``'s port."""
-    port = str(urlsplit(PG_DSN).port or 5432)
+def cluster(dsn: str = PG_DSN) -> tuple[str, str]:
+    """The (version, name) of the local cluster serving ``dsn``'s port."""
+    port = str(urlsplit(dsn).port or 5432)
     out = subprocess.run(["pg_lsclusters", "-h"], capture_output=True, text=True, check=True)
     for line in out.stdout.splitlines():
         version, name, cluster_port = line.split()[:3]
@@ -51,12 +51,18 @@ def restart_server() -> float:
         capture_output=True,
         timeout=120,
     )
-    deadline = time.monotonic() + 60
+    wait_for_server(PG_DSN)
+    return time.time()
+
+
+def wait_for_server(dsn: str, timeout: float = 60.0) -> None:
+    """Return once the server at ``dsn`` answers a query."""
+    deadline = time.monotonic() + timeout
     while True:
         try:
-            with psycopg.connect(PG_DSN, connect_timeout=2) as conn:
+            with psycopg.connect(dsn, connect_timeout=2) as conn:
                 conn.execute("SELECT 1")
-            return time.time()
+            return
         except psycopg.OperationalError:
             if time.monotonic() > deadline:
                 raise
