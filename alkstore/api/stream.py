@@ -74,6 +74,12 @@ class Stream:
         plan = streams.get_offset(self._store._dialect, self.name, consumer)
         return await self._store._run(plan)
 
+    async def head_offset(self) -> int:
+        """The offset of the last event published and committed (0 if none);
+        a consumer's lag is ``head_offset() - get_offset(consumer)``. Trimming
+        does not lower it."""
+        return await self._store._run(streams.head_offset(self._store._dialect, self.name))
+
     async def trim_to(self, offset: int) -> int:
         """Drop events below ``offset`` (retention); returns how many were dropped."""
         offset = streams.check_offset(offset)

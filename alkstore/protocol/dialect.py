@@ -112,6 +112,10 @@ class Dialect(Protocol):
 
     # streams
     def next_offset(self, stream: str) -> Statement: ...
+    def head_offset(self, stream: str) -> Statement:
+        """Its row is ``(last offset given out,)``, or none for a stream never published to."""
+        ...
+
     def insert_event(
         self, stream: str, offset: int, key: str | None, payload_json: str, now_us: int
     ) -> Statement: ...

@@ -54,6 +54,14 @@ def get_offset(d: Dialect, stream: str, consumer: str) -> Plan[int]:
     return 0 if row is None else int(row[0])
 
 
+@reads
+def head_offset(d: Dialect, stream: str) -> Plan[int]:
+    """The last offset the stream has given out (0: never published to).
+    Trimming leaves it: offsets are never given out again."""
+    row = yield from fetch_one(d.head_offset(stream))
+    return 0 if row is None else int(row[0])
+
+
 def trim_to(d: Dialect, stream: str, offset: int) -> Plan[int]:
     """Drop events with offsets below ``offset``; returns how many went."""
     count = yield from fetch_count(d.trim(stream, check_offset(offset)))

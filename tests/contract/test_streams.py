@@ -385,3 +385,24 @@ async def test_closing_the_receiver_ends_a_waiting_recv_with_none(store: Store) 
             await aio.wait_all_tasks_blocked()
             events.close()
     assert got == [None]
+
+
+async def test_head_offset_is_the_last_committed_offset_and_trimming_keeps_it(
+    store: Store,
+) -> None:
+    """Invariant: head_offset is the highest offset handed out by a committed
+    publish (0 before any); a rolled-back publish and a trim leave it."""
+    s = store.stream("s")
+    assert await s.head_offset() == 0
+    for i in range(3):
+        assert await s.publish(i) == i + 1
+    assert await s.head_offset() == 3
+    async with store.transaction() as tx:
+        assert await tx.publish("s", "rolled back") == 4
+        await tx.rollback()
+    assert await s.head_offset() == 3
+    await s.save_offset("c", 1)
+    assert await s.head_offset() - await s.get_offset("c") == 2  # the consumer's lag
+    assert await s.trim_to(3) == 2
+    assert await s.head_offset() == 3
+    assert await store.stream("other").head_offset() == 0

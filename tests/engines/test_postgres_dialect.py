@@ -376,6 +376,7 @@ SAMPLE_CALLS: dict[str, tuple[Any, ...]] = {
     "requeue_dead": ("q", 1, T0),
     "purge_dead": ("q", T0),
     "next_offset": ("s",),
+    "head_offset": ("s",),
     "insert_event": ("s", 1, "k", "{}", T0),
     "read_since": ("s", 0, 10),
     "save_offset": ("s", "c", 3),

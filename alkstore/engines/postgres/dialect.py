@@ -261,6 +261,7 @@ class PostgresDialect:
         # committed event below N (a sequence would hand out numbers at
         # insert time, and two transactions could commit out of order).
         # Publishers of different streams do not contend.
+        self._head_offset = f"SELECT last_offset FROM {self.streams} WHERE name = $1"
         self._next_offset = (
             f"INSERT INTO {self.streams} AS s (name, last_offset) VALUES ($1, 1) "
             "ON CONFLICT (name) DO UPDATE SET last_offset = s.last_offset + 1 "
@@ -468,6 +469,9 @@ class PostgresDialect:
     # -- streams -------------------------------------------------------------
     def next_offset(self, stream: str) -> Statement:
         return Statement(self._next_offset, (stream,), Fetch.ONE)
+
+    def head_offset(self, stream: str) -> Statement:
+        return Statement(self._head_offset, (stream,), Fetch.ONE)
 
     def insert_event(
         self, stream: str, offset: int, key: str | None, payload_json: str, now_us: int

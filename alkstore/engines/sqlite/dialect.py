@@ -190,6 +190,7 @@ _PURGE_BEFORE = "DELETE FROM __alkstore_dead WHERE queue = ? AND died_at < ?"
 # -- streams -----------------------------------------------------------------
 # The per-stream counter row serialises publishers of one stream (SQLite has
 # one writer anyway), so offsets are dense and assigned in commit order.
+_HEAD_OFFSET = "SELECT last_offset FROM __alkstore_streams WHERE name = ?"
 _NEXT_OFFSET = (
     "INSERT INTO __alkstore_streams (name, last_offset) VALUES (?, 1) "
     "ON CONFLICT (name) DO UPDATE SET last_offset = last_offset + 1 "
@@ -399,6 +400,9 @@ class SqliteDialect:
     # -- streams -------------------------------------------------------------
     def next_offset(self, stream: str) -> Statement:
         return Statement(_NEXT_OFFSET, (stream,), Fetch.ONE)
+
+    def head_offset(self, stream: str) -> Statement:
+        return Statement(_HEAD_OFFSET, (stream,), Fetch.ONE)
 
     def insert_event(
         self, stream: str, offset: int, key: str | None, payload_json: str, now_us: int
