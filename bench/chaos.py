@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import signal
 import sqlite3
 import sys
 import tempfile
@@ -61,6 +60,7 @@ from alkstore.io_trio import (  # noqa: E402
     open_sqlite,
 )
 from tests.chaos.proxy import FaultyProxy, faulty_proxy  # noqa: E402
+from tests.chaos.test_pg_connection_limit import every_free_connection  # noqa: E402
 from tests.chaos.test_pg_restart import cluster, wait_for_server  # noqa: E402
 
 DSN = os.environ.get("ALKSTORE_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
@@ -248,13 +248,7 @@ async def pg_full(dsn: str, quick: bool, hold: float = 3.0) -> Row:
                 proxy.refuse = True
                 proxy.cut()
                 await trio.sleep(0.5)
-                hogs = []
-                try:
-                    while True:
-                        try:
-                            hogs.append(psycopg.connect(dsn, connect_timeout=5, autocommit=True))
-                        except psycopg.OperationalError:
-                            break
+                with every_free_connection(dsn) as hogs:
                     hogs.pop().close()  # one slot for the producer
                     proxy.refuse = False
                     before = proxy.accepted
@@ -263,9 +257,6 @@ async def pg_full(dsn: str, quick: bool, hold: float = 3.0) -> Row:
                         load.acked[-1 - i] = time.monotonic()
                     await trio.sleep(hold)
                     attempts = proxy.accepted - before
-                finally:
-                    for conn in hogs:
-                        conn.close()
                 freed = time.monotonic()
                 await poll_until(lambda: any(n < 0 for n, _ in load.runs), 60)
                 recovered = min((t for n, t in load.runs if n < 0), default=None)
@@ -310,7 +301,7 @@ def log_size(path: str) -> int:
 
 
 async def sqlite_frozen() -> Row:
-    from tests.chaos.test_sqlite_frozen import holds_write_lock
+    from tests.chaos.test_sqlite_frozen import freeze_holding_the_lock
 
     busy = 1.0
     with tempfile.TemporaryDirectory() as tmp:
@@ -324,14 +315,7 @@ async def sqlite_frozen() -> Row:
             )  # fmt: skip
             try:
                 await poll_until(lambda: log_size(log) >= 2000, 60)
-                rng = random.Random(1)
-                while True:
-                    await trio.sleep(rng.uniform(0, 0.01))
-                    os.kill(proc.pid, signal.SIGSTOP)
-                    await trio.sleep(0.01)
-                    if holds_write_lock(path):
-                        break
-                    os.kill(proc.pid, signal.SIGCONT)
+                await freeze_holding_the_lock(proc.pid, path, random.Random(1))
                 started = time.monotonic()
                 try:
                     await store.queue("mine").enqueue(1)

@@ -286,14 +286,15 @@ class Queue:
         enqueues go on, and workers wait (at their poll interval) without
         taking anything. A claim already running when the pause commits may
         still take jobs. Pausing a paused queue changes nothing."""
-        store = self._store
-        plan = queues.set_paused(store._dialect, self.name, True, store._origin, store._now_us())
-        await store._run(plan)
+        await self._set_paused(True)
 
     async def resume(self) -> None:
         """Let claims take this queue's jobs again; its workers are woken at once."""
+        await self._set_paused(False)
+
+    async def _set_paused(self, paused: bool) -> None:
         store = self._store
-        plan = queues.set_paused(store._dialect, self.name, False, store._origin, store._now_us())
+        plan = queues.set_paused(store._dialect, self.name, paused, store._origin, store._now_us())
         await store._run(plan)
 
     async def is_paused(self) -> bool:

@@ -57,6 +57,37 @@ class Read:
 ListenerAction = Connect | Pause | Listen | Publish | Read
 
 
+# -- liveness while reading ---------------------------------------------------
+# A TCP keepalive proves only the next hop, which a proxy or pooler answers
+# for, so the reader proves the whole path itself: a connection quiet for the
+# probe interval is sent a probe, and a probe (or a receiver's LISTEN) that
+# is not answered by its deadline means the path is dead.
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """Nothing is awaited and the connection was quiet: send a probe."""
+
+
+@dataclass(frozen=True, slots=True)
+class Lost:
+    """An answer is overdue: treat the connection as lost and replace it."""
+
+
+def quiet_wait(now: float, answer_due: float | None, probe_interval: float) -> float:
+    """How long the reader may wait for the socket before it must act: until
+    the awaited answer is due, or (nothing awaited) one probe interval."""
+    return probe_interval if answer_due is None else answer_due - now
+
+
+def after_silence(still_awaited: bool, awaiting: bool) -> Probe | Lost | None:
+    """The wait ran out with nothing to read. ``still_awaited``: the answer
+    awaited when the wait began has not come; ``awaiting``: some answer is
+    awaited now. None: nothing to do but wait again (a command went out
+    meanwhile, and its own deadline counts)."""
+    if still_awaited:
+        return Lost()
+    return None if awaiting else Probe()
+
+
 def reconnect_backoff(base: float, cap: float) -> Backoff:
     """The pauses after failed attempts: ``base`` seconds, doubling to ``cap``."""
 

@@ -26,7 +26,11 @@ from ..protocol.listener import (
     Connect,
     Listen,
     ListenerLink,
+    Lost,
+    Probe,
     Publish,
+    after_silence,
+    quiet_wait,
     reconnect_backoff,
 )
 from ..protocol.timeconv import check_seconds
@@ -61,9 +65,8 @@ class ListenerOptions:
         base = check_seconds(self.reconnect_base, "listener reconnect_base")
         if check_seconds(self.reconnect_cap, "listener reconnect_cap") < base:
             raise InvalidArgument("listener reconnect_cap must be >= reconnect_base")
-        for name in ("probe_interval", "probe_timeout"):
-            if check_seconds(getattr(self, name), f"listener {name}") <= 0:
-                raise InvalidArgument(f"listener {name} must be > 0")
+        check_seconds(self.probe_interval, "listener probe_interval")
+        check_seconds(self.probe_timeout, "listener probe_timeout")
 
 
 class _Pending:
@@ -113,7 +116,6 @@ class PgListener:
         self._connected: Signal = runtime.signal()
         self._closed = False
         self.reconnects = 0
-        self.probes = 0
 
     # -- receivers' side -------------------------------------------------------
     async def listen(self, channel: str) -> None:
@@ -268,19 +270,20 @@ class PgListener:
         options = self._options
         while True:
             pending = self._pending
-            wait = (
-                options.probe_interval
-                if pending is None
-                else pending.deadline - runtime.monotonic()
-            )
+            due = None if pending is None else pending.deadline
+            wait = quiet_wait(runtime.monotonic(), due, options.probe_interval)
             if wait <= 0 or not await runtime.wait_readable(pgconn.socket, wait):
-                if pending is not None and pending is self._pending:
+                # The answer awaited may have come meanwhile (by another
+                # task's hand): judge what is pending now.
+                now = self._pending
+                verdict = after_silence(now is not None and now is pending, now is not None)
+                if isinstance(verdict, Lost):
                     self._on_silence()
                     raise DatabaseError(
                         f"PostgreSQL: listener connection gave no answer within "
                         f"{options.probe_timeout} s"
                     )
-                if self._pending is None:
+                if isinstance(verdict, Probe):
                     self._probe(conn)
                 continue
             pgconn.consume_input()
@@ -309,7 +312,6 @@ class PgListener:
         It is pending like a receiver's command, so a command sent meanwhile
         waits its turn, and its answer is bounded the same way."""
         self._pending = _Pending(self._runtime, self._options.probe_timeout)
-        self.probes += 1
         conn.pgconn.send_query(conn.wire.encode_sql(self._probe_sql))
         # A probe is a few bytes into an empty socket buffer; if even that
         # does not go out, the next read's deadline finds the path dead.

@@ -23,13 +23,13 @@ WINDOW = 3.0  # seconds the server stays full while attempts are counted
 
 
 @contextmanager
-def every_free_connection() -> Iterator[list[psycopg.Connection]]:
+def every_free_connection(dsn: str = PG_DSN) -> Iterator[list[psycopg.Connection]]:
     """Connections taken until the server refuses more, closed afterwards."""
     hogs: list[psycopg.Connection] = []
     try:
         while True:
             try:
-                hogs.append(psycopg.connect(PG_DSN, connect_timeout=5, autocommit=True))
+                hogs.append(psycopg.connect(dsn, connect_timeout=5, autocommit=True))
             except psycopg.OperationalError as exc:
                 assert "too many clients" in str(exc), exc
                 break

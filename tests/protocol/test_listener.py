@@ -9,8 +9,12 @@ from alkstore.protocol.listener import (
     LinkState,
     Listen,
     ListenerLink,
+    Lost,
+    Probe,
     Publish,
     Read,
+    after_silence,
+    quiet_wait,
     reconnect_backoff,
 )
 
@@ -91,3 +95,24 @@ def test_a_failed_listen_drops_the_connection_and_pauses() -> None:
 def test_a_pause_is_never_zero() -> None:
     backoff = reconnect_backoff(1e-9, 1e-9)
     assert backoff.delay_us(1, 0.0) == 1
+
+
+def test_a_quiet_connection_waits_one_probe_interval_and_then_is_probed() -> None:
+    """Invariant: with nothing awaited the reader waits one probe interval,
+    then probes; it never declares a connection lost for quiet alone."""
+    assert quiet_wait(100.0, None, 5.0) == 5.0
+    assert after_silence(still_awaited=False, awaiting=False) == Probe()
+
+
+def test_an_overdue_answer_means_the_connection_is_lost() -> None:
+    """Invariant: an awaited answer (a probe or a LISTEN) bounds the wait by
+    its deadline, and one still missing when the wait ends loses the connection."""
+    assert quiet_wait(100.0, 103.5, 5.0) == 3.5
+    assert quiet_wait(100.0, 99.0, 5.0) <= 0  # overdue already: act at once
+    assert after_silence(still_awaited=True, awaiting=True) == Lost()
+
+
+def test_a_command_sent_during_the_wait_is_waited_for_not_probed_over() -> None:
+    """Invariant: when another answer became awaited during the wait, the
+    reader neither probes on top of it nor gives up: it waits for its deadline."""
+    assert after_silence(still_awaited=False, awaiting=True) is None
