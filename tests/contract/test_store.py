@@ -165,28 +165,41 @@ async def test_a_garbled_schema_version_is_a_database_error(
 async def test_a_database_of_an_earlier_version_is_migrated_on_open(
     backend: Backend, location: str
 ) -> None:
-    """A database left at schema version 1 (before the queues table that
-    pausing needs) is brought up to date when opened, and pausing works."""
-    async with backend.open(location) as store:
-        await store.queue("q").enqueue("kept")
+    """A database built by the released version-1 migration alone (before
+    the queues table that pausing needs, and the later columns) is brought up
+    to date when opened: its job survives and pausing works."""
+    insert = (
+        "INSERT INTO {jobs} (queue, payload, priority, max_attempts, run_at, created_at,"
+        " visible_at) VALUES ('q', '\"kept\"', 0, 3, 0, 0, 0)"
+    )
     if backend.engine == "sqlite":
         import sqlite3
+
+        from alkstore.engines import sqlite as engine
 
         conn = sqlite3.connect(location)
         try:
             with conn:
-                conn.execute("DROP TABLE __alkstore_queues")
-                conn.execute("UPDATE __alkstore_meta SET value = '1' WHERE key = 'schema_version'")
+                for sql in dict(engine.MIGRATIONS)[1]:
+                    conn.execute(sql)
+                conn.execute("CREATE TABLE __alkstore_meta (key TEXT PRIMARY KEY, value TEXT)")
+                conn.execute("INSERT INTO __alkstore_meta VALUES ('schema_version', '1')")
+                conn.execute(insert.format(jobs="__alkstore_jobs"))
         finally:
             conn.close()
     else:
         import psycopg
 
+        from alkstore.engines import postgres as engine
         from tests.backends import PG_DSN
 
         with psycopg.connect(PG_DSN, autocommit=True) as conn:
-            conn.execute(f'DROP TABLE "{location}".queues')
-            conn.execute(f"UPDATE \"{location}\".meta SET value = '1' WHERE key = 'schema_version'")
+            conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{location}"')
+            for sql in dict(engine.migrations(location))[1]:
+                conn.execute(sql)
+            conn.execute(f'CREATE TABLE "{location}".meta (key text PRIMARY KEY, value text)')
+            conn.execute(f"INSERT INTO \"{location}\".meta VALUES ('schema_version', '1')")
+            conn.execute(insert.format(jobs=f'"{location}".jobs'))
     async with backend.open(location) as store:
         q = store.queue("q")
         await q.pause()

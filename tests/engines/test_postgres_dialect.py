@@ -170,7 +170,8 @@ def test_migrate_creates_the_schema_and_is_idempotent(schema: str) -> None:
             schema,
         )
         assert [t for (t,) in tables] == [
-            "dead", "events", "jobs", "locks", "meta", "offsets", "queues", "schedules", "streams",
+            "dead", "events", "history", "jobs", "locks", "meta", "offsets", "queues",
+            "schedules", "streams",
         ]  # fmt: skip
         indexes = dict(
             c.sql("SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = $1", schema)

@@ -160,6 +160,43 @@ def _v2(schema: str) -> tuple[str, ...]:
     )
 
 
+def _v3(schema: str) -> tuple[str, ...]:
+    """Operations: job metadata (``headers``, JSON the library keeps beside
+    the user's payload, such as the enqueuing code's trace context); finished
+    jobs kept for a retention window (``history``); dead letters with a prune
+    time; per-stream retention settings and consumers that hold events back
+    from retention (``keep``)."""
+    s = quote_ident(schema)
+    return (
+        f"ALTER TABLE {s}.jobs ADD COLUMN IF NOT EXISTS headers text",
+        f"ALTER TABLE {s}.dead ADD COLUMN IF NOT EXISTS headers text",
+        f"ALTER TABLE {s}.dead ADD COLUMN IF NOT EXISTS prune_at bigint",
+        f"""CREATE INDEX IF NOT EXISTS dead_prune
+            ON {s}.dead (prune_at) WHERE prune_at IS NOT NULL""",
+        f"""CREATE TABLE IF NOT EXISTS {s}.history (
+            id            bigint   PRIMARY KEY,
+            queue         text COLLATE "C" NOT NULL,
+            outcome       text     NOT NULL,
+            payload       text     NOT NULL,
+            priority      integer  NOT NULL,
+            attempts      bigint   NOT NULL,
+            max_attempts  bigint   NOT NULL,
+            run_at        bigint   NOT NULL,
+            created_at    bigint   NOT NULL,
+            finished_at   bigint   NOT NULL,
+            worker        text COLLATE "C",
+            last_error    text,
+            headers       text,
+            prune_at      bigint   NOT NULL
+        )""",
+        f"""CREATE INDEX IF NOT EXISTS history_queue ON {s}.history (queue, finished_at, id)""",
+        f"""CREATE INDEX IF NOT EXISTS history_prune ON {s}.history (prune_at)""",
+        f"ALTER TABLE {s}.streams ADD COLUMN IF NOT EXISTS max_age_us bigint",
+        f"ALTER TABLE {s}.streams ADD COLUMN IF NOT EXISTS max_events bigint",
+        f"ALTER TABLE {s}.offsets ADD COLUMN IF NOT EXISTS keep boolean NOT NULL DEFAULT false",
+    )
+
+
 def migrations(schema: str = DEFAULT_SCHEMA) -> tuple[tuple[int, tuple[str, ...]], ...]:
     """(version, statements) for ``schema``. Append only: a released
     migration never changes. Its partial-index predicates come from
@@ -167,7 +204,7 @@ def migrations(schema: str = DEFAULT_SCHEMA) -> tuple[tuple[int, tuple[str, ...]
     too; tests/engines/test_migrations.py pins the text, so a rule edit
     cannot change a released migration unnoticed."""
     schema = check_schema(schema)
-    return ((1, _v1(schema)), (2, _v2(schema)))
+    return ((1, _v1(schema)), (2, _v2(schema)), (3, _v3(schema)))
 
 
 SCHEMA_VERSION = migrations()[-1][0]

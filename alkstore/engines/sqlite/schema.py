@@ -125,11 +125,48 @@ _V2: tuple[str, ...] = (
     ) WITHOUT ROWID""",
 )
 
+# Version 3: operations. Job metadata (``headers``: JSON the library keeps
+# beside the user's payload, such as the enqueuing code's trace context);
+# finished jobs kept for a retention window (``history``, one row per acked
+# or cancelled job of a queue that keeps history); dead letters with a prune
+# time; per-stream retention settings and consumers that hold events back
+# from retention (``keep``).
+_V3: tuple[str, ...] = (
+    "ALTER TABLE __alkstore_jobs ADD COLUMN headers TEXT",
+    "ALTER TABLE __alkstore_dead ADD COLUMN headers TEXT",
+    "ALTER TABLE __alkstore_dead ADD COLUMN prune_at INTEGER",
+    """CREATE INDEX IF NOT EXISTS __alkstore_dead_prune
+        ON __alkstore_dead (prune_at) WHERE prune_at IS NOT NULL""",
+    """CREATE TABLE IF NOT EXISTS __alkstore_history (
+        id            INTEGER PRIMARY KEY,
+        queue         TEXT    NOT NULL,
+        outcome       TEXT    NOT NULL,
+        payload       TEXT    NOT NULL,
+        priority      INTEGER NOT NULL,
+        attempts      INTEGER NOT NULL,
+        max_attempts  INTEGER NOT NULL,
+        run_at        INTEGER NOT NULL,
+        created_at    INTEGER NOT NULL,
+        finished_at   INTEGER NOT NULL,
+        worker        TEXT,
+        last_error    TEXT,
+        headers       TEXT,
+        prune_at      INTEGER NOT NULL
+    )""",
+    """CREATE INDEX IF NOT EXISTS __alkstore_history_queue
+        ON __alkstore_history (queue, finished_at)""",
+    """CREATE INDEX IF NOT EXISTS __alkstore_history_prune
+        ON __alkstore_history (prune_at)""",
+    "ALTER TABLE __alkstore_streams ADD COLUMN max_age_us INTEGER",
+    "ALTER TABLE __alkstore_streams ADD COLUMN max_events INTEGER",
+    "ALTER TABLE __alkstore_offsets ADD COLUMN keep INTEGER NOT NULL DEFAULT 0",
+)
+
 # (version, statements). Append only: a released migration never changes.
 # Its partial-index predicates come from .rules, where the statements that
 # must use those indexes take them too; tests/engines/test_migrations.py pins
 # the text, so a rule edit cannot change a released migration unnoticed.
-MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = ((1, _V1), (2, _V2))
+MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = ((1, _V1), (2, _V2), (3, _V3))
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 
