@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from alkstore import demo as demo_module
-from alkstore.__main__ import main
+from alkstore.cli import main
 
 SUMMARY_ROWS = (
     "jobs done",
