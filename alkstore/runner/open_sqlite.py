@@ -97,8 +97,11 @@ async def open_sqlite_store(
         return conn
 
     def open_inline() -> sqlite3.Connection:
-        inline = sqlite_conn.connect(target, busy_timeout=0, pragmas=opts.pragmas)
-        return sqlite_conn.set_up(inline, control.NO_AUTOCHECKPOINT)
+        # Set up with the store's busy timeout (another opener may hold the
+        # file while it migrates), then never wait: the inline path gives up
+        # on a busy file and hands the plan to the writer thread instead.
+        inline = connect()
+        return sqlite_conn.set_up(inline, control.busy_timeout(0), control.NO_AUTOCHECKPOINT)
 
     conn = await runtime.run_in_thread(open_main)
     hub = WakeHub(runtime)
