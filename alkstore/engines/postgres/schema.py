@@ -165,7 +165,9 @@ def _v3(schema: str) -> tuple[str, ...]:
     the user's payload, such as the enqueuing code's trace context); finished
     jobs kept for a retention window (``history``); dead letters with a prune
     time; per-stream retention settings and consumers that hold events back
-    from retention (``keep``)."""
+    from retention (``keep``); per-queue retention of history and dead
+    letters (``history_us``, ``dead_us``: NULL keeps none / keeps them until
+    purged); schedules' last fire time and pause flag."""
     s = quote_ident(schema)
     return (
         f"ALTER TABLE {s}.jobs ADD COLUMN IF NOT EXISTS headers text",
@@ -194,6 +196,10 @@ def _v3(schema: str) -> tuple[str, ...]:
         f"ALTER TABLE {s}.streams ADD COLUMN IF NOT EXISTS max_age_us bigint",
         f"ALTER TABLE {s}.streams ADD COLUMN IF NOT EXISTS max_events bigint",
         f"ALTER TABLE {s}.offsets ADD COLUMN IF NOT EXISTS keep boolean NOT NULL DEFAULT false",
+        f"ALTER TABLE {s}.queues ADD COLUMN IF NOT EXISTS history_us bigint",
+        f"ALTER TABLE {s}.queues ADD COLUMN IF NOT EXISTS dead_us bigint",
+        f"ALTER TABLE {s}.schedules ADD COLUMN IF NOT EXISTS last_fire_at bigint",
+        f"ALTER TABLE {s}.schedules ADD COLUMN IF NOT EXISTS paused boolean NOT NULL DEFAULT false",
     )
 
 

@@ -130,7 +130,8 @@ _V2: tuple[str, ...] = (
 # finished jobs kept for a retention window (``history``, one row per acked
 # or cancelled job of a queue that keeps history); dead letters with a prune
 # time; per-stream retention settings and consumers that hold events back
-# from retention (``keep``).
+# from retention (``keep``); per-queue retention of history and dead letters;
+# schedules' last fire time and pause flag.
 _V3: tuple[str, ...] = (
     "ALTER TABLE __alkstore_jobs ADD COLUMN headers TEXT",
     "ALTER TABLE __alkstore_dead ADD COLUMN headers TEXT",
@@ -160,6 +161,13 @@ _V3: tuple[str, ...] = (
     "ALTER TABLE __alkstore_streams ADD COLUMN max_age_us INTEGER",
     "ALTER TABLE __alkstore_streams ADD COLUMN max_events INTEGER",
     "ALTER TABLE __alkstore_offsets ADD COLUMN keep INTEGER NOT NULL DEFAULT 0",
+    # Per-queue retention: how long finished jobs stay in history (NULL:
+    # not kept) and dead letters in the dead table (NULL: until purged).
+    "ALTER TABLE __alkstore_queues ADD COLUMN history_us INTEGER",
+    "ALTER TABLE __alkstore_queues ADD COLUMN dead_us INTEGER",
+    # Schedules: when one last fired, and whether it is paused.
+    "ALTER TABLE __alkstore_schedules ADD COLUMN last_fire_at INTEGER",
+    "ALTER TABLE __alkstore_schedules ADD COLUMN paused INTEGER NOT NULL DEFAULT 0",
 )
 
 # (version, statements). Append only: a released migration never changes.
