@@ -26,11 +26,23 @@ from .protocol.errors import (
     LockTimeout,
     PayloadTooLarge,
     ReservedName,
+    SchemaMismatch,
     TransactionConflict,
     UsageError,
 )
 from .protocol.names import LISTENER_RECONNECTED, RESERVED_PREFIX
-from .protocol.types import EnqueueOptions, JobInfo, QueueStats, StreamEvent, Wake
+from .protocol.types import (
+    ConsumerInfo,
+    EnqueueOptions,
+    JobInfo,
+    LockInfo,
+    QueueStats,
+    QueueSummary,
+    ScheduleInfo,
+    StreamEvent,
+    StreamInfo,
+    Wake,
+)
 from .runner.runtime import Clock, ManualClock, SystemClock
 
 __version__ = "0.1.0"
@@ -44,6 +56,7 @@ __all__ = [
     "Closed",
     "CodecError",
     "CommitUnknown",
+    "ConsumerInfo",
     "DatabaseError",
     "EnqueueOptions",
     "EventReceiver",
@@ -52,6 +65,7 @@ __all__ = [
     "Job",
     "JobInfo",
     "Lock",
+    "LockInfo",
     "LockLost",
     "LockTimeout",
     "ManualClock",
@@ -59,10 +73,14 @@ __all__ = [
     "PayloadTooLarge",
     "Queue",
     "QueueStats",
+    "QueueSummary",
     "ReservedName",
+    "ScheduleInfo",
+    "SchemaMismatch",
     "Store",
     "Stream",
     "StreamEvent",
+    "StreamInfo",
     "SystemClock",
     "Transaction",
     "TransactionConflict",

@@ -2,7 +2,8 @@
 
 A row may come from another program or another version, so every decoder
 must refuse a malformed row with ``CodecError``. Property: ``rows.job_record``
-/``job_info``/``dead_info``/``stream_event`` and ``claim.SweepCandidate`` +
+/``job_info``/``dead_info``/``stream_event``, the read models' ``history_info``
+/``queue_summary``/``stream_info``/``lock_info``, and ``claim.SweepCandidate`` +
 ``sweep_decision`` on arbitrary tuples (wrong lengths, wrong types, huge
 ints, bad JSON, unknown states and reasons) raise only ``CodecError`` and
 otherwise return well-typed values.
@@ -23,18 +24,32 @@ import fuzzvalues as fv
 with atheris.instrument_imports():
     from alkstore.protocol import claim, rows
     from alkstore.protocol.errors import CodecError
-    from alkstore.protocol.types import JobInfo, JobRecord, StreamEvent
+    from alkstore.protocol.types import (
+        JobInfo,
+        JobRecord,
+        LockInfo,
+        QueueSummary,
+        StreamEvent,
+        StreamInfo,
+    )
 
 # A plausible row per decoder: (length, field kinds). Kinds steer the fuzzer
 # towards rows that get past the first field.
-INT, TEXT, JSON, OPT_INT, OPT_TEXT, STATE, REASON = range(7)
+INT, TEXT, JSON, OPT_INT, OPT_TEXT, STATE, REASON, OUTCOME, FLAG = range(9)
 JOB = [INT, TEXT, JSON, INT, INT, INT, INT, INT, OPT_INT, OPT_TEXT, INT, STATE, OPT_TEXT, INT]
 DEAD = [INT, TEXT, JSON, INT, INT, INT, INT, INT, OPT_INT, OPT_TEXT, OPT_TEXT, REASON, INT]
 EVENT = [INT, TEXT, OPT_TEXT, JSON, INT]
 SWEEP = [INT, INT, INT, OPT_INT, INT, INT]
+HISTORY = [INT, TEXT, OUTCOME, JSON, INT, INT, INT, INT, INT, INT, OPT_TEXT, OPT_TEXT]
+SUMMARY = [INT, INT, INT, OPT_INT, INT, INT, FLAG, OPT_INT, OPT_INT]
+STREAM = [OPT_INT, OPT_INT, OPT_INT, INT, OPT_INT, OPT_INT]
+CONSUMER = [TEXT, INT, FLAG]
+LOCK = [TEXT, OPT_TEXT, INT, INT, FLAG]
 
 JSON_TEXTS = ['{"a": 1}', "[1, 2]", "null", '"x"', "1e400", "NaN", "{", "", "\ud800", '"\\ud800"']
 REASONS = ["failed", "max_attempts", "expired", "claim_expired", "dead", "", "FAILED"]
+OUTCOMES = ["acked", "cancelled", "dead", "", "ACKED"]
+FLAGS = [0, 1, True, False, None, 2, -1, "1"]
 
 
 def _time(fdp: atheris.FuzzedDataProvider) -> int:
@@ -67,6 +82,10 @@ def _field(fdp: atheris.FuzzedDataProvider, kind: int) -> Any:
         return None if fdp.ConsumeBool() else fv.any_text(fdp, 12)
     if kind == STATE:
         return fdp.ConsumeIntInRange(-1, 3)
+    if kind == OUTCOME:
+        return fdp.PickValueInList(OUTCOMES)
+    if kind == FLAG:
+        return fdp.PickValueInList(FLAGS)
     return fdp.PickValueInList(REASONS)
 
 
@@ -124,7 +143,7 @@ def _check_decision(c: Any, now_us: int) -> None:
 
 def TestOneInput(data: bytes) -> None:
     fdp = atheris.FuzzedDataProvider(data)
-    mode = fdp.ConsumeIntInRange(0, 5)
+    mode = fdp.ConsumeIntInRange(0, 9)
     if mode == 0:
         job = _check(rows.job_record, _row(fdp, JOB), JobRecord)
         if job is not None:
@@ -148,6 +167,25 @@ def TestOneInput(data: bytes) -> None:
             assert isinstance(event.created_at, datetime)
     elif mode == 4:
         _check_sweep(fdp)
+    elif mode == 6:
+        done = _check(rows.history_info, _row(fdp, HISTORY), JobInfo)
+        if done is not None:
+            assert done.state in OUTCOMES[:2] and isinstance(done.finished_at, datetime)
+    elif mode == 7:
+        summary = _check(lambda r: rows.queue_summary("q", None, r), _row(fdp, SUMMARY),
+                         QueueSummary)  # fmt: skip
+        if summary is not None:
+            assert isinstance(summary.paused, bool)
+    elif mode == 8:
+        consumers = [_row(fdp, CONSUMER) for _ in range(fdp.ConsumeIntInRange(0, 2))]
+        info = _check(lambda r: rows.stream_info("s", r, consumers), _row(fdp, STREAM),
+                      StreamInfo)  # fmt: skip
+        if info is not None:
+            assert all(c.lag >= 0 and isinstance(c.protected, bool) for c in info.consumers)
+    elif mode == 9:
+        lock = _check(rows.lock_info, _row(fdp, LOCK), LockInfo)
+        if lock is not None:
+            assert isinstance(lock.held, bool) and (lock.owner is None) == (lock.expires_at is None)
     else:
         # Well-typed candidates with any integers at all: a decision, never an error.
         fields: list[int | None] = [_time(fdp) for _ in SWEEP]

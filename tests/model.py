@@ -1,4 +1,4 @@
-"""The reference model: queue, lock and stream semantics as plain in-memory data.
+"""The reference model: queue, lock, stream and schedule semantics as plain in-memory data.
 
 Tests drive an engine and this model with the same operations and require
 identical answers, so every rule here is written out directly over dicts
@@ -619,6 +619,22 @@ class LockModel:
             return None
         assert lock.owner is not None
         return lock.owner, lock.token
+
+
+@dataclass(slots=True)
+class ScheduleState:
+    """One schedule's row as the scheduler's rules read it."""
+
+    next_fire_at_us: int
+    paused: bool = False
+
+    def running(self) -> bool:
+        """Not paused: it fires, and the scheduler sleeps until its next fire time."""
+        return not self.paused
+
+    def due(self, now_us: int) -> bool:
+        """A tick at ``now_us`` fires it (once, for its next fire time)."""
+        return self.running() and self.next_fire_at_us <= now_us
 
 
 @dataclass(slots=True)

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 
-from ..protocol import claim, codec, queues
+from ..protocol import claim, codec, inspection, queues
 from ..protocol.errors import InvalidArgument, brief
 from ..protocol.ints import check_bool
 from ..protocol.names import check_identifier
@@ -261,10 +261,31 @@ class Queue:
         return await self._store._run(queues.cancel(self._store._dialect, self.name, job_id))
 
     async def get_job(self, job_id: int) -> JobInfo | None:
-        """State of a live or dead job; ``None`` once acked or cancelled."""
+        """Job ``job_id`` of this queue: live (``pending``, ``processing``),
+        ``dead``, or finished (``acked``, ``cancelled``) while the queue keeps
+        history; ``None`` when it is none of these (finished with no history
+        kept, or not this queue's)."""
         job_id = queues.check_job_id(job_id)
         plan = queues.get_job(self._store._dialect, self.name, job_id)
         return await self._store._run(plan)
+
+    async def list_jobs(
+        self, *, state: str | None = None, limit: int = 100, after: int | None = None
+    ) -> list[JobInfo]:
+        """Up to ``limit`` of this queue's jobs, by id ascending, starting
+        after id ``after``: pass the last id of a page to get the next.
+        ``state``: ``"ready"`` (claimable now), ``"scheduled"`` (due later),
+        ``"pending"`` (both), ``"processing"``, ``"dead"``, or the finished
+        jobs its history keeps, ``"acked"`` and ``"cancelled"``; None: every
+        live and dead job. Another state is an ``InvalidArgument``."""
+        store = self._store
+        state = inspection.check_job_state(state)
+        after = inspection.check_after(after)
+        limit = queues.check_limit(limit)
+        plan = inspection.list_jobs(
+            store._dialect, self.name, state, after, limit, store._now_us()
+        )
+        return await store._run(plan, bulk=limit > INLINE_MAX)
 
     async def sweep_expired(self) -> int:
         """Move expired and stranded jobs of this queue to dead; returns how many.
@@ -347,6 +368,10 @@ class Queue:
     ) -> None:
         """Run ``handler`` on this queue's jobs until cancelled. See ``worker.py``."""
         from .worker import run_worker
+
+        # Up front: the worker rides out failing claims, and on a read-only
+        # store every claim would fail, forever.
+        self._store._check_writable("work()")
 
         await run_worker(
             self, handler, concurrency=concurrency, worker_id=worker_id,

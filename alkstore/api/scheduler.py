@@ -42,6 +42,7 @@ async def run_scheduler(
     ``max_sleep`` seconds.
     """
     runtime = store._runtime
+    store._check_writable("run_scheduler()")  # else every tick fails, retried forever
     loop = plans.SchedulerLoop(max_sleep, retry_after)  # checks both, before anything runs
     if task_status is not None:
         task_status.started()

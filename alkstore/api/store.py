@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..protocol import codec, locks
+from ..protocol import codec, inspection, locks, queues
 from ..protocol import schedule as schedule_plans
 from ..protocol import wakes as wake_plans
 from ..protocol.backoff import Backoff
@@ -18,7 +18,15 @@ from ..protocol.lifecycle import Lifecycle
 from ..protocol.names import check_identifier, check_name
 from ..protocol.plan import Plan, is_read_only
 from ..protocol.timeconv import US_PER_S, Duration, duration_us
-from ..protocol.types import OUTBOX_OPTIONS, QueueOptions
+from ..protocol.types import (
+    OUTBOX_OPTIONS,
+    JobInfo,
+    LockInfo,
+    QueueOptions,
+    QueueSummary,
+    ScheduleInfo,
+    StreamInfo,
+)
 from ..runner.executor import Executor, TxSession
 from ..runner.hub import WakeHub
 from ..runner.runtime import Clock, Runtime
@@ -56,8 +64,10 @@ class Store:
         clock: Clock,
         hub: WakeHub,
         seed: int | None = None,
+        read_only: bool = False,
     ) -> None:
         self._executor = executor
+        self._read_only = read_only
         self._runtime = runtime
         self._clock = clock
         self._hub = hub
@@ -71,6 +81,21 @@ class Store:
     def engine(self) -> str:
         """``"sqlite"`` or ``"postgres"``."""
         return self._executor.dialect.name
+
+    @property
+    def read_only(self) -> bool:
+        """True for a store opened with ``read_only=True``: it runs every
+        read (stats, listings, ``get_job``, ``read_since``, wakes) and
+        refuses everything that writes with ``UsageError``, before any IO."""
+        return self._read_only
+
+    def _check_writable(self, what: str) -> None:
+        """``UsageError`` if this store was opened read-only."""
+        if self._read_only:
+            raise UsageError(
+                f"{what} writes, and this store was opened read-only "
+                "(open it without read_only=True to write)"
+            )
 
     @property
     def closed(self) -> bool:
@@ -93,6 +118,9 @@ class Store:
         with its input or with the data (an engine keeps it off the event
         loop's thread)."""
         self._lifecycle.check(plan)
+        if self._read_only and not is_read_only(plan):
+            plan.close()
+            self._check_writable(getattr(plan, "__name__", "this operation"))
         if (
             self._executor.exclusive_transactions
             and id(self) in _IN_TRANSACTION.get()
@@ -218,6 +246,7 @@ class Store:
         from .tx import Transaction
 
         self._lifecycle.check()
+        self._check_writable("a transaction")
         inside = _IN_TRANSACTION.get()
         if self._executor.exclusive_transactions and id(self) in inside:
             raise _reentry()
@@ -259,6 +288,7 @@ class Store:
         from .tx import Transaction
 
         self._lifecycle.check()
+        self._check_writable("join()")
         session = self._executor.join(connection)
         tx = Transaction(self, session, joined=True)
         try:
@@ -298,6 +328,26 @@ class Store:
 
         return await unschedule(self, name)
 
+    async def list_schedules(self) -> list[ScheduleInfo]:
+        """Every registered schedule, sorted by name: what it enqueues
+        where, its next and last fire times, whether it is paused."""
+        return await self._run(schedule_plans.list_schedules(self._dialect))
+
+    async def pause_schedule(self, name: str) -> bool:
+        """Stop schedule ``name`` from firing, in every process, until
+        ``resume_schedule``; ``False`` if there is no such schedule.
+        Re-registering it (``schedule``) keeps it paused."""
+        name = check_name(name, "schedule")
+        return await self._run(schedule_plans.pause(self._dialect, name))
+
+    async def resume_schedule(self, name: str) -> bool:
+        """Let schedule ``name`` fire again, from its first fire time after
+        now: the fire times that passed while it was paused are not caught
+        up. A schedule that is not paused is left as it is; ``False`` if
+        there is no such schedule."""
+        name = check_name(name, "schedule")
+        return await self._run(schedule_plans.resume(self._dialect, name, self._now_us()))
+
     async def run_schedules(self) -> int:
         """Enqueue every due fire time once; returns how many jobs it enqueued."""
         from .scheduler import tick
@@ -309,6 +359,30 @@ class Store:
         from .scheduler import run_scheduler
 
         await run_scheduler(self, max_sleep=max_sleep, task_status=task_status)
+
+    # -- inspection ------------------------------------------------------------
+    async def list_queues(self) -> list[QueueSummary]:
+        """Every queue that has live jobs, dead letters, history or settings
+        (a pause, a retention), sorted by name, each with its counts. An
+        outbox's queue is listed under its internal name with
+        ``outbox`` set to the outbox's name."""
+        plan = inspection.list_queues(self._dialect, self._now_us())
+        return await self._run(plan, bulk=True)  # counts grow with the queues
+
+    async def get_job(self, job_id: int) -> JobInfo | None:
+        """Job ``job_id`` in whichever queue holds it: live, dead, or
+        finished and kept in its queue's history; ``None`` when none has it."""
+        job_id = queues.check_job_id(job_id)
+        return await self._run(queues.get_job(self._dialect, None, job_id))
+
+    async def list_streams(self) -> list[StreamInfo]:
+        """Every stream that has events, a counter or saved offsets, sorted
+        by name, each with its consumers and their lag."""
+        return await self._run(inspection.list_streams(self._dialect), bulk=True)
+
+    async def list_locks(self) -> list[LockInfo]:
+        """Every lock ever taken, sorted by name, with whether it is held now."""
+        return await self._run(inspection.list_locks(self._dialect, self._now_us()), bulk=True)
 
     # -- lifecycle -------------------------------------------------------------
     async def aclose(self) -> None:

@@ -6,12 +6,12 @@ import logging
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from ..protocol import codec, streams
+from ..protocol import codec, inspection, streams
 from ..protocol.backoff import Pause
 from ..protocol.errors import Closed, DatabaseError
 from ..protocol.names import check_identifier, check_key, stream_channel
 from ..protocol.queues import check_limit
-from ..protocol.types import StreamEvent
+from ..protocol.types import StreamEvent, StreamInfo
 from ..runner.timeouts import check_timeout
 from .queue import INLINE_MAX
 from .wakes import WakeReceiver
@@ -79,6 +79,14 @@ class Stream:
         a consumer's lag is ``head_offset() - get_offset(consumer)``. Trimming
         does not lower it."""
         return await self._store._run(streams.head_offset(self._store._dialect, self.name))
+
+    async def info(self) -> StreamInfo:
+        """This stream as ``Store.list_streams`` shows it: head offset,
+        events held, the oldest one, retention settings, and each consumer
+        with its saved offset and lag (all zeros and empty for a stream
+        never used)."""
+        plan = inspection.stream_summary(self._store._dialect, self.name)
+        return await self._store._run(plan, bulk=True)  # counts the events
 
     async def trim_to(self, offset: int) -> int:
         """Drop events below ``offset`` (retention); returns how many were dropped."""

@@ -25,6 +25,40 @@ DEAD_COLUMNS = (
 )  # fmt: skip
 # Column order of a stream event row.
 EVENT_COLUMNS = ("offset", "stream", "key", "payload", "created_at")
+# Column order of a history row (a finished job kept for inspection).
+HISTORY_COLUMNS = (
+    "id", "queue", "outcome", "payload", "priority", "attempts", "max_attempts", "run_at",
+    "created_at", "finished_at", "worker", "last_error",
+)  # fmt: skip
+# Column order of a schedule row as listed.
+SCHEDULE_COLUMNS = (
+    "name", "queue", "expression", "payload", "options", "next_fire_at", "last_fire_at",
+    "paused", "created_at",
+)  # fmt: skip
+
+# The rows of the read models, whose columns are computed: each engine
+# writes its select list in this order.
+# A queue's summary: the counts of ``queue_counts``, the visible_at of the
+# oldest ready job, the dead and history counts, and its ``queues`` row
+# (NULLs for a queue that has none).
+QUEUE_SUMMARY_COLUMNS = (
+    "ready", "scheduled", "processing", "oldest_ready", "dead", "history", "paused",
+    "history_us", "dead_us",
+)  # fmt: skip
+# A stream's summary: its counter row (NULLs for a stream without one), its
+# event count and its oldest event (NULLs for none).
+STREAM_SUMMARY_COLUMNS = (
+    "last_offset", "max_age_us", "max_events", "events", "oldest_offset", "oldest_created_at",
+)  # fmt: skip
+# A stream consumer's row.
+CONSUMER_COLUMNS = ("consumer", "offset", "keep")
+# A lock's row, and whether the lock rules say it is held now.
+LOCK_COLUMNS = ("name", "owner", "token", "expires_at", "held")
+
+# What ``job_page`` lists of a queue's live jobs: every pending job, those
+# claimable now (``ready``), those due later (``scheduled``: the stats'
+# columns), or the claimed ones.
+LIVE_FILTERS = ("pending", "ready", "scheduled", "processing")
 
 
 def column_list(columns: tuple[str, ...], *, table: str = "") -> str:
@@ -93,8 +127,13 @@ class Dialect(Protocol):
         self, job_id: int, reason: str, error: str | None, now_us: int
     ) -> tuple[Statement, ...]: ...
     def cancel(self, queue: str, job_id: int) -> Statement: ...
-    def get_job(self, queue: str, job_id: int) -> Statement: ...
-    def get_dead(self, queue: str, job_id: int) -> Statement: ...
+    # ``queue`` None below: the job in whichever queue holds it.
+    def get_job(self, queue: str | None, job_id: int) -> Statement: ...
+    def get_dead(self, queue: str | None, job_id: int) -> Statement: ...
+    def get_history(self, queue: str | None, job_id: int) -> Statement:
+        """The history row (``HISTORY_COLUMNS``) of a finished job, if kept."""
+        ...
+
     def sweep_candidates(self, queue: str | None, now_us: int, limit: int) -> Statement: ...
     def queue_counts(self, queue: str, now_us: int) -> Statement: ...
     def set_paused(self, queue: str, paused: bool) -> Statement:
@@ -109,6 +148,32 @@ class Dialect(Protocol):
     def dead_letters(self, queue: str, limit: int) -> Statement: ...
     def requeue_dead(self, queue: str, job_id: int, now_us: int) -> tuple[Statement, ...]: ...
     def purge_dead(self, queue: str, before_us: int | None) -> Statement: ...
+    def queue_names(self) -> Statement:
+        """Every queue with live jobs, dead letters, history rows or a row in
+        the ``queues`` table, sorted; one ``(name,)`` row each. The job
+        tables are walked one name at a time (an index skip-scan), never
+        read whole."""
+        ...
+
+    def queue_summary(self, queue: str, now_us: int) -> Statement:
+        """One row, ``QUEUE_SUMMARY_COLUMNS``."""
+        ...
+
+    def job_page(
+        self, queue: str, which: str, after: int, limit: int, now_us: int
+    ) -> Statement:
+        """Live jobs (``JOB_COLUMNS``) of ``queue`` with ids above ``after``,
+        ascending, at most ``limit``; ``which`` is one of ``LIVE_FILTERS``."""
+        ...
+
+    def dead_page(self, queue: str, after: int, limit: int) -> Statement:
+        """Dead letters (``DEAD_COLUMNS``) with ids above ``after``, ascending."""
+        ...
+
+    def history_page(self, queue: str, outcome: str, after: int, limit: int) -> Statement:
+        """History rows (``HISTORY_COLUMNS``) of ``outcome`` with ids above
+        ``after``, ascending."""
+        ...
 
     # streams
     def next_offset(self, stream: str) -> Statement: ...
@@ -123,13 +188,46 @@ class Dialect(Protocol):
     def save_offset(self, stream: str, consumer: str, offset: int) -> Statement: ...
     def get_offset(self, stream: str, consumer: str) -> Statement: ...
     def trim(self, stream: str, offset: int) -> Statement: ...
+    def stream_names(self) -> Statement:
+        """Every stream with a counter row, events or saved offsets, sorted;
+        one ``(name,)`` row each (events and offsets walked one name at a time)."""
+        ...
+
+    def stream_summary(self, stream: str) -> Statement:
+        """One row, ``STREAM_SUMMARY_COLUMNS``."""
+        ...
+
+    def stream_consumers(self, stream: str) -> Statement:
+        """The stream's consumers (``CONSUMER_COLUMNS``), sorted by name."""
+        ...
 
     # schedules
     def upsert_schedule(self, schedule: NewSchedule) -> Statement: ...
     def delete_schedule(self, name: str) -> Statement: ...
     def due_schedules(self, now_us: int, limit: int) -> Statement: ...
-    def advance_schedule(self, name: str, fire_at_us: int, next_fire_us: int) -> Statement: ...
+    def advance_schedule(self, name: str, fire_at_us: int, next_fire_us: int) -> Statement:
+        """Move the fire time on from ``fire_at_us`` (compare-and-set) and
+        record it as the schedule's last fire."""
+        ...
+
     def next_schedule_time(self) -> Statement: ...
+    def list_schedules(self) -> Statement:
+        """Every schedule (``SCHEDULE_COLUMNS``), sorted by name."""
+        ...
+
+    def schedule_state(self, name: str) -> Statement:
+        """The row ``(expression, next_fire_at, paused)`` of a schedule about
+        to be changed (Postgres locks it), or none."""
+        ...
+
+    def pause_schedule(self, name: str) -> Statement:
+        """Mark it paused; counts the rows (0: no such schedule)."""
+        ...
+
+    def resume_schedule(self, name: str, fire_at_us: int, next_fire_us: int) -> Statement:
+        """Unpause it with ``next_fire_us`` as its next fire time, if it still
+        has the fire time ``fire_at_us`` read before; counts the rows."""
+        ...
 
     # locks
     def acquire_lock(self, name: str, owner: str, now_us: int, until_us: int) -> Statement: ...
@@ -137,6 +235,9 @@ class Dialect(Protocol):
         self, name: str, owner: str, token: int, now_us: int, until_us: int
     ) -> Statement: ...
     def release_lock(self, name: str, owner: str, token: int, now_us: int) -> Statement: ...
+    def list_locks(self, now_us: int) -> Statement:
+        """Every lock (``LOCK_COLUMNS``, held by the lock rules at ``now_us``), sorted by name."""
+        ...
 
 
 class NotificationLog(Protocol):

@@ -66,6 +66,31 @@ class DatabaseError(AlkstoreError):
     """Anything else the engine reports; the driver's exception is ``__cause__``."""
 
 
+class SchemaMismatch(DatabaseError):
+    """The database's alkstore schema is not the version this alkstore
+    uses, and it cannot (or may not) be migrated here: there is none
+    (``found`` 0), an older one that a read-only store may not migrate, or a
+    newer one that only a newer alkstore understands. ``found`` and
+    ``expected`` are the two versions."""
+
+    def __init__(self, found: int, expected: int, where: str) -> None:
+        self.found = found
+        self.expected = expected
+        if found == 0:
+            message = f"no alkstore schema in {where}"
+        elif found < expected:
+            message = (
+                f"{where} holds alkstore schema version {found}, this alkstore reads "
+                f"{expected}: run `alkstore migrate`"
+            )
+        else:
+            message = (
+                f"{where} is at alkstore schema version {found}, newer than this alkstore "
+                f"({expected}): upgrade alkstore"
+            )
+        super().__init__(message)
+
+
 class CommitUnknown(DatabaseError):
     """A COMMIT was sent but its outcome cannot be known: the connection was
     lost before the answer came, or no answer came within the engine's

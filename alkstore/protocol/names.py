@@ -46,9 +46,17 @@ def check_key(key: object) -> str:
     return check_identifier(key, "stream key")
 
 
+_OUTBOX_QUEUE = f"{RESERVED_PREFIX}outbox:"
+
+
 def outbox_queue_name(outbox: str) -> str:
     """The engine-derived queue behind an outbox; reserved, so no consumer collides."""
-    return f"{RESERVED_PREFIX}outbox:{outbox}"
+    return f"{_OUTBOX_QUEUE}{outbox}"
+
+
+def outbox_of(queue: str) -> str | None:
+    """The outbox whose queue ``queue`` is, or None for an ordinary queue."""
+    return queue[len(_OUTBOX_QUEUE) :] if queue.startswith(_OUTBOX_QUEUE) else None
 
 
 def queue_channel(queue: str) -> str:

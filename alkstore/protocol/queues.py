@@ -9,7 +9,7 @@ from .errors import DatabaseError, InvalidArgument, brief
 from .ints import check_int
 from .names import queue_channel
 from .plan import Plan, fetch_all, fetch_count, fetch_one, fetch_row, reads
-from .rows import dead_info, job_info
+from .rows import dead_info, history_info, job_info
 from .types import JobInfo, NewJob, QueueStats
 
 
@@ -42,13 +42,20 @@ def enqueue_many(d: Dialect, jobs: list[NewJob], origin: str, now_us: int) -> Pl
 
 
 @reads
-def get_job(d: Dialect, queue: str, job_id: int) -> Plan[JobInfo | None]:
+def get_job(d: Dialect, queue: str | None, job_id: int) -> Plan[JobInfo | None]:
+    """The job ``job_id`` of ``queue`` (None: of any queue) where it is now:
+    live, dead, or finished and kept in its queue's history; None when it is
+    in none of them (never enqueued, or finished with no history kept). One
+    read transaction, so a job moving meanwhile is seen in one place."""
     job_id = check_job_id(job_id)
     row = yield from fetch_one(d.get_job(queue, job_id))
     if row is not None:
         return job_info(row)
     row = yield from fetch_one(d.get_dead(queue, job_id))
-    return None if row is None else dead_info(row)
+    if row is not None:
+        return dead_info(row)
+    row = yield from fetch_one(d.get_history(queue, job_id))
+    return None if row is None else history_info(row)
 
 
 def cancel(d: Dialect, queue: str, job_id: int) -> Plan[bool]:

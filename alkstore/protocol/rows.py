@@ -7,17 +7,45 @@ field is checked; a malformed row raises ``CodecError`` instead of a raw
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 from . import codec
-from .dialect import DEAD_COLUMNS, EVENT_COLUMNS, JOB_COLUMNS, STATE_PENDING, STATE_PROCESSING
-from .errors import CodecError, DatabaseError, brief
+from .dialect import (
+    CONSUMER_COLUMNS,
+    DEAD_COLUMNS,
+    EVENT_COLUMNS,
+    HISTORY_COLUMNS,
+    JOB_COLUMNS,
+    LOCK_COLUMNS,
+    QUEUE_SUMMARY_COLUMNS,
+    SCHEDULE_COLUMNS,
+    STATE_PENDING,
+    STATE_PROCESSING,
+    STREAM_SUMMARY_COLUMNS,
+)
+from .errors import CodecError, DatabaseError, SchemaMismatch, brief
 from .plan import Row
 from .timeconv import to_datetime
-from .types import DeadReason, JobInfo, JobRecord, StreamEvent
+from .types import (
+    ConsumerInfo,
+    DeadReason,
+    JobInfo,
+    JobRecord,
+    JobState,
+    LockInfo,
+    QueueSummary,
+    ScheduleInfo,
+    StreamEvent,
+    StreamInfo,
+)
+
+if TYPE_CHECKING:
+    from .schedule import ScheduleOptions
 
 _DEAD_REASONS = frozenset({"failed", "max_attempts", "expired", "claim_expired"})
+_OUTCOMES = frozenset({"acked", "cancelled"})
 
 
 def _int(value: Any, what: str) -> int:
@@ -50,6 +78,25 @@ def _str(value: Any, what: str) -> str:
 
 def _opt_str(value: Any, what: str) -> str | None:
     return None if value is None else _str(value, what)
+
+
+def _bool(value: Any, what: str) -> bool:
+    # SQLite stores a flag as 0 or 1, Postgres as a boolean.
+    if isinstance(value, bool):
+        return value
+    if type(value) is int and value in (0, 1):
+        return bool(value)
+    raise CodecError(f"row field {what} is not a flag: {brief(value)}")
+
+
+def _opt_span(value: Any, what: str) -> timedelta | None:
+    us = _opt_int(value, what)
+    if us is None:
+        return None
+    try:
+        return timedelta(microseconds=us)
+    except OverflowError as exc:
+        raise CodecError(f"row field {what} is out of a timedelta's range: {brief(us)}") from exc
 
 
 def _shape(row: Row, n: int, what: str) -> None:
@@ -109,14 +156,28 @@ class _Fields:
     def opt_instant(self, name: str) -> datetime | None:
         return _opt_time(self._get(name), name)
 
+    def flag(self, name: str) -> bool:
+        return _bool(self._get(name), name)
+
+    def opt_flag(self, name: str) -> bool:
+        """A flag, NULL (a row a LEFT JOIN did not find) read as false."""
+        value = self._get(name)
+        return False if value is None else _bool(value, name)
+
+    def opt_span(self, name: str) -> timedelta | None:
+        return _opt_span(self._get(name), name)
+
     def payload(self) -> codec.JSON:
         return codec.decode(self.text("payload"))
 
 
 _POSITIONS: dict[tuple[str, ...], dict[str, int]] = {
     columns: {name: i for i, name in enumerate(columns)}
-    for columns in (JOB_COLUMNS, DEAD_COLUMNS, EVENT_COLUMNS)
-}
+    for columns in (
+        JOB_COLUMNS, DEAD_COLUMNS, EVENT_COLUMNS, HISTORY_COLUMNS, SCHEDULE_COLUMNS,
+        QUEUE_SUMMARY_COLUMNS, STREAM_SUMMARY_COLUMNS, CONSUMER_COLUMNS, LOCK_COLUMNS,
+    )
+}  # fmt: skip
 
 
 def _identity(f: _Fields) -> dict[str, Any]:
@@ -188,6 +249,105 @@ def dead_info(row: Row) -> JobInfo:
     )
 
 
+def history_info(row: Row) -> JobInfo:
+    """A history row (``HISTORY_COLUMNS``): a finished job."""
+    f = _Fields(row, HISTORY_COLUMNS, "history")
+    outcome = f.text("outcome")
+    if outcome not in _OUTCOMES:
+        raise CodecError(f"row field outcome has an unknown value: {brief(outcome)}")
+    state: JobState = outcome  # type: ignore[assignment]
+    return JobInfo(
+        **_identity(f),
+        state=state,
+        run_at=f.instant("run_at"),
+        created_at=f.instant("created_at"),
+        expires_at=None,
+        claimed_by=f.opt_text("worker"),
+        claim_expires_at=None,
+        last_error=f.opt_text("last_error"),
+        finished_at=f.instant("finished_at"),
+    )
+
+
+def queue_summary(name: str, outbox: str | None, row: Row) -> QueueSummary:
+    """A queue's summary row (``QUEUE_SUMMARY_COLUMNS``)."""
+    f = _Fields(row, QUEUE_SUMMARY_COLUMNS, "queue summary")
+    return QueueSummary(
+        name=name,
+        ready=f.integer("ready"),
+        scheduled=f.integer("scheduled"),
+        processing=f.integer("processing"),
+        dead=f.integer("dead"),
+        oldest_ready_at=f.opt_instant("oldest_ready"),
+        paused=f.opt_flag("paused"),
+        history=f.integer("history"),
+        history_retention=f.opt_span("history_us"),
+        dead_retention=f.opt_span("dead_us"),
+        outbox=outbox,
+    )
+
+
+def stream_info(name: str, summary: Row, consumers: list[Row]) -> StreamInfo:
+    """A stream's summary row (``STREAM_SUMMARY_COLUMNS``) and its consumers'
+    rows (``CONSUMER_COLUMNS``). A consumer's lag is how far the head is
+    past its saved offset, never below 0 (an offset may be saved past the
+    head)."""
+    f = _Fields(summary, STREAM_SUMMARY_COLUMNS, "stream summary")
+    head = f.opt_integer("last_offset") or 0
+    listed = []
+    for row in consumers:
+        c = _Fields(row, CONSUMER_COLUMNS, "consumer")
+        offset = c.integer("offset")
+        listed.append(
+            ConsumerInfo(c.text("consumer"), offset, max(0, head - offset), c.flag("keep"))
+        )
+    return StreamInfo(
+        name=name,
+        head_offset=head,
+        events=f.integer("events"),
+        oldest_offset=f.opt_integer("oldest_offset"),
+        oldest_event_at=f.opt_instant("oldest_created_at"),
+        max_age=f.opt_span("max_age_us"),
+        max_events=f.opt_integer("max_events"),
+        consumers=tuple(listed),
+    )
+
+
+def lock_info(row: Row) -> LockInfo:
+    """A lock row (``LOCK_COLUMNS``). A released lock keeps its row for the
+    token count, with no owner: it has no expiry to show."""
+    f = _Fields(row, LOCK_COLUMNS, "lock")
+    owner = f.opt_text("owner")
+    return LockInfo(
+        name=f.text("name"),
+        owner=owner,
+        token=f.integer("token"),
+        expires_at=None if owner is None else f.instant("expires_at"),
+        held=f.flag("held"),
+    )
+
+
+def schedule_info(row: Row, options_of: Callable[[str], ScheduleOptions]) -> ScheduleInfo:
+    """A schedule row (``SCHEDULE_COLUMNS``); ``options_of`` decodes its
+    stored job options (``schedule.ScheduleOptions.decode``)."""
+    f = _Fields(row, SCHEDULE_COLUMNS, "schedule")
+    options = options_of(f.text("options"))
+    expires = options.expires_after_us
+    return ScheduleInfo(
+        name=f.text("name"),
+        queue=f.text("queue"),
+        expression=f.text("expression"),
+        payload=f.payload(),
+        priority=options.priority,
+        max_attempts=options.max_attempts,
+        expires_after=_opt_span(expires, "expires_after_us"),
+        next_fire_at=f.instant("next_fire_at"),
+        last_fire_at=f.opt_instant("last_fire_at"),
+        paused=f.flag("paused"),
+        created_at=f.instant("created_at"),
+    )
+
+
 def stream_event(row: Row) -> StreamEvent:
     """An event row (``EVENT_COLUMNS``)."""
     f = _Fields(row, EVENT_COLUMNS, "event")
@@ -213,8 +373,13 @@ def schema_version(row: Row | None, newest: int, where: str) -> int:
         )
     version = int(text)
     if version > newest:
-        raise DatabaseError(
-            f"{where} is at schema version {version}, newer than this alkstore ({newest}): "
-            "upgrade alkstore"
-        )
+        raise SchemaMismatch(version, newest, where)
     return version
+
+
+def require_schema(found: int, expected: int, where: str) -> int:
+    """``found`` when it is ``expected``; ``SchemaMismatch`` otherwise. A
+    read-only store reads the schema it finds and never migrates it."""
+    if found != expected:
+        raise SchemaMismatch(found, expected, where)
+    return found

@@ -28,6 +28,7 @@ from .dialect import Dialect
 from .errors import CodecError, InvalidArgument, brief
 from .names import queue_channel
 from .plan import Plan, fetch_all, fetch_count, fetch_one, fetch_row, reads
+from .rows import schedule_info
 from .timeconv import (
     MAX_DURATION_US,
     MAX_INSTANT_US,
@@ -36,7 +37,7 @@ from .timeconv import (
     instant_us,
     to_datetime,
 )
-from .types import NewJob, NewSchedule, check_max_attempts, check_priority
+from .types import NewJob, NewSchedule, ScheduleInfo, check_max_attempts, check_priority
 
 _UNITS = {
     "ms": 1_000,
@@ -191,6 +192,44 @@ def register(
 def unregister(d: Dialect, name: str) -> Plan[bool]:
     count = yield from fetch_count(d.delete_schedule(name))
     return bool(count)
+
+
+def pause(d: Dialect, name: str) -> Plan[bool]:
+    """Pause schedule ``name``: it fires nothing until resumed (its fire
+    time stays where it was). False when there is no such schedule."""
+    count = yield from fetch_count(d.pause_schedule(name))
+    return bool(count)
+
+
+def resumed_fire_time(expression: str, now_us: int) -> int:
+    """The next fire time of a schedule resumed at ``now_us``: the first one
+    after now. The fire times that passed while it was paused are dropped,
+    not caught up (a pause means "not now", not "later")."""
+    return parse(expression).next_after(now_us)
+
+
+def resume(d: Dialect, name: str, now_us: int) -> Plan[bool]:
+    """Resume schedule ``name`` from its first fire time after ``now_us``;
+    a schedule that is not paused is left as it is. False when there is no
+    such schedule."""
+    row = yield from fetch_one(d.schedule_state(name))
+    if row is None:
+        return False
+    expression, fire_at, paused = row
+    if not paused:
+        return True
+    nxt = resumed_fire_time(expression, now_us)
+    # The row is ours (Postgres: locked by the read; SQLite: the write
+    # lock), so the compare-and-set on the fire time read always moves it.
+    yield from fetch_count(d.resume_schedule(name, int(fire_at), nxt))
+    return True
+
+
+@reads
+def list_schedules(d: Dialect) -> Plan[list[ScheduleInfo]]:
+    """Every registered schedule, by name."""
+    rows = yield from fetch_all(d.list_schedules())
+    return [schedule_info(r, ScheduleOptions.decode) for r in rows]
 
 
 @dataclass(frozen=True, slots=True)

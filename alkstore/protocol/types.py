@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Literal, NamedTuple, TypedDict, TypeVar, Unpack
 
 from . import codec
@@ -22,7 +22,7 @@ from .timeconv import (
 
 T = TypeVar("T")
 
-JobState = Literal["pending", "processing", "dead"]
+JobState = Literal["pending", "processing", "dead", "acked", "cancelled"]
 DeadReason = Literal["failed", "max_attempts", "expired", "claim_expired"]
 
 
@@ -72,7 +72,12 @@ class JobRecord(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class JobInfo:
-    """A job's state for inspection (``get_job``, ``dead_letters``)."""
+    """A job's state for inspection (``get_job``, ``dead_letters``, ``list_jobs``).
+
+    ``state`` is ``pending`` or ``processing`` for a live job, ``dead`` for a
+    dead letter (``dead_reason``, ``died_at``), and ``acked`` or
+    ``cancelled`` for a finished job kept in its queue's history
+    (``finished_at``; ``claimed_by`` is the worker that acked it)."""
 
     id: int
     queue: str
@@ -89,6 +94,7 @@ class JobInfo:
     last_error: str | None
     dead_reason: DeadReason | None = None
     died_at: datetime | None = None
+    finished_at: datetime | None = None
 
     def payload_as(self, target: type[T]) -> T:
         """The payload decoded into ``target`` (a dataclass, a ``model_validate`` class or a JSON
@@ -106,6 +112,97 @@ class QueueStats:
     processing: int  # claimed (including claims that have expired but not been reclaimed)
     dead: int
     paused: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSummary:
+    """One queue as ``Store.list_queues`` sees it: its counts (as
+    ``QueueStats``), the ``run_at`` of its oldest ready job, whether it is
+    paused, how many finished jobs its history keeps, and its retention
+    settings (``history_retention`` None: no history is kept;
+    ``dead_retention`` None: dead letters stay until purged).
+
+    An outbox's queue is listed under its internal name
+    (``__alkstore_outbox:NAME``) with ``outbox`` set to ``NAME``; for an
+    ordinary queue ``outbox`` is None."""
+
+    name: str
+    ready: int
+    scheduled: int
+    processing: int
+    dead: int
+    oldest_ready_at: datetime | None
+    paused: bool
+    history: int
+    history_retention: timedelta | None
+    dead_retention: timedelta | None
+    outbox: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerInfo:
+    """A stream consumer's saved ``offset`` and its ``lag`` behind the
+    stream's head (never below 0); ``protected``: retention never drops
+    events this consumer has not saved past."""
+
+    name: str
+    offset: int
+    lag: int
+    protected: bool
+
+
+@dataclass(frozen=True, slots=True)
+class StreamInfo:
+    """One stream as ``Store.list_streams`` / ``Stream.info`` see it: the
+    last offset given out (``head_offset``), how many events it holds, its
+    oldest event, its retention settings (None: no limit) and its consumers,
+    sorted by name."""
+
+    name: str
+    head_offset: int
+    events: int
+    oldest_offset: int | None
+    oldest_event_at: datetime | None
+    max_age: timedelta | None
+    max_events: int | None
+    consumers: tuple[ConsumerInfo, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class LockInfo:
+    """One lock's row: its last ``owner`` (None once released), fencing
+    ``token``, when its TTL ends (None once released) and whether it is
+    ``held`` now, by the lock rules at the store's clock."""
+
+    name: str
+    owner: str | None
+    token: int
+    expires_at: datetime | None
+    held: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleInfo:
+    """One registered schedule: what it enqueues where, its job options,
+    its next fire time, the fire time it last fired for (None: never),
+    whether it is paused, and when it was first registered."""
+
+    name: str
+    queue: str
+    expression: str
+    payload: codec.JSON
+    priority: int
+    max_attempts: int | None
+    expires_after: timedelta | None
+    next_fire_at: datetime
+    last_fire_at: datetime | None
+    paused: bool
+    created_at: datetime
+
+    def payload_as(self, target: type[T]) -> T:
+        """The payload decoded into ``target`` (a dataclass, a ``model_validate`` class or a JSON
+        type); raises ``CodecError`` on a mismatch."""
+        return codec.convert(self.payload, target)
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,17 +347,22 @@ def resolve_enqueue_many(
 
 
 __all__ = [
+    "ConsumerInfo",
     "DeadReason",
     "EnqueueOptions",
     "JobInfo",
     "JobRecord",
     "JobState",
+    "LockInfo",
     "LockRecord",
     "NewJob",
     "NewSchedule",
     "QueueOptions",
     "QueueStats",
+    "QueueSummary",
+    "ScheduleInfo",
     "StreamEvent",
+    "StreamInfo",
     "Wake",
     "maybe_datetime",
     "resolve_enqueue",

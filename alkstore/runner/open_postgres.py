@@ -11,10 +11,11 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from ..api.store import Store
-from ..engines.postgres import PostgresDialect, control, migrate
+from ..engines.postgres import SCHEMA_VERSION, PostgresDialect, control, migrate, schema_version
 from ..engines.postgres.names import channel_identifier, check_schema
 from ..protocol.errors import InvalidArgument, brief
-from ..protocol.ints import check_int
+from ..protocol.ints import check_bool, check_int
+from ..protocol.rows import require_schema
 from ..protocol.timeconv import check_seconds
 from .hub import WakeHub
 from .pg_executor import END_TIMEOUT, PgExecutor, run_in_transaction
@@ -81,6 +82,15 @@ def with_liveness(dsn: str, dead_peer_timeout: float) -> str:
     return make_conninfo(dsn, **extra)
 
 
+def read_only_sessions(dsn: str) -> str:
+    """``dsn`` with every session made read-only by the server
+    (``default_transaction_read_only``), added to whatever ``options`` it
+    sets itself: a write fails there whatever sent it."""
+    given = conninfo_to_dict(dsn).get("options")
+    setting = "-c default_transaction_read_only=on"
+    return make_conninfo(dsn, options=f"{given} {setting}" if given else setting)
+
+
 @asynccontextmanager
 async def open_postgres_store(
     runtime: Runtime,
@@ -89,6 +99,7 @@ async def open_postgres_store(
     options: PostgresOptions | None = None,
     clock: Clock | None = None,
     seed: int | None = None,
+    read_only: bool = False,
 ) -> AsyncIterator[Store]:
     opts = PostgresOptions() if options is None else options
     if not isinstance(opts, PostgresOptions):
@@ -96,9 +107,12 @@ async def open_postgres_store(
     opts.check()
     if dsn is not None and not isinstance(dsn, str):
         raise InvalidArgument(f"dsn must be a str, got {brief(dsn)}")
+    read_only = check_bool(read_only, "read_only")
     target = with_liveness(
         dsn or os.environ.get("ALKSTORE_PG_DSN") or DEFAULT_DSN, opts.dead_peer_timeout
     )
+    if read_only:
+        target = read_only_sessions(target)
     dialect = PostgresDialect(opts.schema)
     pool = PgPool(
         runtime,
@@ -109,7 +123,17 @@ async def open_postgres_store(
     )
     try:
         async with pool.connection() as conn:
-            await run_in_transaction(runtime, conn, migrate(opts.schema), [], opts.commit_timeout)
+            if read_only:
+                # Checked, never migrated (no advisory lock, no DDL).
+                version = await run_in_transaction(
+                    runtime, conn, schema_version(opts.schema), [], opts.commit_timeout,
+                    begin=control.BEGIN_READ,
+                )  # fmt: skip
+                require_schema(version, SCHEMA_VERSION, f"Postgres schema {opts.schema!r}")
+            else:
+                await run_in_transaction(
+                    runtime, conn, migrate(opts.schema), [], opts.commit_timeout
+                )
     except BaseException:
         pool.close()
         raise
@@ -128,7 +152,12 @@ async def open_postgres_store(
     )
     executor = PgExecutor(runtime, pool, dialect, listener, end_timeout=opts.commit_timeout)
     store = Store(
-        executor=executor, runtime=runtime, clock=clock or SystemClock(), hub=hub, seed=seed
+        executor=executor,
+        runtime=runtime,
+        clock=clock or SystemClock(),
+        hub=hub,
+        seed=seed,
+        read_only=read_only,
     )
     try:
         async with runtime.task_group() as group:

@@ -12,15 +12,15 @@ from dataclasses import dataclass, field
 from ..api.store import Store
 from ..engines.sqlite import control
 from ..protocol.dialect import NotificationLog
-from ..protocol.errors import AlkstoreError, InvalidArgument, brief
-from ..protocol.ints import check_int
+from ..protocol.errors import AlkstoreError, DatabaseError, InvalidArgument, brief
+from ..protocol.ints import check_bool, check_int
 from ..protocol.plan import Plan, fetch_count, run_sync
 from ..protocol.timeconv import check_seconds
 from . import sqlite_conn
 from .hub import WakeHub
 from .runtime import Clock, Runtime, SystemClock
 from .sqlite_executor import SqliteExecutor
-from .sqlite_file import DatabaseFile, file_path
+from .sqlite_file import DatabaseFile, file_path, read_only_uri
 from .sqlite_readers import SqliteReaders
 from .sqlite_watcher import SqliteWatcher, WatcherOptions
 
@@ -68,6 +68,7 @@ async def open_sqlite_store(
     options: SqliteOptions | None = None,
     clock: Clock | None = None,
     seed: int | None = None,
+    read_only: bool = False,
 ) -> AsyncIterator[Store]:
     opts = SqliteOptions() if options is None else options
     if not isinstance(opts, SqliteOptions):
@@ -78,19 +79,35 @@ async def open_sqlite_store(
     target = os.fspath(path)
     if not isinstance(target, str):
         raise InvalidArgument(f"path must be text, got {brief(target)}")
+    read_only = check_bool(read_only, "read_only")
     memory = target == ":memory:" or target == ""
     if memory:
+        if read_only:
+            raise InvalidArgument("a read-only store opens an existing database file")
         # One private in-memory database: a single connection and no watcher,
         # since no other process can see it.
         target = f"file:alkstore-{uuid.uuid4().hex}?mode=memory"
+    if read_only:
+        target = read_only_uri(target)
+        if file_path(target) is None:
+            raise InvalidArgument("a read-only store opens an existing database file")
 
     def connect() -> sqlite3.Connection:
-        return sqlite_conn.connect(target, busy_timeout=opts.busy_timeout, pragmas=opts.pragmas)
+        return sqlite_conn.connect(
+            target, busy_timeout=opts.busy_timeout, pragmas=opts.pragmas, read_only=read_only
+        )
 
     def open_main() -> sqlite3.Connection:
+        at = file_path(target)
+        if read_only and at is not None and not os.path.exists(at):
+            raise DatabaseError(f"cannot open SQLite database {at!r} read-only: no such file")
         conn = connect()
         try:
-            sqlite_conn.ensure_schema(conn)
+            if read_only:
+                # Checked, never migrated: a read-only store writes nothing.
+                sqlite_conn.check_schema(conn, f"SQLite database {at!r}")
+            else:
+                sqlite_conn.ensure_schema(conn)
         except BaseException:
             conn.close()
             raise
@@ -119,21 +136,31 @@ async def open_sqlite_store(
             raise
     executor = SqliteExecutor(runtime, conn, readers, file, inline_conn)
     store = Store(
-        executor=executor, runtime=runtime, clock=clock or SystemClock(), hub=hub, seed=seed
+        executor=executor,
+        runtime=runtime,
+        clock=clock or SystemClock(),
+        hub=hub,
+        seed=seed,
+        read_only=read_only,
     )
     watch_conn: sqlite3.Connection | None = None
     try:
         async with runtime.task_group() as group:
             if not memory:
+                # The watcher only reads: a read-only store has it too, so
+                # its receivers see other processes' commits. It watches
+                # the file itself (``target`` may be a URI).
                 watch_conn = await runtime.run_in_thread(
-                    lambda: _watcher_connection(target, opts)
+                    lambda: _watcher_connection(target, opts, read_only)
                 )
+                watched = target if file_at is None else file_at
                 watcher = SqliteWatcher(
-                    runtime, target, watch_conn, hub, store._origin, opts.watcher, file
+                    runtime, watched, watch_conn, hub, store._origin, opts.watcher, file
                 )
                 group.start_soon(watcher.run)
                 store._watcher = watcher  # type: ignore[attr-defined]
-            group.start_soon(_maintenance, store, opts)
+            if not read_only:
+                group.start_soon(_maintenance, store, opts)
             try:
                 yield store
             finally:
@@ -150,11 +177,15 @@ async def open_sqlite_store(
                 sqlite_conn.close(watch_conn)
 
 
-def _watcher_connection(target: str, opts: SqliteOptions) -> sqlite3.Connection:
+def _watcher_connection(
+    target: str, opts: SqliteOptions, read_only: bool = False
+) -> sqlite3.Connection:
     """The watcher reads on the event-loop thread: once opened (with the full
     busy timeout, as every connection), it waits at most 50 ms for a lock, so
     a database in recovery can never stall the loop; the watcher retries."""
-    conn = sqlite_conn.connect(target, busy_timeout=opts.busy_timeout, pragmas=opts.pragmas)
+    conn = sqlite_conn.connect(
+        target, busy_timeout=opts.busy_timeout, pragmas=opts.pragmas, read_only=read_only
+    )
     return sqlite_conn.set_up(conn, control.busy_timeout(WATCHER_BUSY_TIMEOUT))
 
 

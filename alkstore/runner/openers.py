@@ -44,6 +44,7 @@ class Openers:
         options: SqliteOptions | None = None,
         clock: Clock | None = None,
         seed: int | None = None,
+        read_only: bool = False,
     ) -> AbstractAsyncContextManager[Store]:
         """Open (creating or migrating) a SQLite store at ``path``.
 
@@ -51,10 +52,20 @@ class Openers:
         task group owned by the ``async with`` block, cancelled and joined
         when it ends. ``clock`` replaces the wall clock (tests); ``seed``
         fixes backoff jitter.
+
+        ``read_only``: open an existing file for reading only (SQLite's
+        ``mode=ro``): never created, migrated or written; a schema of another
+        version raises ``SchemaMismatch``, and every operation that writes
+        raises ``UsageError``.
         """
         return _scoped(
             lambda: open_sqlite_store(
-                self._runtime(), path, options=options, clock=clock, seed=seed
+                self._runtime(),
+                path,
+                options=options,
+                clock=clock,
+                seed=seed,
+                read_only=read_only,
             )
         )
 
@@ -65,16 +76,27 @@ class Openers:
         options: PostgresOptions | None = None,
         clock: Clock | None = None,
         seed: int | None = None,
+        read_only: bool = False,
     ) -> AbstractAsyncContextManager[Store]:
         """Open (creating or migrating) a Postgres store.
 
         ``dsn`` defaults to ``$ALKSTORE_PG_DSN``, then the local test server.
         The listener task runs in a task group owned by the ``async with``
         block.
+
+        ``read_only``: every session is read-only on the server
+        (``default_transaction_read_only``); the schema is checked, never
+        created or migrated (another version raises ``SchemaMismatch``), and
+        every operation that writes raises ``UsageError``.
         """
         return _scoped(
             lambda: open_postgres_store(
-                self._runtime(), dsn, options=options, clock=clock, seed=seed
+                self._runtime(),
+                dsn,
+                options=options,
+                clock=clock,
+                seed=seed,
+                read_only=read_only,
             )
         )
 

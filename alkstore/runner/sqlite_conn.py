@@ -17,6 +17,7 @@ from ..engines.sqlite import SCHEMA_VERSION, control, migrate, schema_version
 from ..protocol.backoff import ErrorBackoff, exact
 from ..protocol.errors import AlkstoreError, CommitUnknown, DatabaseError, TransactionConflict
 from ..protocol.plan import Fetch, Plan, Statement, noting_wakes, run_sync, shape
+from ..protocol.rows import require_schema
 from ..protocol.timeconv import US_PER_S
 
 T = TypeVar("T")
@@ -33,7 +34,11 @@ def error(exc: sqlite3.Error, what: str = "SQLite") -> DatabaseError:
     return kind(f"{what}: {exc}")
 
 
-def connect(path: str, *, busy_timeout: float, pragmas: dict[str, str]) -> sqlite3.Connection:
+def connect(
+    path: str, *, busy_timeout: float, pragmas: dict[str, str], read_only: bool = False
+) -> sqlite3.Connection:
+    """A connection set up for alkstore; ``read_only``: one that leaves the
+    file as it is (``path`` is then a ``mode=ro`` URI)."""
     try:
         conn = sqlite3.connect(
             path,
@@ -46,7 +51,7 @@ def connect(path: str, *, busy_timeout: float, pragmas: dict[str, str]) -> sqlit
     except sqlite3.Error as exc:
         raise error(exc, f"cannot open SQLite database {path!r}") from exc
     try:
-        for statement in control.setup_statements(busy_timeout, pragmas):
+        for statement in control.setup_statements(busy_timeout, pragmas, read_only=read_only):
             _execute_retrying_busy(conn, statement, busy_timeout)
     except AlkstoreError:
         conn.close()
@@ -222,6 +227,13 @@ def ensure_schema(conn: sqlite3.Connection) -> int:
         return version
     value, _ = run_plan(conn, migrate(), write=True)
     return value
+
+
+def check_schema(conn: sqlite3.Connection, where: str) -> int:
+    """Read the schema version and refuse any but this code's
+    (``SchemaMismatch``): what a read-only store does instead of migrating."""
+    version, _ = run_plan(conn, schema_version(where), write=False)
+    return require_schema(version, SCHEMA_VERSION, where)
 
 
 def data_version(conn: sqlite3.Connection) -> int:

@@ -12,7 +12,7 @@ fails with ``DatabaseError`` and the wake receivers close.
 from __future__ import annotations
 
 import os
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 from ..protocol.errors import DatabaseError
 
@@ -27,6 +27,17 @@ def file_path(target: str) -> str | None:
     if target in ("", ":memory:"):
         return None
     return os.path.abspath(target)
+
+
+def read_only_uri(target: str) -> str:
+    """The URI that opens ``target`` (a path or a ``file:`` URI) read-only:
+    SQLite's ``mode=ro``, which never creates the file and refuses every
+    write to it."""
+    if target.startswith("file:"):
+        base, _, query = target.partition("?")
+        params = [p for p in query.split("&") if p and not p.startswith("mode=")]
+        return f"{base}?{'&'.join([*params, 'mode=ro'])}"
+    return f"file:{quote(os.path.abspath(target))}?mode=ro"
 
 
 class DatabaseFile:

@@ -60,3 +60,56 @@ async def wait_until(predicate, timeout: float = SOON, step: float = 0.005) -> N
             if predicate():
                 return
             await aio.sleep(step)
+
+
+def table(store: Store, name: str) -> str:
+    """alkstore's own table ``name`` (``history``, ``queues``, ...) as the
+    caller's SQL names it on this store's engine. For tests that write rows
+    alkstore has no API for yet (kept history, retention settings)."""
+    if store.engine == "sqlite":
+        return f"__alkstore_{name}"
+    return f'"{store._dialect.schema}".{name}'
+
+
+async def execute(store: Store, sql: str, *params: object) -> list[tuple[object, ...]]:
+    """The caller's own SQL in a transaction of its own; ``{}`` in ``sql``
+    are the engine's placeholders, in order."""
+    async with store.transaction() as tx:
+        return await tx.execute(sql.format(*placeholders(store, len(params))), params)
+
+
+async def add_history(
+    store: Store,
+    job_id: int,
+    queue: str,
+    outcome: str,
+    *,
+    finished_at_us: int,
+    payload: str = '"done"',
+    worker: str | None = "w",
+    error: str | None = None,
+    attempts: int = 1,
+) -> None:
+    """A finished job in the queue's history, as a queue that keeps history
+    records it when the job is acked or cancelled."""
+    await execute(
+        store,
+        f"INSERT INTO {table(store, 'history')} (id, queue, outcome, payload, priority, "
+        "attempts, max_attempts, run_at, created_at, finished_at, worker, last_error, "
+        "prune_at) VALUES ({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {})",
+        job_id, queue, outcome, payload, 0, attempts, 3, finished_at_us - 2 * US,
+        finished_at_us - 3 * US, finished_at_us, worker, error, finished_at_us + 3600 * US,
+    )  # fmt: skip
+
+
+async def set_retention(
+    store: Store, queue: str, *, history_us: int | None, dead_us: int | None
+) -> None:
+    """A queue's retention settings, as the ``queues`` table keeps them."""
+    await execute(
+        store,
+        f"INSERT INTO {table(store, 'queues')} (name, paused, history_us, dead_us) "
+        "VALUES ({}, {}, {}, {}) ON CONFLICT (name) DO UPDATE SET "
+        "history_us = excluded.history_us, dead_us = excluded.dead_us",
+        queue, False, history_us, dead_us,
+    )  # fmt: skip

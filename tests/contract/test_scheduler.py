@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from alkstore import InvalidArgument, InvalidName, ManualClock, ReservedName, Store
+from alkstore import InvalidArgument, InvalidName, ManualClock, ReservedName, ScheduleInfo, Store
 from tests.backends import Backend
 
 from . import aio
@@ -126,3 +127,94 @@ async def test_run_scheduler_loop_enqueues_over_time(backend: Backend, location:
         # At most one job per 100 ms fire time that passed; the loop sleeps
         # until each fire time rather than polling, so it keeps up.
         assert 2 <= ready <= int(elapsed / 0.1) + 1
+
+
+def instant(us: int) -> datetime:
+    return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=us)
+
+
+async def test_list_schedules_shows_each_schedule_and_its_last_fire(
+    store: Store, clock: ManualClock
+) -> None:
+    align(clock, 10)
+    start = clock.now_us()  # 1 us past a multiple of 10 s
+    await store.schedule("b", "jobs", "@every 10s", {"k": 1}, priority=2, max_attempts=5,
+                         expires_after=timedelta(seconds=30))  # fmt: skip
+    await store.schedule("a", "other", "*/15 * * * * *")
+    first = start - 1 + 10 * US
+    listed = await store.list_schedules()
+    assert [s.name for s in listed] == ["a", "b"]
+    assert listed[1] == ScheduleInfo(
+        name="b", queue="jobs", expression="@every 10s", payload={"k": 1}, priority=2,
+        max_attempts=5, expires_after=timedelta(seconds=30), next_fire_at=instant(first),
+        last_fire_at=None, paused=False, created_at=instant(start),
+    )  # fmt: skip
+    assert listed[0].max_attempts is None and listed[0].expires_after is None
+    clock.advance(10)
+    assert await store.run_schedules() >= 1
+    b = (await store.list_schedules())[1]
+    assert b.last_fire_at == instant(first)  # the fire time it fired for
+    assert b.next_fire_at == instant(first + 10 * US)
+
+
+async def test_a_paused_schedule_fires_nothing_and_resumes_without_catch_up(
+    store: Store, clock: ManualClock
+) -> None:
+    align(clock, 10)
+    await store.schedule("tick", "jobs", "@every 10s")
+    await store.schedule("other", "jobs", "@every 10s")
+    assert await store.pause_schedule("tick") is True
+    assert await store.pause_schedule("tick") is True  # pausing twice changes nothing
+    pending = (await store.list_schedules())[1].next_fire_at
+    clock.advance(35)  # three fire times pass while paused
+    assert await store.run_schedules() == 1  # only the other one fires (once: catch-up)
+    tick = (await store.list_schedules())[1]
+    assert tick.paused is True and tick.next_fire_at == pending and tick.last_fire_at is None
+
+    assert await store.resume_schedule("tick") is True
+    tick = (await store.list_schedules())[1]
+    # The first fire time after now (now is 5 s past one): no catch-up.
+    assert tick.paused is False and tick.next_fire_at == instant(clock.now_us() - 1 + 5 * US)
+    assert await store.run_schedules() == 0
+    clock.advance(5)
+    assert await store.run_schedules() == 2
+    assert (await store.queue("jobs").stats()).ready == 3
+
+
+async def test_resuming_a_running_schedule_changes_nothing(
+    store: Store, clock: ManualClock
+) -> None:
+    align(clock, 10)
+    await store.schedule("tick", "jobs", "@every 10s")
+    clock.advance(10)  # due, and not ticked yet
+    before = await store.list_schedules()
+    assert await store.resume_schedule("tick") is True
+    assert await store.list_schedules() == before
+    assert await store.run_schedules() == 1  # the due fire time still fires
+
+
+async def test_reregistering_a_paused_schedule_keeps_it_paused(
+    store: Store, clock: ManualClock
+) -> None:
+    align(clock, 10)
+    await store.schedule("tick", "jobs", "@every 10s")
+    await store.pause_schedule("tick")
+    await store.schedule("tick", "jobs", "@every 10s", {"new": "payload"})  # a restart
+    await store.schedule("tick", "jobs", "@every 20s")  # a new expression
+    (tick,) = await store.list_schedules()
+    assert tick.paused is True and tick.expression == "@every 20s"
+    clock.advance(60)
+    assert await store.run_schedules() == 0
+
+
+async def test_pausing_or_resuming_an_unknown_schedule_returns_false(store: Store) -> None:
+    assert await store.pause_schedule("nope") is False
+    assert await store.resume_schedule("nope") is False
+    await store.schedule("s", "jobs", "@every 1s")
+    assert await store.unschedule("s") is True
+    assert await store.pause_schedule("s") is False
+    for call in (store.pause_schedule, store.resume_schedule):
+        with pytest.raises(ReservedName):
+            await call("__alkstore_x")
+        with pytest.raises(InvalidName):
+            await call("")

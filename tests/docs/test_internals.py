@@ -79,6 +79,7 @@ def test_the_model_and_core_functions_named_exist() -> None:
         "QueueModel": model.QueueModel,
         "LockModel": model.LockModel,
         "LockState": model.LockState,
+        "ScheduleState": model.ScheduleState,
         "StreamModel": model.StreamModel,
         "Ledger": invariants.Ledger,
         "claim": claim,

@@ -42,7 +42,7 @@ from alkstore.protocol import queues as Q
 from alkstore.protocol import schedule as SCH
 from alkstore.protocol import streams as S
 from alkstore.protocol.backoff import Backoff
-from alkstore.protocol.dialect import Dialect
+from alkstore.protocol.dialect import LIVE_FILTERS, Dialect
 from alkstore.protocol.errors import DatabaseError, InvalidArgument, InvalidName
 from alkstore.protocol.plan import Fetch, Plan, Statement, run_sync
 from alkstore.protocol.types import JobRecord, NewJob, NewSchedule
@@ -368,6 +368,7 @@ SAMPLE_CALLS: dict[str, tuple[Any, ...]] = {
     "cancel": ("q", 1),
     "get_job": ("q", 1),
     "get_dead": ("q", 1),
+    "get_history": ("q", 1),
     "sweep_candidates": ("q", T0, 10),
     "queue_counts": ("q", T0),
     "set_paused": ("q", True),
@@ -376,6 +377,11 @@ SAMPLE_CALLS: dict[str, tuple[Any, ...]] = {
     "dead_letters": ("q", 10),
     "requeue_dead": ("q", 1, T0),
     "purge_dead": ("q", T0),
+    "queue_names": (),
+    "queue_summary": ("q", T0),
+    "job_page": ("q", "ready", 0, 10, T0),
+    "dead_page": ("q", 0, 10),
+    "history_page": ("q", "acked", 0, 10),
     "next_offset": ("s",),
     "head_offset": ("s",),
     "insert_event": ("s", 1, "k", "{}", T0),
@@ -383,14 +389,22 @@ SAMPLE_CALLS: dict[str, tuple[Any, ...]] = {
     "save_offset": ("s", "c", 3),
     "get_offset": ("s", "c"),
     "trim": ("s", 3),
+    "stream_names": (),
+    "stream_summary": ("s",),
+    "stream_consumers": ("s",),
     "upsert_schedule": (NewSchedule("n", "q", "@every 1s", "{}", "{}", T0, T0),),
     "delete_schedule": ("n",),
     "due_schedules": (T0, 10),
     "advance_schedule": ("n", T0, T0 + US),
     "next_schedule_time": (),
+    "list_schedules": (),
+    "schedule_state": ("n",),
+    "pause_schedule": ("n",),
+    "resume_schedule": ("n", T0, T0 + US),
     "acquire_lock": ("l", "o", T0, T0 + US),
     "renew_lock": ("l", "o", 1, T0, T0 + US),
     "release_lock": ("l", "o", 1, T0),
+    "list_locks": (T0,),
 }
 
 
@@ -414,10 +428,12 @@ def test_statements_match_sqlite_fetch_kinds_and_bind_every_parameter() -> None:
             assert "?" not in statement.sql, name
             used = {int(n) for n in re.findall(r"\$(\d+)", statement.sql)}
             assert used == set(range(1, len(statement.params) + 1)), name
-    for args in [(None, T0, 10), ("q", T0, 10)]:
-        statement = ours.sweep_candidates(*args)
+    variants = [ours.sweep_candidates(None, T0, 10), ours.sweep_candidates("q", T0, 10)]
+    variants += [ours.job_page("q", which, 0, 10, T0) for which in LIVE_FILTERS]
+    variants += [getattr(ours, f)(None, 1) for f in ("get_job", "get_dead", "get_history")]
+    for statement in variants:
         used = {int(n) for n in re.findall(r"\$(\d+)", statement.sql)}
-        assert used == set(range(1, len(statement.params) + 1))
+        assert used == set(range(1, len(statement.params) + 1)), statement.sql
     assert ours.purge_dead("q", None).params == ("q",)
 
 

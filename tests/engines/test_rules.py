@@ -40,7 +40,7 @@ from alkstore.protocol.claim import SweepCandidate, sweep_decision
 from alkstore.protocol.dialect import STATE_PENDING, STATE_PROCESSING, Dialect
 from alkstore.protocol.plan import Fetch, Statement
 from alkstore.runner.pg_wire import Wire
-from tests.model import LiveJob, LockState, QueueModel
+from tests.model import LiveJob, LockState, QueueModel, ScheduleState
 
 from ..backends import BACKENDS, PG_DSN, selected_backends
 
@@ -204,6 +204,27 @@ def test_statements_carry_the_predicates_of_their_partial_indexes(engine: str) -
     for queue in (None, "q"):
         sweep = flat(d.sweep_candidates(queue, 0, 10))
         assert r.HAS_DEADLINE in sweep and r.EXHAUSTED in sweep
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgres"])
+def test_the_read_models_and_the_scheduler_use_the_rules(engine: str) -> None:
+    """What inspection reports is decided by the rules the operations go
+    by: ready and scheduled are the stats' columns, held is the complement
+    of free, and neither a tick nor the scheduler's sleep looks at a paused
+    schedule (its passed fire time would otherwise wake it at once, forever)."""
+    r = RULES[engine]
+    d: Any = SqliteDialect() if engine == "sqlite" else PostgresDialect()
+    now = "?" if engine == "sqlite" else "$1"
+    summary = flat(d.queue_summary("q", 0))
+    assert r.claimable(now) in summary and r.hidden(now) in summary
+    later = "?" if engine == "sqlite" else "$4"
+    assert r.claimable(later) in flat(d.job_page("q", "ready", 0, 10, 0))
+    assert r.hidden(later) in flat(d.job_page("q", "scheduled", 0, 10, 0))
+    assert f"NOT {r.lock_free(now)}" in flat(d.list_locks(0))
+    assert r.schedule_due(now) in flat(d.due_schedules(0, 10))
+    assert r.SCHEDULE_RUNNING in flat(d.next_schedule_time())
+    resume = flat(d.resume_schedule("n", 0, 1))
+    assert r.fire_time_unchanged("?" if engine == "sqlite" else "$3") in resume
 
 
 # -- the rules mean what the model says ---------------------------------------
@@ -372,6 +393,35 @@ def test_the_sweep_probes_and_decision_bury_what_the_model_buries(db: Db) -> Non
     # The first probe leaves live claims out (they are never buried, and a
     # page of them would hide what is behind it).
     assert not any(by_id[i].claim_live(NOW) for i in db.ids(r.sweep_expired(db.ph(1)), *now2))
+
+
+def test_schedule_rules_select_what_the_model_selects(db: Db) -> None:
+    r = RULES[db.engine]
+    flag = "boolean" if db.engine == "postgres" else "INTEGER"
+    db.run(
+        f"CREATE TEMP TABLE s (id bigint, next_fire_at bigint, paused {flag})", fetch=Fetch.NONE
+    )
+    schedules = {
+        i: ScheduleState(at, paused)
+        for i, (at, paused) in enumerate(
+            itertools.product((NOW - 1, NOW, NOW + 1), (False, True)), start=1
+        )
+    }
+    paused = (lambda p: str(p).lower()) if db.engine == "postgres" else int
+    values = ", ".join(
+        f"({i}, {s.next_fire_at_us}, {paused(s.paused)})" for i, s in schedules.items()
+    )
+    db.run(f"INSERT INTO s VALUES {values}", fetch=Fetch.NONE)
+
+    def model(pred: Any) -> set[int]:
+        return {i for i, s in schedules.items() if pred(s)}
+
+    assert db.ids(r.SCHEDULE_RUNNING, table="s") == model(ScheduleState.running)
+    assert db.ids(r.schedule_due(db.ph(1)), NOW, table="s") == model(lambda s: s.due(NOW))
+    assert db.ids(r.fire_time_unchanged(db.ph(1)), NOW, table="s") == model(
+        lambda s: s.next_fire_at_us == NOW
+    )
+    assert len(model(lambda s: s.due(NOW))) == 2  # not vacuous
 
 
 def test_lock_rules_select_what_the_model_selects(db: Db) -> None:

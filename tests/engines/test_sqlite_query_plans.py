@@ -1,8 +1,8 @@
 """The claim path stays proportional to live work (SQLite query plans).
 
 Checked on the plans SQLite chooses, not on timings: the claim walks the
-partial claim index in order (no sort, no table scan), and the queries that
-wake and sweep use their own indexes.
+partial claim index in order (no sort, no table scan), the queries that
+wake and sweep use their own indexes, and so do the inspection's listings.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import sqlite3
 from pathlib import Path
 
 from alkstore.engines.sqlite import SqliteDialect, migrate
+from alkstore.protocol.dialect import LIVE_FILTERS
 from alkstore.protocol.plan import Statement, run_sync
 from alkstore.protocol.types import NewJob
 from alkstore.runner import sqlite_conn
@@ -53,3 +54,34 @@ def test_settling_a_job_is_a_primary_key_lookup(tmp_path: Path) -> None:
     conn = fresh(tmp_path)
     for statement in (D.ack(1, "w", 1, 0), D.extend_claim(1, "w", 1, 0, 5), D.owned(1, "w", 1, 0)):
         assert "INTEGER PRIMARY KEY" in plan_of(conn, statement)
+
+
+def test_a_page_of_jobs_walks_its_list_index_in_id_order(tmp_path: Path) -> None:
+    """A page costs its size, however many jobs the queue holds: one range
+    of the list index per table, from ``after``, no sort."""
+    conn = fresh(tmp_path)
+    for which in LIVE_FILTERS:
+        text = plan_of(conn, D.job_page("q", which, 50, 100, 1_000))
+        assert "USING INDEX __alkstore_jobs_list (queue=? AND state=? AND id>?)" in text, text
+        assert "TEMP B-TREE" not in text.upper()
+    text = plan_of(conn, D.dead_page("q", 50, 100))
+    assert "USING INDEX __alkstore_dead_list (queue=? AND id>?)" in text, text
+    text = plan_of(conn, D.history_page("q", "acked", 50, 100))
+    assert "USING INDEX __alkstore_history_list (queue=? AND outcome=? AND id>?)" in text, text
+    assert "TEMP B-TREE" not in text.upper()
+
+
+def test_names_are_found_by_stepping_through_the_indexes(tmp_path: Path) -> None:
+    """Queue and stream names come one index seek each (a skip-scan), never
+    from reading the jobs, dead letters, history or events whole."""
+    conn = fresh(tmp_path)
+    text = plan_of(conn, D.queue_names())
+    for table, index in (("jobs", "jobs_list"), ("dead", "dead_list"), ("history", "history")):
+        assert f"SEARCH __alkstore_{table} USING COVERING INDEX __alkstore_{index}" in text, text
+        assert f"SCAN __alkstore_{table}\n" not in text + "\n"
+    text = plan_of(conn, D.stream_names())
+    for table in ("events", "offsets"):
+        assert f"SEARCH __alkstore_{table} USING PRIMARY KEY (stream>?)" in text, text
+    summary = plan_of(conn, D.queue_summary("q", 1_000))
+    assert "SCAN __alkstore_jobs\n" not in summary + "\n"
+    assert "__alkstore_jobs_list (queue=?)" in summary

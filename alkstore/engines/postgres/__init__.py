@@ -3,7 +3,14 @@ mapping of wake channels to LISTEN/NOTIFY identifiers. Pure: no IO."""
 
 from .dialect import PostgresDialect
 from .names import channel_identifier, check_schema, quote_ident
-from .schema import DEFAULT_SCHEMA, SCHEMA_VERSION, migrate, migration_lock_key, migrations
+from .schema import (
+    DEFAULT_SCHEMA,
+    SCHEMA_VERSION,
+    migrate,
+    migration_lock_key,
+    migrations,
+    schema_version,
+)
 
 __all__ = [
     "DEFAULT_SCHEMA",
@@ -15,4 +22,5 @@ __all__ = [
     "migration_lock_key",
     "migrations",
     "quote_ident",
+    "schema_version",
 ]

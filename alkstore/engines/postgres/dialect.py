@@ -36,7 +36,9 @@ import orjson
 from ...protocol.dialect import (
     DEAD_COLUMNS,
     EVENT_COLUMNS,
+    HISTORY_COLUMNS,
     JOB_COLUMNS,
+    SCHEDULE_COLUMNS,
     STATE_PENDING,
     STATE_PROCESSING,
     column_list,
@@ -47,6 +49,7 @@ from .names import channel_identifier, check_schema, listen_sql, unlisten_sql
 from .rules import (
     ATTEMPTS_LEFT,
     CLAIM_ORDER,
+    SCHEDULE_RUNNING,
     claimable,
     fencing_token,
     fire_time_unchanged,
@@ -70,7 +73,21 @@ if TYPE_CHECKING:
 _JOB_COLS = column_list(JOB_COLUMNS)
 _DEAD_COLS = column_list(DEAD_COLUMNS)
 _EVENT_COLS = column_list(EVENT_COLUMNS)
+_HISTORY_COLS = column_list(HISTORY_COLUMNS)
+_SCHEDULE_COLS = column_list(SCHEDULE_COLUMNS)
 _SWEEP_COLS = "id, state, visible_at, expires_at, attempts, max_attempts"
+
+
+def _names(cte: str, table: str, column: str) -> str:
+    """A recursive CTE ``cte(name)`` of the distinct values of ``column``,
+    each found by one index seek from the one before (a skip-scan); the last
+    row is NULL."""
+    first = f"SELECT {column} FROM {table} ORDER BY {column} LIMIT 1"
+    after = f"SELECT {column} FROM {table} WHERE {column} > {cte}.name ORDER BY {column} LIMIT 1"
+    return (
+        f"{cte}(name) AS (SELECT ({first}) UNION ALL "
+        f"SELECT ({after}) FROM {cte} WHERE {cte}.name IS NOT NULL)"
+    )
 
 
 class PostgresDialect:
@@ -94,11 +111,12 @@ class PostgresDialect:
         self.locks = qualified(self.schema, "locks")
         self.schedules = qualified(self.schema, "schedules")
         self.queues = qualified(self.schema, "queues")
+        self.history = qualified(self.schema, "history")
         self._build()
 
     def _build(self) -> None:
         """The SQL text of every statement for this schema, built once."""
-        jobs, dead, queues = self.jobs, self.dead, self.queues
+        jobs, dead, queues, history = self.jobs, self.dead, self.queues, self.history
 
         # -- wakes -----------------------------------------------------------
         # Delivered at commit, never on rollback; the payload is always empty
@@ -203,7 +221,11 @@ class PostgresDialect:
         )
         self._cancel = f"DELETE FROM {jobs} WHERE id = $1 AND queue = $2"
         self._get_job = f"SELECT {_JOB_COLS} FROM {jobs} WHERE id = $1 AND queue = $2"
+        self._get_job_any = f"SELECT {_JOB_COLS} FROM {jobs} WHERE id = $1"
         self._get_dead = f"SELECT {_DEAD_COLS} FROM {dead} WHERE id = $1 AND queue = $2"
+        self._get_dead_any = f"SELECT {_DEAD_COLS} FROM {dead} WHERE id = $1"
+        self._get_history = f"SELECT {_HISTORY_COLS} FROM {history} WHERE id = $1 AND queue = $2"
+        self._get_history_any = f"SELECT {_HISTORY_COLS} FROM {history} WHERE id = $1"
         # The sweep's candidates: deadlines that passed (except under a live
         # claim, which keeps its chance to ack) and lapsed claims with no
         # attempts left. Each arm matches one partial index (jobs_expiry,
@@ -251,6 +273,52 @@ class PostgresDialect:
         )
         self._purge_all = f"DELETE FROM {dead} WHERE queue = $1"
         self._purge_before = f"DELETE FROM {dead} WHERE queue = $1 AND died_at < $2"
+        self._queue_names = (
+            f"WITH RECURSIVE {_names('live', jobs, 'queue')}, "
+            f"{_names('buried', dead, 'queue')}, {_names('finished', history, 'queue')} "
+            "SELECT name FROM live WHERE name IS NOT NULL "
+            "UNION SELECT name FROM buried WHERE name IS NOT NULL "
+            "UNION SELECT name FROM finished WHERE name IS NOT NULL "
+            f"UNION SELECT name FROM {queues} ORDER BY name"
+        )
+        # The counts are queue_counts' (the same rules), in one pass over the
+        # queue's live jobs; dead letters and history are counted on their
+        # indexes.
+        self._queue_summary = (
+            "SELECT c.ready, c.scheduled, c.processing, c.oldest, "
+            f"(SELECT COUNT(*) FROM {dead} WHERE queue = $2), "
+            f"(SELECT COUNT(*) FROM {history} WHERE queue = $2), "
+            "q.paused, q.history_us, q.dead_us "
+            "FROM (SELECT "
+            f"COUNT(*) FILTER (WHERE state = {STATE_PENDING} AND {claimable('$1')}) AS ready, "
+            f"COUNT(*) FILTER (WHERE state = {STATE_PENDING} AND {hidden('$1')}) AS scheduled, "
+            f"COUNT(*) FILTER (WHERE state = {STATE_PROCESSING}) AS processing, "
+            f"MIN(run_at) FILTER (WHERE state = {STATE_PENDING} AND {claimable('$1')}) AS oldest "
+            f"FROM {jobs} WHERE queue = $2) AS c "
+            f"LEFT JOIN {queues} AS q ON q.name = $2"
+        )
+
+        def job_page(state: int, also: str = "") -> str:
+            # One state's range of the list index, walked in id order from
+            # ``after``.
+            return (
+                f"SELECT {_JOB_COLS} FROM {jobs} "
+                f"WHERE queue = $1 AND state = {state} AND id > $2{also} ORDER BY id LIMIT $3"
+            )
+
+        self._job_pages = {
+            "pending": job_page(STATE_PENDING),
+            "ready": job_page(STATE_PENDING, f" AND {claimable('$4')}"),
+            "scheduled": job_page(STATE_PENDING, f" AND {hidden('$4')}"),
+            "processing": job_page(STATE_PROCESSING),
+        }
+        self._dead_page = (
+            f"SELECT {_DEAD_COLS} FROM {dead} WHERE queue = $1 AND id > $2 ORDER BY id LIMIT $3"
+        )
+        self._history_page = (
+            f"SELECT {_HISTORY_COLS} FROM {history} "
+            "WHERE queue = $1 AND outcome = $2 AND id > $3 ORDER BY id LIMIT $4"
+        )
 
         # -- streams ---------------------------------------------------------
         # The counter row of the stream is created or bumped, and stays
@@ -284,11 +352,31 @@ class PostgresDialect:
             f'SELECT "offset" FROM {self.offsets} WHERE stream = $1 AND consumer = $2'
         )
         self._trim = f'DELETE FROM {self.events} WHERE stream = $1 AND "offset" < $2'
+        self._stream_names = (
+            f"WITH RECURSIVE {_names('logged', self.events, 'stream')}, "
+            f"{_names('consumed', self.offsets, 'stream')} "
+            f"SELECT name FROM {self.streams} "
+            "UNION SELECT name FROM logged WHERE name IS NOT NULL "
+            "UNION SELECT name FROM consumed WHERE name IS NOT NULL ORDER BY name"
+        )
+        self._stream_summary = (
+            "SELECT s.last_offset, s.max_age_us, s.max_events, "
+            f"(SELECT COUNT(*) FROM {self.events} WHERE stream = $1), "
+            'o."offset", o.created_at '
+            f"FROM (SELECT 1) AS one LEFT JOIN {self.streams} AS s ON s.name = $1 "
+            f'LEFT JOIN LATERAL (SELECT "offset", created_at FROM {self.events} '
+            'WHERE stream = $1 ORDER BY "offset" LIMIT 1) AS o ON true'
+        )
+        self._stream_consumers = (
+            f'SELECT consumer, "offset", keep FROM {self.offsets} '
+            "WHERE stream = $1 ORDER BY consumer"
+        )
 
         # -- schedules -------------------------------------------------------
         sched = self.schedules
         # Same expression: keep the pending fire time (re-registration at
-        # every process start must not skip or repeat a fire).
+        # every process start must not skip or repeat a fire). The paused
+        # flag is left as it is: re-registering never resumes a schedule.
         self._upsert_schedule = (
             f"INSERT INTO {sched} AS s (name, queue, expression, payload, options, "
             "next_fire_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7) "
@@ -305,11 +393,28 @@ class PostgresDialect:
         )
         # Compare-and-set on the fire time read by due_schedules: of the
         # tickers that read the same fire time, exactly one moves it (and
-        # enqueues its job).
+        # enqueues its job), and records that fire time as the schedule's last.
         self._advance_schedule = (
-            f"UPDATE {sched} SET next_fire_at = $1 WHERE name = $2 AND {fire_time_unchanged('$3')}"
+            f"UPDATE {sched} SET next_fire_at = $1, last_fire_at = $3 "
+            f"WHERE name = $2 AND {fire_time_unchanged('$3')}"
         )
-        self._next_schedule_time = f"SELECT MIN(next_fire_at) FROM {sched}"
+        # A paused schedule's fire time, passed or not, is nobody's to sleep until.
+        self._next_schedule_time = (
+            f"SELECT MIN(next_fire_at) FROM {sched} WHERE {SCHEDULE_RUNNING}"
+        )
+        self._list_schedules = f"SELECT {_SCHEDULE_COLS} FROM {sched} ORDER BY name"
+        # The row lock keeps a ticker or another resume off the row between
+        # this read and the resume's write.
+        self._schedule_state = (
+            f"SELECT expression, next_fire_at, paused FROM {sched} WHERE name = $1 FOR UPDATE"
+        )
+        self._pause_schedule = f"UPDATE {sched} SET paused = true WHERE name = $1"
+        # Compare-and-set on the fire time the resume read: a resume never
+        # moves a fire time it did not see.
+        self._resume_schedule = (
+            f"UPDATE {sched} SET next_fire_at = $1, paused = false "
+            f"WHERE name = $2 AND {fire_time_unchanged('$3')}"
+        )
 
         # -- locks -----------------------------------------------------------
         locks = self.locks
@@ -332,6 +437,11 @@ class PostgresDialect:
         self._release_lock = (
             f"UPDATE {locks} SET owner = NULL, expires_at = 0 "
             f"WHERE name = $1 AND {lock_held('$2', '$3', '$4')}"
+        )
+        # Held: anything but free, by the rule acquisitions go by.
+        self._list_locks = (
+            f"SELECT name, owner, token, expires_at, NOT {lock_free('$1')} "
+            f"FROM {locks} ORDER BY name"
         )
 
     # -- wakes ---------------------------------------------------------------
@@ -432,11 +542,20 @@ class PostgresDialect:
     def cancel(self, queue: str, job_id: int) -> Statement:
         return Statement(self._cancel, (job_id, queue), Fetch.ROWCOUNT)
 
-    def get_job(self, queue: str, job_id: int) -> Statement:
+    def get_job(self, queue: str | None, job_id: int) -> Statement:
+        if queue is None:
+            return Statement(self._get_job_any, (job_id,), Fetch.ONE)
         return Statement(self._get_job, (job_id, queue), Fetch.ONE)
 
-    def get_dead(self, queue: str, job_id: int) -> Statement:
+    def get_dead(self, queue: str | None, job_id: int) -> Statement:
+        if queue is None:
+            return Statement(self._get_dead_any, (job_id,), Fetch.ONE)
         return Statement(self._get_dead, (job_id, queue), Fetch.ONE)
+
+    def get_history(self, queue: str | None, job_id: int) -> Statement:
+        if queue is None:
+            return Statement(self._get_history_any, (job_id,), Fetch.ONE)
+        return Statement(self._get_history, (job_id, queue), Fetch.ONE)
 
     def sweep_candidates(self, queue: str | None, now_us: int, limit: int) -> Statement:
         if queue is None:
@@ -466,6 +585,25 @@ class PostgresDialect:
             return Statement(self._purge_all, (queue,), Fetch.ROWCOUNT)
         return Statement(self._purge_before, (queue, before_us), Fetch.ROWCOUNT)
 
+    def queue_names(self) -> Statement:
+        return Statement(self._queue_names, fetch=Fetch.ALL)
+
+    def queue_summary(self, queue: str, now_us: int) -> Statement:
+        return Statement(self._queue_summary, (now_us, queue), Fetch.ONE)
+
+    def job_page(
+        self, queue: str, which: str, after: int, limit: int, now_us: int
+    ) -> Statement:
+        sql = self._job_pages[which]
+        params = (queue, after, limit, now_us) if "$4" in sql else (queue, after, limit)
+        return Statement(sql, params, Fetch.ALL)
+
+    def dead_page(self, queue: str, after: int, limit: int) -> Statement:
+        return Statement(self._dead_page, (queue, after, limit), Fetch.ALL)
+
+    def history_page(self, queue: str, outcome: str, after: int, limit: int) -> Statement:
+        return Statement(self._history_page, (queue, outcome, after, limit), Fetch.ALL)
+
     # -- streams -------------------------------------------------------------
     def next_offset(self, stream: str) -> Statement:
         return Statement(self._next_offset, (stream,), Fetch.ONE)
@@ -490,6 +628,15 @@ class PostgresDialect:
     def trim(self, stream: str, offset: int) -> Statement:
         return Statement(self._trim, (stream, offset), Fetch.ROWCOUNT)
 
+    def stream_names(self) -> Statement:
+        return Statement(self._stream_names, fetch=Fetch.ALL)
+
+    def stream_summary(self, stream: str) -> Statement:
+        return Statement(self._stream_summary, (stream,), Fetch.ONE)
+
+    def stream_consumers(self, stream: str) -> Statement:
+        return Statement(self._stream_consumers, (stream,), Fetch.ALL)
+
     # -- schedules -----------------------------------------------------------
     def upsert_schedule(self, schedule: NewSchedule) -> Statement:
         return Statement(self._upsert_schedule, tuple(schedule))
@@ -506,6 +653,20 @@ class PostgresDialect:
     def next_schedule_time(self) -> Statement:
         return Statement(self._next_schedule_time, fetch=Fetch.ONE)
 
+    def list_schedules(self) -> Statement:
+        return Statement(self._list_schedules, fetch=Fetch.ALL)
+
+    def schedule_state(self, name: str) -> Statement:
+        return Statement(self._schedule_state, (name,), Fetch.ONE)
+
+    def pause_schedule(self, name: str) -> Statement:
+        return Statement(self._pause_schedule, (name,), Fetch.ROWCOUNT)
+
+    def resume_schedule(self, name: str, fire_at_us: int, next_fire_us: int) -> Statement:
+        return Statement(
+            self._resume_schedule, (next_fire_us, name, fire_at_us), Fetch.ROWCOUNT
+        )
+
     # -- locks ---------------------------------------------------------------
     def acquire_lock(self, name: str, owner: str, now_us: int, until_us: int) -> Statement:
         return Statement(self._acquire_lock, (name, owner, until_us, now_us), Fetch.ONE)
@@ -517,6 +678,9 @@ class PostgresDialect:
 
     def release_lock(self, name: str, owner: str, token: int, now_us: int) -> Statement:
         return Statement(self._release_lock, (name, owner, token, now_us), Fetch.ROWCOUNT)
+
+    def list_locks(self, now_us: int) -> Statement:
+        return Statement(self._list_locks, (now_us,), Fetch.ALL)
 
 
 if TYPE_CHECKING:

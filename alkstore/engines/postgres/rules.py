@@ -181,9 +181,16 @@ def keep_higher_offset(*, row: str = "") -> str:
 
 
 # -- schedules ---------------------------------------------------------------
+# The schedule is not paused: it fires, and the scheduler sleeps until its
+# next fire time. A paused one fires nothing until resumed. Model:
+# ScheduleState.running.
+SCHEDULE_RUNNING = "NOT paused"
+
+
 def schedule_due(now: str) -> str:
-    """The schedule's next fire time has come. Inputs: now."""
-    return f"next_fire_at <= {now}"
+    """The schedule fires: it is running and its next fire time has come.
+    Inputs: now. Model: ScheduleState.due."""
+    return f"{SCHEDULE_RUNNING} AND next_fire_at <= {now}"
 
 
 def fire_time_unchanged(fire_at: str) -> str:

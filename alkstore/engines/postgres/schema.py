@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 
 from ...protocol import rows
-from ...protocol.plan import Fetch, Plan, Statement, fetch_one
+from ...protocol.plan import Fetch, Plan, Statement, fetch_one, reads
 from .names import check_schema, quote_ident
 from .rules import ATTEMPTS_LEFT, CLAIM_ORDER, EXHAUSTED, HAS_DEADLINE
 
@@ -167,7 +167,8 @@ def _v3(schema: str) -> tuple[str, ...]:
     time; per-stream retention settings and consumers that hold events back
     from retention (``keep``); per-queue retention of history and dead
     letters (``history_us``, ``dead_us``: NULL keeps none / keeps them until
-    purged); schedules' last fire time and pause flag."""
+    purged); schedules' last fire time and pause flag; the indexes the
+    inspection reads walk."""
     s = quote_ident(schema)
     return (
         f"ALTER TABLE {s}.jobs ADD COLUMN IF NOT EXISTS headers text",
@@ -200,6 +201,13 @@ def _v3(schema: str) -> tuple[str, ...]:
         f"ALTER TABLE {s}.queues ADD COLUMN IF NOT EXISTS dead_us bigint",
         f"ALTER TABLE {s}.schedules ADD COLUMN IF NOT EXISTS last_fire_at bigint",
         f"ALTER TABLE {s}.schedules ADD COLUMN IF NOT EXISTS paused boolean NOT NULL DEFAULT false",
+        # Inspection: a queue's jobs page by id within one state (and a list
+        # of every state merges one page of each), and the queue names are
+        # found by stepping from one name to the next in these indexes, never
+        # by reading the tables whole.
+        f"""CREATE INDEX IF NOT EXISTS jobs_list ON {s}.jobs (queue, state, id)""",
+        f"""CREATE INDEX IF NOT EXISTS dead_list ON {s}.dead (queue, id)""",
+        f"""CREATE INDEX IF NOT EXISTS history_list ON {s}.history (queue, outcome, id)""",
     )
 
 
@@ -226,21 +234,13 @@ def migrate(schema: str = DEFAULT_SCHEMA) -> Plan[int]:
     otherwise fail on the catalog's unique indexes) and the later ones find
     the work done. An up-to-date schema costs two reads and no DDL, so a role
     without CREATE rights can open a store that an administrator migrated.
-    A schema newer than this code is refused with ``DatabaseError``.
+    A schema newer than this code is refused with ``SchemaMismatch``.
     """
     schema = check_schema(schema)
     s = quote_ident(schema)
     meta = f"{s}.meta"
     yield Statement(f"SELECT pg_advisory_xact_lock({migration_lock_key(schema)})")
-    row = yield from fetch_one(
-        Statement("SELECT to_regclass($1::text) IS NOT NULL", (meta,), Fetch.ONE)
-    )
-    current = 0
-    if row is not None and row[0]:
-        row = yield from fetch_one(
-            Statement(f"SELECT value FROM {meta} WHERE key = 'schema_version'", fetch=Fetch.ONE)
-        )
-        current = rows.schema_version(row, SCHEMA_VERSION, f"Postgres schema {schema!r}")
+    current = yield from _read_version(schema)
     if current == SCHEMA_VERSION:
         return SCHEMA_VERSION
     yield Statement(f"CREATE SCHEMA IF NOT EXISTS {s}")
@@ -258,3 +258,24 @@ def migrate(schema: str = DEFAULT_SCHEMA) -> Plan[int]:
             (str(version),),
         )
     return SCHEMA_VERSION
+
+
+def _read_version(schema: str) -> Plan[int]:
+    meta = f"{quote_ident(schema)}.meta"
+    row = yield from fetch_one(
+        Statement("SELECT to_regclass($1::text) IS NOT NULL", (meta,), Fetch.ONE)
+    )
+    if row is None or not row[0]:
+        return 0
+    row = yield from fetch_one(
+        Statement(f"SELECT value FROM {meta} WHERE key = 'schema_version'", fetch=Fetch.ONE)
+    )
+    return rows.schema_version(row, SCHEMA_VERSION, f"Postgres schema {schema!r}")
+
+
+@reads
+def schema_version(schema: str = DEFAULT_SCHEMA) -> Plan[int]:
+    """The version of the alkstore schema in ``schema`` (0: none there),
+    read without a lock or a write: what a read-only store checks instead of
+    migrating. A version newer than this code is refused (``SchemaMismatch``)."""
+    return (yield from _read_version(check_schema(schema)))

@@ -95,9 +95,19 @@ def check_pragmas(overrides: object) -> dict[str, str]:
     return out
 
 
-def setup_statements(busy_timeout_s: float, overrides: dict[str, str]) -> list[str]:
-    """PRAGMAs for a new connection: our defaults, then the caller's overrides."""
+def setup_statements(
+    busy_timeout_s: float, overrides: dict[str, str], *, read_only: bool = False
+) -> list[str]:
+    """PRAGMAs for a new connection: our defaults, then the caller's overrides.
+
+    ``read_only``: a connection of a read-only store, which must leave the
+    file exactly as it found it: no ``journal_mode`` (switching to WAL writes
+    the file's header), and ``query_only`` on top of the ``mode=ro`` open."""
     out = [busy_timeout(busy_timeout_s)]
     for key, value in {**PRAGMAS, **check_pragmas(overrides)}.items():
+        if read_only and key == "journal_mode":
+            continue
         out.append(f"PRAGMA {key} = {value}")
+    if read_only:
+        out.append(QUERY_ONLY)
     return out

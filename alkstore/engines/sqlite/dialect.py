@@ -23,7 +23,9 @@ import orjson
 from ...protocol.dialect import (
     DEAD_COLUMNS,
     EVENT_COLUMNS,
+    HISTORY_COLUMNS,
     JOB_COLUMNS,
+    SCHEDULE_COLUMNS,
     STATE_PENDING,
     STATE_PROCESSING,
     column_list,
@@ -33,6 +35,7 @@ from ...protocol.types import NewJob, NewSchedule
 from .rules import (
     ATTEMPTS_LEFT,
     CLAIM_ORDER,
+    SCHEDULE_RUNNING,
     claimable,
     fencing_token,
     fire_time_unchanged,
@@ -52,6 +55,8 @@ from .rules import (
 _JOB_COLS = column_list(JOB_COLUMNS)
 _DEAD_COLS = column_list(DEAD_COLUMNS)
 _EVENT_COLS = column_list(EVENT_COLUMNS)
+_HISTORY_COLS = column_list(HISTORY_COLUMNS)
+_SCHEDULE_COLS = column_list(SCHEDULE_COLUMNS)
 _SWEEP_COLS = "id, state, visible_at, expires_at, attempts, max_attempts"
 
 # -- wakes -------------------------------------------------------------------
@@ -131,7 +136,11 @@ _BURY_COPY = (
 _BURY_DELETE = "DELETE FROM __alkstore_jobs WHERE id = ?"
 _CANCEL = "DELETE FROM __alkstore_jobs WHERE id = ? AND queue = ?"
 _GET_JOB = f"SELECT {_JOB_COLS} FROM __alkstore_jobs WHERE id = ? AND queue = ?"
+_GET_JOB_ANY = f"SELECT {_JOB_COLS} FROM __alkstore_jobs WHERE id = ?"
 _GET_DEAD = f"SELECT {_DEAD_COLS} FROM __alkstore_dead WHERE id = ? AND queue = ?"
+_GET_DEAD_ANY = f"SELECT {_DEAD_COLS} FROM __alkstore_dead WHERE id = ?"
+_GET_HISTORY = f"SELECT {_HISTORY_COLS} FROM __alkstore_history WHERE id = ? AND queue = ?"
+_GET_HISTORY_ANY = f"SELECT {_HISTORY_COLS} FROM __alkstore_history WHERE id = ?"
 
 
 def _sweep(scope: str) -> str:
@@ -187,6 +196,70 @@ _REQUEUE_DELETE = "DELETE FROM __alkstore_dead WHERE id = ? AND queue = ?"
 _PURGE_ALL = "DELETE FROM __alkstore_dead WHERE queue = ?"
 _PURGE_BEFORE = "DELETE FROM __alkstore_dead WHERE queue = ? AND died_at < ?"
 
+
+def _names(cte: str, table: str, column: str) -> str:
+    """A recursive CTE ``cte(name)`` of the distinct values of ``column``,
+    each found by one index seek from the one before (a skip-scan); the last
+    row is NULL."""
+    first = f"SELECT {column} FROM {table} ORDER BY {column} LIMIT 1"
+    after = f"SELECT {column} FROM {table} WHERE {column} > {cte}.name ORDER BY {column} LIMIT 1"
+    return (
+        f"{cte}(name) AS (SELECT ({first}) UNION ALL "
+        f"SELECT ({after}) FROM {cte} WHERE {cte}.name IS NOT NULL)"
+    )
+
+
+_QUEUE_NAMES = (
+    f"WITH RECURSIVE {_names('live', '__alkstore_jobs', 'queue')}, "
+    f"{_names('buried', '__alkstore_dead', 'queue')}, "
+    f"{_names('finished', '__alkstore_history', 'queue')} "
+    "SELECT name FROM live WHERE name IS NOT NULL "
+    "UNION SELECT name FROM buried WHERE name IS NOT NULL "
+    "UNION SELECT name FROM finished WHERE name IS NOT NULL "
+    "UNION SELECT name FROM __alkstore_queues ORDER BY name"
+)
+# The counts are queue_counts' (the same rules), in one pass over the
+# queue's live jobs; dead letters and history are counted on their indexes.
+_QUEUE_SUMMARY = (
+    "SELECT c.ready, c.scheduled, c.processing, c.oldest, "
+    "(SELECT COUNT(*) FROM __alkstore_dead WHERE queue = ?), "
+    "(SELECT COUNT(*) FROM __alkstore_history WHERE queue = ?), "
+    "q.paused, q.history_us, q.dead_us "
+    "FROM (SELECT "
+    f"COALESCE(SUM(state = {STATE_PENDING} AND {claimable('?')}), 0) AS ready, "
+    f"COALESCE(SUM(state = {STATE_PENDING} AND {hidden('?')}), 0) AS scheduled, "
+    f"COALESCE(SUM(state = {STATE_PROCESSING}), 0) AS processing, "
+    f"MIN(CASE WHEN state = {STATE_PENDING} AND {claimable('?')} THEN run_at END) AS oldest "
+    "FROM __alkstore_jobs WHERE queue = ?) AS c "
+    "LEFT JOIN __alkstore_queues AS q ON q.name = ?"
+)
+
+
+def _job_page(state: int, also: str = "") -> str:
+    # One state's range of the list index, walked in id order from ``after``.
+    return (
+        f"SELECT {_JOB_COLS} FROM __alkstore_jobs INDEXED BY __alkstore_jobs_list "
+        f"WHERE queue = ? AND state = {state} AND id > ?{also} ORDER BY id LIMIT ?"
+    )
+
+
+_JOB_PAGES = {
+    "pending": _job_page(STATE_PENDING),
+    "ready": _job_page(STATE_PENDING, f" AND {claimable('?')}"),
+    "scheduled": _job_page(STATE_PENDING, f" AND {hidden('?')}"),
+    "processing": _job_page(STATE_PROCESSING),
+}
+# Binds of each page's rule after (queue, after): the now(s) it compares with.
+_JOB_PAGE_NOWS = {"pending": 0, "ready": 2, "scheduled": 1, "processing": 0}
+_DEAD_PAGE = (
+    f"SELECT {_DEAD_COLS} FROM __alkstore_dead INDEXED BY __alkstore_dead_list "
+    "WHERE queue = ? AND id > ? ORDER BY id LIMIT ?"
+)
+_HISTORY_PAGE = (
+    f"SELECT {_HISTORY_COLS} FROM __alkstore_history INDEXED BY __alkstore_history_list "
+    "WHERE queue = ? AND outcome = ? AND id > ? ORDER BY id LIMIT ?"
+)
+
 # -- streams -----------------------------------------------------------------
 # The per-stream counter row serialises publishers of one stream (SQLite has
 # one writer anyway), so offsets are dense and assigned in commit order.
@@ -211,10 +284,30 @@ _SAVE_OFFSET = (
 )
 _GET_OFFSET = 'SELECT "offset" FROM __alkstore_offsets WHERE stream = ? AND consumer = ?'
 _TRIM = 'DELETE FROM __alkstore_events WHERE stream = ? AND "offset" < ?'
+_STREAM_NAMES = (
+    f"WITH RECURSIVE {_names('logged', '__alkstore_events', 'stream')}, "
+    f"{_names('consumed', '__alkstore_offsets', 'stream')} "
+    "SELECT name FROM __alkstore_streams "
+    "UNION SELECT name FROM logged WHERE name IS NOT NULL "
+    "UNION SELECT name FROM consumed WHERE name IS NOT NULL ORDER BY name"
+)
+_STREAM_SUMMARY = (
+    "SELECT s.last_offset, s.max_age_us, s.max_events, "
+    "(SELECT COUNT(*) FROM __alkstore_events WHERE stream = ?), "
+    'o."offset", o.created_at '
+    "FROM (SELECT 1) AS one "
+    "LEFT JOIN __alkstore_streams AS s ON s.name = ? "
+    'LEFT JOIN (SELECT "offset", created_at FROM __alkstore_events WHERE stream = ? '
+    'ORDER BY "offset" LIMIT 1) AS o ON 1'
+)
+_STREAM_CONSUMERS = (
+    'SELECT consumer, "offset", keep FROM __alkstore_offsets WHERE stream = ? ORDER BY consumer'
+)
 
 # -- schedules ---------------------------------------------------------------
 # Same expression: keep the pending fire time (re-registration at every
-# process start must not skip or repeat a fire).
+# process start must not skip or repeat a fire). The paused flag is left as
+# it is: re-registering never resumes a schedule.
 _UPSERT_SCHEDULE = (
     "INSERT INTO __alkstore_schedules (name, queue, expression, payload, options, "
     "next_fire_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?) "
@@ -228,12 +321,27 @@ _DUE_SCHEDULES = (
     f"FROM __alkstore_schedules WHERE {schedule_due('?')} ORDER BY next_fire_at LIMIT ?"
 )
 # Compare-and-set on the fire time read by due_schedules: of the tickers
-# that read the same fire time, exactly one moves it (and enqueues its job).
+# that read the same fire time, exactly one moves it (and enqueues its job),
+# and records that fire time as the schedule's last.
 _ADVANCE_SCHEDULE = (
-    "UPDATE __alkstore_schedules SET next_fire_at = ? "
+    "UPDATE __alkstore_schedules SET next_fire_at = ?, last_fire_at = ? "
     f"WHERE name = ? AND {fire_time_unchanged('?')}"
 )
-_NEXT_SCHEDULE_TIME = "SELECT MIN(next_fire_at) FROM __alkstore_schedules"
+# A paused schedule's fire time, passed or not, is nobody's to sleep until.
+_NEXT_SCHEDULE_TIME = (
+    f"SELECT MIN(next_fire_at) FROM __alkstore_schedules WHERE {SCHEDULE_RUNNING}"
+)
+_LIST_SCHEDULES = f"SELECT {_SCHEDULE_COLS} FROM __alkstore_schedules ORDER BY name"
+_SCHEDULE_STATE = (
+    "SELECT expression, next_fire_at, paused FROM __alkstore_schedules WHERE name = ?"
+)
+_PAUSE_SCHEDULE = "UPDATE __alkstore_schedules SET paused = 1 WHERE name = ?"
+# Compare-and-set on the fire time the resume read: a resume never moves a
+# fire time it did not see.
+_RESUME_SCHEDULE = (
+    "UPDATE __alkstore_schedules SET next_fire_at = ?, paused = 0 "
+    f"WHERE name = ? AND {fire_time_unchanged('?')}"
+)
 
 # -- locks -------------------------------------------------------------------
 # One statement: take a free or lapsed lock (new token), refresh one we hold
@@ -253,6 +361,11 @@ _RENEW_LOCK = (
 _RELEASE_LOCK = (
     "UPDATE __alkstore_locks SET owner = NULL, expires_at = 0 "
     f"WHERE name = ? AND {lock_held('?', '?', '?')}"
+)
+# Held: anything but free, by the rule acquisitions go by.
+_LIST_LOCKS = (
+    f"SELECT name, owner, token, expires_at, NOT {lock_free('?')} "
+    "FROM __alkstore_locks ORDER BY name"
 )
 
 
@@ -358,11 +471,20 @@ class SqliteDialect:
     def cancel(self, queue: str, job_id: int) -> Statement:
         return Statement(_CANCEL, (job_id, queue), Fetch.ROWCOUNT)
 
-    def get_job(self, queue: str, job_id: int) -> Statement:
+    def get_job(self, queue: str | None, job_id: int) -> Statement:
+        if queue is None:
+            return Statement(_GET_JOB_ANY, (job_id,), Fetch.ONE)
         return Statement(_GET_JOB, (job_id, queue), Fetch.ONE)
 
-    def get_dead(self, queue: str, job_id: int) -> Statement:
+    def get_dead(self, queue: str | None, job_id: int) -> Statement:
+        if queue is None:
+            return Statement(_GET_DEAD_ANY, (job_id,), Fetch.ONE)
         return Statement(_GET_DEAD, (job_id, queue), Fetch.ONE)
+
+    def get_history(self, queue: str | None, job_id: int) -> Statement:
+        if queue is None:
+            return Statement(_GET_HISTORY_ANY, (job_id,), Fetch.ONE)
+        return Statement(_GET_HISTORY, (job_id, queue), Fetch.ONE)
 
     def sweep_candidates(self, queue: str | None, now_us: int, limit: int) -> Statement:
         if queue is None:
@@ -397,6 +519,25 @@ class SqliteDialect:
             return Statement(_PURGE_ALL, (queue,), Fetch.ROWCOUNT)
         return Statement(_PURGE_BEFORE, (queue, before_us), Fetch.ROWCOUNT)
 
+    def queue_names(self) -> Statement:
+        return Statement(_QUEUE_NAMES, fetch=Fetch.ALL)
+
+    def queue_summary(self, queue: str, now_us: int) -> Statement:
+        params = (queue, queue, now_us, now_us, now_us, now_us, now_us, queue, queue)
+        return Statement(_QUEUE_SUMMARY, params, Fetch.ONE)
+
+    def job_page(
+        self, queue: str, which: str, after: int, limit: int, now_us: int
+    ) -> Statement:
+        nows = (now_us,) * _JOB_PAGE_NOWS[which]
+        return Statement(_JOB_PAGES[which], (queue, after, *nows, limit), Fetch.ALL)
+
+    def dead_page(self, queue: str, after: int, limit: int) -> Statement:
+        return Statement(_DEAD_PAGE, (queue, after, limit), Fetch.ALL)
+
+    def history_page(self, queue: str, outcome: str, after: int, limit: int) -> Statement:
+        return Statement(_HISTORY_PAGE, (queue, outcome, after, limit), Fetch.ALL)
+
     # -- streams -------------------------------------------------------------
     def next_offset(self, stream: str) -> Statement:
         return Statement(_NEXT_OFFSET, (stream,), Fetch.ONE)
@@ -421,6 +562,15 @@ class SqliteDialect:
     def trim(self, stream: str, offset: int) -> Statement:
         return Statement(_TRIM, (stream, offset), Fetch.ROWCOUNT)
 
+    def stream_names(self) -> Statement:
+        return Statement(_STREAM_NAMES, fetch=Fetch.ALL)
+
+    def stream_summary(self, stream: str) -> Statement:
+        return Statement(_STREAM_SUMMARY, (stream, stream, stream), Fetch.ONE)
+
+    def stream_consumers(self, stream: str) -> Statement:
+        return Statement(_STREAM_CONSUMERS, (stream,), Fetch.ALL)
+
     # -- schedules -----------------------------------------------------------
     def upsert_schedule(self, schedule: NewSchedule) -> Statement:
         return Statement(_UPSERT_SCHEDULE, tuple(schedule))
@@ -432,10 +582,23 @@ class SqliteDialect:
         return Statement(_DUE_SCHEDULES, (now_us, limit), Fetch.ALL)
 
     def advance_schedule(self, name: str, fire_at_us: int, next_fire_us: int) -> Statement:
-        return Statement(_ADVANCE_SCHEDULE, (next_fire_us, name, fire_at_us), Fetch.ROWCOUNT)
+        params = (next_fire_us, fire_at_us, name, fire_at_us)
+        return Statement(_ADVANCE_SCHEDULE, params, Fetch.ROWCOUNT)
 
     def next_schedule_time(self) -> Statement:
         return Statement(_NEXT_SCHEDULE_TIME, fetch=Fetch.ONE)
+
+    def list_schedules(self) -> Statement:
+        return Statement(_LIST_SCHEDULES, fetch=Fetch.ALL)
+
+    def schedule_state(self, name: str) -> Statement:
+        return Statement(_SCHEDULE_STATE, (name,), Fetch.ONE)
+
+    def pause_schedule(self, name: str) -> Statement:
+        return Statement(_PAUSE_SCHEDULE, (name,), Fetch.ROWCOUNT)
+
+    def resume_schedule(self, name: str, fire_at_us: int, next_fire_us: int) -> Statement:
+        return Statement(_RESUME_SCHEDULE, (next_fire_us, name, fire_at_us), Fetch.ROWCOUNT)
 
     # -- locks ---------------------------------------------------------------
     def acquire_lock(self, name: str, owner: str, now_us: int, until_us: int) -> Statement:
@@ -448,3 +611,6 @@ class SqliteDialect:
 
     def release_lock(self, name: str, owner: str, token: int, now_us: int) -> Statement:
         return Statement(_RELEASE_LOCK, (name, owner, token, now_us), Fetch.ROWCOUNT)
+
+    def list_locks(self, now_us: int) -> Statement:
+        return Statement(_LIST_LOCKS, (now_us,), Fetch.ALL)

@@ -131,7 +131,8 @@ _V2: tuple[str, ...] = (
 # or cancelled job of a queue that keeps history); dead letters with a prune
 # time; per-stream retention settings and consumers that hold events back
 # from retention (``keep``); per-queue retention of history and dead letters;
-# schedules' last fire time and pause flag.
+# schedules' last fire time and pause flag; the indexes the inspection reads
+# walk.
 _V3: tuple[str, ...] = (
     "ALTER TABLE __alkstore_jobs ADD COLUMN headers TEXT",
     "ALTER TABLE __alkstore_dead ADD COLUMN headers TEXT",
@@ -168,6 +169,17 @@ _V3: tuple[str, ...] = (
     # Schedules: when one last fired, and whether it is paused.
     "ALTER TABLE __alkstore_schedules ADD COLUMN last_fire_at INTEGER",
     "ALTER TABLE __alkstore_schedules ADD COLUMN paused INTEGER NOT NULL DEFAULT 0",
+    # Inspection: a queue's jobs page by id within one state (and a list of
+    # every state merges one page of each), and the queue names are found by
+    # stepping from one name to the next in these indexes, never by reading
+    # the tables whole. A claim changes a job's state, so it moves the job's
+    # entry here; ids and queue names never change.
+    """CREATE INDEX IF NOT EXISTS __alkstore_jobs_list
+        ON __alkstore_jobs (queue, state, id)""",
+    """CREATE INDEX IF NOT EXISTS __alkstore_dead_list
+        ON __alkstore_dead (queue, id)""",
+    """CREATE INDEX IF NOT EXISTS __alkstore_history_list
+        ON __alkstore_history (queue, outcome, id)""",
 )
 
 # (version, statements). Append only: a released migration never changes.
@@ -185,14 +197,15 @@ _READ_VERSION = "SELECT value FROM __alkstore_meta WHERE key = 'schema_version'"
 
 
 @reads
-def schema_version() -> Plan[int]:
+def schema_version(where: str = "the SQLite database") -> Plan[int]:
     """The schema's version (0: no alkstore schema yet); a read, so opening a
-    current database takes no write lock."""
+    current database takes no write lock. A version newer than this code is
+    refused (``SchemaMismatch``); ``where`` names the database in errors."""
     (exists,) = yield from fetch_row(Statement(_META_EXISTS, fetch=Fetch.ONE))
     if not exists:
         return 0
     row = yield from fetch_one(Statement(_READ_VERSION, fetch=Fetch.ONE))
-    return rows.schema_version(row, SCHEMA_VERSION, "the SQLite database")
+    return rows.schema_version(row, SCHEMA_VERSION, where)
 
 
 def migrate() -> Plan[int]:

@@ -1,0 +1,117 @@
+"""Read models: what a store holds, for the people and tools that operate it.
+
+Every plan here only reads (``@reads``), so a read-only store runs all of
+them, and each runs in one read transaction: what it returns is one
+consistent snapshot. They list queues, a queue's jobs page by page, streams
+with their consumers, and locks; the schedules' own are in ``schedule.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Final
+
+from .dialect import LIVE_FILTERS, Dialect
+from .errors import InvalidArgument, brief
+from .ints import check_int
+from .names import outbox_of
+from .plan import Plan, fetch_all, fetch_row, reads
+from .queues import check_limit
+from .rows import dead_info, history_info, job_info, lock_info, queue_summary, stream_info
+from .types import JobInfo, LockInfo, QueueSummary, StreamInfo
+
+# The states ``list_jobs`` filters by: the live ones (``LIVE_FILTERS``:
+# pending is ready and scheduled together), dead letters, and the finished
+# jobs a queue's history keeps.
+JOB_STATES: Final = (*LIVE_FILTERS, "dead", "acked", "cancelled")
+# What ``list_jobs`` lists without a state: live jobs and dead letters.
+_EVERY_STATE: Final = ("pending", "processing", "dead")
+
+
+def check_job_state(state: object) -> str | None:
+    """``state`` if it is one ``list_jobs`` knows (or None: every live and
+    dead job); ``InvalidArgument`` otherwise."""
+    if state is None or (isinstance(state, str) and state in JOB_STATES):
+        return state
+    raise InvalidArgument(
+        f"job state must be one of {', '.join(JOB_STATES)} (or None), got {brief(state)}"
+    )
+
+
+def check_after(after: object) -> int:
+    """The id a page starts after: None (from the start) or a job id."""
+    return 0 if after is None else check_int(after, "after", lo=0)
+
+
+def sources(state: str | None) -> tuple[str, ...]:
+    """The tables (and filters) a listing of ``state`` reads, one page each:
+    a filter of ``LIVE_FILTERS`` (live jobs), ``dead``, or an outcome of the
+    history (``acked``, ``cancelled``)."""
+    return _EVERY_STATE if state is None else (state,)
+
+
+def first_ids(pages: Iterable[Sequence[JobInfo]], limit: int) -> list[JobInfo]:
+    """The ``limit`` lowest ids of several pages, ascending. Each page holds
+    the lowest ids of its own table above the same ``after``, at most
+    ``limit``, so the lowest ``limit`` of them all are the lowest of the
+    tables together: the next page starts after the last id returned."""
+    merged = sorted((job for page in pages for job in page), key=lambda job: job.id)
+    return merged[:limit]
+
+
+@reads
+def list_queues(d: Dialect, now_us: int) -> Plan[list[QueueSummary]]:
+    """Every queue with live jobs, dead letters, history or settings, by name."""
+    names = yield from fetch_all(d.queue_names())
+    out = []
+    for (name,) in names:
+        row = yield from fetch_row(d.queue_summary(name, now_us))
+        out.append(queue_summary(name, outbox_of(name), row))
+    return out
+
+
+@reads
+def list_jobs(
+    d: Dialect, queue: str, state: str | None, after: int, limit: int, now_us: int
+) -> Plan[list[JobInfo]]:
+    """Up to ``limit`` jobs of ``queue`` in ``state`` with ids above
+    ``after``, ascending (keyset paging: pass the last id as the next
+    ``after``)."""
+    state, after, limit = check_job_state(state), check_after(after), check_limit(limit)
+    pages: list[list[JobInfo]] = []
+    for source in sources(state):
+        if source in LIVE_FILTERS:
+            rows = yield from fetch_all(d.job_page(queue, source, after, limit, now_us))
+            pages.append([job_info(r) for r in rows])
+        elif source == "dead":
+            rows = yield from fetch_all(d.dead_page(queue, after, limit))
+            pages.append([dead_info(r) for r in rows])
+        else:
+            rows = yield from fetch_all(d.history_page(queue, source, after, limit))
+            pages.append([history_info(r) for r in rows])
+    return first_ids(pages, limit)
+
+
+@reads
+def stream_summary(d: Dialect, stream: str) -> Plan[StreamInfo]:
+    """One stream, its consumers included (all zeros for a stream never used)."""
+    summary = yield from fetch_row(d.stream_summary(stream))
+    consumers = yield from fetch_all(d.stream_consumers(stream))
+    return stream_info(stream, summary, consumers)
+
+
+@reads
+def list_streams(d: Dialect) -> Plan[list[StreamInfo]]:
+    """Every stream with a counter row, events or saved offsets, by name."""
+    names = yield from fetch_all(d.stream_names())
+    out = []
+    for (name,) in names:
+        out.append((yield from stream_summary(d, name)))
+    return out
+
+
+@reads
+def list_locks(d: Dialect, now_us: int) -> Plan[list[LockInfo]]:
+    """Every lock ever taken, by name, held or not at ``now_us``."""
+    rows = yield from fetch_all(d.list_locks(now_us))
+    return [lock_info(r) for r in rows]

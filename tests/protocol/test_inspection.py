@@ -1,0 +1,183 @@
+"""``protocol/inspection.py``: which pages a job listing reads and how it
+merges them, the arguments it refuses, and how the read models' rows decode
+(``protocol/rows.py``)."""
+
+from __future__ import annotations
+
+import random
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from alkstore.protocol.dialect import LIVE_FILTERS
+from alkstore.protocol.errors import CodecError, InvalidArgument
+from alkstore.protocol.inspection import (
+    JOB_STATES,
+    check_after,
+    check_job_state,
+    first_ids,
+    list_jobs,
+    list_queues,
+    sources,
+)
+from alkstore.protocol.plan import Fetch, Statement, run_sync
+from alkstore.protocol.rows import history_info, lock_info, queue_summary, stream_info
+from alkstore.protocol.timeconv import to_datetime
+from alkstore.protocol.types import ConsumerInfo, JobInfo
+
+S = 1_000_000
+T0 = 1_700_000_000 * S
+
+
+def job(job_id: int) -> JobInfo:
+    t = to_datetime(T0)
+    return JobInfo(job_id, "q", "pending", None, 0, 0, 3, t, t, None, None, None, None)
+
+
+def test_the_states_a_listing_takes() -> None:
+    assert JOB_STATES == (
+        "pending", "ready", "scheduled", "processing", "dead", "acked", "cancelled",
+    )  # fmt: skip
+    for state in (*JOB_STATES, None):
+        assert check_job_state(state) == state
+    for bad in ("done", "READY", "", 0, b"ready", ("ready",)):
+        with pytest.raises(InvalidArgument, match="job state"):
+            check_job_state(bad)
+    assert check_after(None) == 0 and check_after(7) == 7
+    for bad in (-1, True, 1.0, "3", 2**63):
+        with pytest.raises(InvalidArgument):
+            check_after(bad)
+
+
+def test_each_state_reads_its_own_table_and_no_state_reads_live_and_dead() -> None:
+    assert sources(None) == ("pending", "processing", "dead")
+    for state in JOB_STATES:
+        assert sources(state) == (state,)
+
+
+def test_the_merged_pages_are_the_lowest_ids_of_all_tables() -> None:
+    """Invariant: merging one page per table (each the lowest ``limit`` ids
+    above ``after`` of its table) gives the lowest ``limit`` ids of the
+    tables together, so paging by the last id lists every job once."""
+    rng = random.Random(7)
+    for _ in range(200):
+        everything = sorted(rng.sample(range(1, 60), rng.randint(0, 30)))
+        # Each job is in one table (live pending, processing, dead ...).
+        tables: list[list[int]] = [[], [], []]
+        for i in everything:
+            tables[rng.randrange(3)].append(i)
+        limit = rng.randint(1, 5)
+        listed: list[int] = []
+        after = 0
+        while True:
+            pages = [[job(i) for i in t if i > after][:limit] for t in tables]
+            page = first_ids(pages, limit)
+            if not page:
+                break
+            assert len(page) <= limit
+            listed += [j.id for j in page]
+            after = page[-1].id
+        assert listed == everything
+
+
+class _Named:
+    """A dialect stand-in whose statements are named for the method asked."""
+
+    def __getattr__(self, name: str) -> Any:
+        def statement(*args: Any) -> Statement:
+            return Statement(name, args, Fetch.ALL)
+
+        return statement
+
+
+def _reads(plan: Any) -> list[Statement]:
+    seen: list[Statement] = []
+
+    def execute(statement: Statement) -> Any:
+        seen.append(statement)
+        return []
+
+    assert run_sync(plan, execute) == []
+    return seen
+
+
+def test_a_listing_asks_for_a_page_of_each_table_it_reads() -> None:
+    d: Any = _Named()
+    assert _reads(list_jobs(d, "q", None, 0, 10, T0)) == [
+        Statement("job_page", ("q", "pending", 0, 10, T0), Fetch.ALL),
+        Statement("job_page", ("q", "processing", 0, 10, T0), Fetch.ALL),
+        Statement("dead_page", ("q", 0, 10), Fetch.ALL),
+    ]
+    for which in LIVE_FILTERS:
+        assert _reads(list_jobs(d, "q", which, 5, 2, T0)) == [
+            Statement("job_page", ("q", which, 5, 2, T0), Fetch.ALL)
+        ]
+    assert _reads(list_jobs(d, "q", "cancelled", 5, 2, T0)) == [
+        Statement("history_page", ("q", "cancelled", 5, 2), Fetch.ALL)
+    ]
+    with pytest.raises(InvalidArgument):
+        _reads(list_jobs(d, "q", "gone", 0, 10, T0))
+    with pytest.raises(InvalidArgument):
+        _reads(list_jobs(d, "q", None, 0, 0, T0))
+
+
+def test_list_queues_names_an_outbox_by_its_outbox() -> None:
+    summary = (0, 0, 0, None, 0, 0, None, None, None)
+    answers = {"queue_names": [("__alkstore_outbox:mail",), ("mail",)]}
+
+    def execute(statement: Statement) -> Any:
+        return answers.get(statement.sql, summary)
+
+    class Dialect(_Named):
+        def queue_summary(self, queue: str, now_us: int) -> Statement:
+            return Statement("summary", (queue, now_us), Fetch.ONE)
+
+    listed = run_sync(list_queues(Dialect(), T0), execute)  # type: ignore[arg-type]
+    assert [(s.name, s.outbox) for s in listed] == [("__alkstore_outbox:mail", "mail"),
+                                                   ("mail", None)]  # fmt: skip
+    assert listed[1].paused is False  # no queues row: not paused
+
+
+# -- rows ----------------------------------------------------------------------------
+
+
+def test_a_history_row_is_a_finished_job() -> None:
+    row = (9, "q", "cancelled", '{"a": 1}', 2, 1, 3, T0, T0 - S, T0 + S, None, "why")
+    info = history_info(row)
+    assert info.state == "cancelled" and info.payload == {"a": 1}
+    assert info.finished_at == to_datetime(T0 + S) and info.claimed_by is None
+    assert info.last_error == "why" and info.expires_at is None and info.died_at is None
+    with pytest.raises(CodecError, match="outcome"):
+        history_info((9, "q", "lost", "1", 2, 1, 3, T0, T0, T0, None, None))
+
+
+def test_a_queue_summary_row_reads_flags_and_spans_on_both_engines() -> None:
+    sqlite = queue_summary("q", None, (1, 2, 3, T0, 4, 5, 1, 60 * S, None))
+    postgres = queue_summary("q", None, (1, 2, 3, T0, 4, 5, True, 60 * S, None))
+    assert sqlite == postgres
+    assert sqlite.paused is True and sqlite.history_retention == timedelta(minutes=1)
+    assert sqlite.oldest_ready_at == to_datetime(T0) and sqlite.dead_retention is None
+    with pytest.raises(CodecError, match="paused"):
+        queue_summary("q", None, (1, 2, 3, T0, 4, 5, 2, None, None))
+    with pytest.raises(CodecError, match="wrong shape"):
+        queue_summary("q", None, (1, 2, 3))
+
+
+def test_a_consumers_lag_is_how_far_the_head_is_past_it_never_below_zero() -> None:
+    info = stream_info(
+        "s", (10, None, None, 4, 7, T0), [("a", 3, 0), ("b", 10, 1), ("c", 12, False)]
+    )
+    assert info.consumers == (
+        ConsumerInfo("a", 3, 7, False), ConsumerInfo("b", 10, 0, True),
+        ConsumerInfo("c", 12, 0, False),
+    )  # fmt: skip
+    never = stream_info("s", (None, None, None, 0, None, None), [("a", 3, 0)])
+    assert never.head_offset == 0 and never.consumers == (ConsumerInfo("a", 3, 0, False),)
+
+
+def test_a_released_lock_has_no_owner_and_no_expiry() -> None:
+    released = lock_info(("l", None, 4, 0, 0))
+    assert (released.owner, released.expires_at, released.held) == (None, None, False)
+    lapsed = lock_info(("l", "o", 4, T0, False))
+    assert lapsed.expires_at == to_datetime(T0) and lapsed.held is False
