@@ -148,6 +148,8 @@ async def test_a_connection_lost_during_commit_is_commit_unknown(store: Store) -
 async def test_no_answer_to_commit_within_the_bound_is_commit_unknown(
     backend: Backend, location: str
 ) -> None:
+    async with backend.open(location):
+        pass  # migrated under the default bound: the short one is the enqueue's
     options = PostgresOptions(schema=location, pool_size=2, commit_timeout=0.2)
     async with backend.open(location, options=options) as store:
         slow_commits(location, 5.0)
@@ -168,6 +170,8 @@ async def test_a_worker_whose_claim_commit_goes_unanswered_carries_on(
     The budget is generous (a loaded CI machine stretches every commit, each
     cancel request and each hand-back): what it rules out is the worker
     sitting on the job until the visibility timeout."""
+    async with backend.open(location):
+        pass  # migrated under the default bound: the short one is the claims'
     options = PostgresOptions(schema=location, pool_size=3, commit_timeout=0.3)
     async with backend.open(location, options=options) as store:
         q = store.queue("q", visibility_timeout=300)
