@@ -5,7 +5,9 @@ Covered (``COVERS`` below maps each method to its entries, ``NOT_FUZZED``
 names the few left out and why; a test in tests/fuzz checks both against the
 API): the store's ``queue``, ``stream``, ``outbox`` (with their options),
 ``notify``, ``listen``, ``try_lock``, ``hold_lock``, ``schedule``,
-``unschedule``, ``run_schedules`` and ``run_scheduler``; every ``Queue``
+``unschedule``, ``run_schedules``, ``run_scheduler``, ``pause_schedule``,
+``resume_schedule`` and ``get_job``, and every read model (listed after the
+fuzzed writes, so what they stored must read back); every ``Queue``
 method with arguments, ``enqueue``/``enqueue_batch`` with all their options
 and ``work``'s five arguments together and one at a time;
 ``Job.ack/retry/fail/heartbeat/release`` on a freshly claimed job and
@@ -223,6 +225,14 @@ def a_flag(fdp: atheris.FuzzedDataProvider) -> Any:
     return fdp.ConsumeBool()
 
 
+def a_state(fdp: atheris.FuzzedDataProvider) -> Any:
+    """What ``Queue.list_jobs`` takes as ``state``: mostly one it knows."""
+    if fdp.ConsumeIntInRange(0, 3) == 0:
+        return fv.any_scalar(fdp)
+    states = ["ready", "scheduled", "pending", "processing", "dead", "acked", "cancelled"]
+    return fdp.PickValueInList([None, *states])
+
+
 def an_error(fdp: atheris.FuzzedDataProvider) -> Any:
     """What ``Job.retry/fail`` take as ``error``: text, an exception, None, or junk."""
     choice = fdp.ConsumeIntInRange(0, 5)
@@ -243,6 +253,7 @@ KINDS: dict[str, Callable[[atheris.FuzzedDataProvider], Any]] = {
     "payload": a_payload,
     "flag": a_flag,
     "error": an_error,
+    "state": a_state,
 }
 
 
@@ -405,6 +416,21 @@ async def _schedule_then_fire(s: Store, expires_after: Any, max_attempts: Any) -
         await job.ack()
 
 
+async def _inspect(s: Store) -> None:
+    """Every read model, over whatever the fuzzed calls stored."""
+    await s.list_queues()
+    await s.list_streams()
+    await s.list_locks()
+    await s.list_schedules()
+    await s.stream("s").info()
+    await s.queue("q").list_jobs(limit=1000)
+
+
+async def _then_list_schedules(change: Awaitable[Any], s: Store) -> None:
+    await change
+    await s.list_schedules()
+
+
 async def _read_and_close(r: EventReceiver, offset: Any, limit: Any) -> Any:
     try:
         return await r.read_since(offset, limit)
@@ -524,6 +550,13 @@ METHODS: dict[str, tuple[tuple[str, ...], Call] | tuple[tuple[str, ...], Call, S
     "schedule_fired": (("duration", "int"), _schedule_then_fire),
     "run_scheduler": (("duration",),
                       lambda s, m: _briefly(lambda: s.run_scheduler(max_sleep=m))),
+    "pause_schedule": (("name",), lambda s, n: _then_list_schedules(s.pause_schedule(n), s)),
+    "resume_schedule": (("name",), lambda s, n: _then_list_schedules(s.resume_schedule(n), s)),
+    # inspection
+    "store_get_job": (("int",), lambda s, i: s.get_job(i)),
+    "list_jobs": (("state", "int", "int"),
+                  lambda s, st, n, a: s.queue("q").list_jobs(state=st, limit=n, after=a)),
+    "inspect": ((), _inspect),
 }  # fmt: skip
 NAMES = sorted(METHODS)
 
@@ -541,6 +574,15 @@ COVERS: dict[str, tuple[str, ...]] = {
     "Store.unschedule": ("unschedule",),
     "Store.run_scheduler": ("run_scheduler",),
     "Store.run_schedules": ("schedule_fired",),
+    "Store.pause_schedule": ("pause_schedule",),
+    "Store.resume_schedule": ("resume_schedule",),
+    "Store.get_job": ("store_get_job",),
+    "Store.list_queues": ("inspect",),
+    "Store.list_streams": ("inspect",),
+    "Store.list_locks": ("inspect",),
+    "Store.list_schedules": ("inspect",),
+    "Stream.info": ("inspect",),
+    "Queue.list_jobs": ("list_jobs",),
     "Queue.enqueue": ("enqueue", "enqueue_delay", "enqueue_run_at", "enqueue_expires_at"),
     "Queue.enqueue_batch": ("enqueue_batch", "enqueue_batch_options"),
     "Queue.claim_one": ("claim_one",),
