@@ -66,14 +66,15 @@ _PRUNE_NOTIFICATIONS = "DELETE FROM __alkstore_notifications WHERE created_at < 
 # -- queues ------------------------------------------------------------------
 _ENQUEUE = (
     "INSERT INTO __alkstore_jobs (queue, payload, priority, max_attempts, run_at, "
-    "created_at, expires_at, visible_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"
+    "created_at, expires_at, visible_at, headers) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    "RETURNING id"
 )
-# Followed by one "(?, ?, ?, ?, ?, ?, ?, ?)" per job, then RETURNING id.
+# Followed by one "(?, ?, ?, ?, ?, ?, ?, ?, ?)" per job, then RETURNING id.
 _ENQUEUE_MANY = (
     "INSERT INTO __alkstore_jobs (queue, payload, priority, max_attempts, run_at, "
-    "created_at, expires_at, visible_at) VALUES"
+    "created_at, expires_at, visible_at, headers) VALUES"
 )
-_ENQUEUE_MANY_ROW = "(?, ?, ?, ?, ?, ?, ?, ?)"
+_ENQUEUE_MANY_ROW = "(?, ?, ?, ?, ?, ?, ?, ?, ?)"
 # The claim names its index (INDEXED BY): nothing to set first.
 _CLAIM_PRELUDE: tuple[Statement, ...] = ()
 # Claim = pick and update in one statement; SQLite's single writer means no
@@ -123,9 +124,9 @@ _EXTEND_CLAIM = (
 )
 # Two statements move the row: copy it into the dead table, delete it.
 _BURY_COPY = (
-    f"INSERT INTO __alkstore_dead ({_DEAD_COLS}, claims) "
+    f"INSERT INTO __alkstore_dead ({_DEAD_COLS}, claims, headers) "
     "SELECT id, queue, payload, priority, attempts, max_attempts, run_at, "
-    "created_at, expires_at, claimed_by, COALESCE(?, last_error), ?, ?, claims "
+    "created_at, expires_at, claimed_by, COALESCE(?, last_error), ?, ?, claims, headers "
     "FROM __alkstore_jobs WHERE id = ?"
 )
 _BURY_DELETE = "DELETE FROM __alkstore_jobs WHERE id = ?"
@@ -163,6 +164,13 @@ _QUEUE_COUNTS = (
     f"COALESCE(SUM(state = {STATE_PROCESSING}), 0) "
     f"FROM __alkstore_jobs WHERE queue = ?"
 )
+# The ready job that became due first: the due index walked in visible_at
+# order, stopping at the first ready row.
+_OLDEST_READY = (
+    "SELECT visible_at FROM __alkstore_jobs INDEXED BY __alkstore_jobs_due "
+    f"WHERE queue = ? AND state = {STATE_PENDING} AND {claimable('?')} "
+    "ORDER BY visible_at LIMIT 1"
+)
 _SET_PAUSED = (
     "INSERT INTO __alkstore_queues (name, paused) VALUES (?, ?) "
     "ON CONFLICT (name) DO UPDATE SET paused = excluded.paused"
@@ -178,9 +186,9 @@ _DEAD_LETTERS = (
 _REQUEUE_COPY = (
     "INSERT INTO __alkstore_jobs (id, queue, payload, priority, attempts, "
     "max_attempts, run_at, created_at, expires_at, visible_at, state, last_error, "
-    "claims) "
+    "claims, headers) "
     f"SELECT id, queue, payload, priority, 0, max_attempts, ?, created_at, NULL, ?, "
-    f"{STATE_PENDING}, last_error, claims FROM __alkstore_dead "
+    f"{STATE_PENDING}, last_error, claims, headers FROM __alkstore_dead "
     "WHERE id = ? AND queue = ?"
 )
 _REQUEUE_DELETE = "DELETE FROM __alkstore_dead WHERE id = ? AND queue = ?"
@@ -290,6 +298,7 @@ class SqliteDialect:
                 now_us,
                 job.expires_at_us,
                 job.run_at_us,
+                job.headers,
             ),
             Fetch.ONE,
         )
@@ -299,7 +308,7 @@ class SqliteDialect:
         for job in jobs:
             params += (
                 job.queue, job.payload_json, job.priority, job.max_attempts, job.run_at_us,
-                now_us, job.expires_at_us, job.run_at_us,
+                now_us, job.expires_at_us, job.run_at_us, job.headers,
             )  # fmt: skip
         rows = ", ".join([_ENQUEUE_MANY_ROW] * len(jobs))
         return Statement(f"{_ENQUEUE_MANY} {rows} RETURNING id", tuple(params), Fetch.ALL)
@@ -373,6 +382,9 @@ class SqliteDialect:
 
     def queue_counts(self, queue: str, now_us: int) -> Statement:
         return Statement(_QUEUE_COUNTS, (now_us, now_us, now_us, queue), Fetch.ONE)
+
+    def oldest_ready(self, queue: str, now_us: int) -> Statement:
+        return Statement(_OLDEST_READY, (queue, now_us, now_us), Fetch.ONE)
 
     def set_paused(self, queue: str, paused: bool) -> Statement:
         return Statement(_SET_PAUSED, (queue, int(paused)))
