@@ -124,6 +124,7 @@ async def open_sqlite_store(
     watch_conn: sqlite3.Connection | None = None
     try:
         async with runtime.task_group() as group:
+            store._background = group
             if not memory:
                 watch_conn = await runtime.run_in_thread(
                     lambda: _watcher_connection(target, opts)
