@@ -262,13 +262,16 @@ class StoreHooks:
             self._m.duration.record(max(0.0, runtime.monotonic() - started), metric)
 
     def _settle_context(self, job: Job) -> Context | None:
-        """Where a settling span goes: under the current span (a handler
-        settling its own job), else under the job's run, else nowhere."""
-        if trace.get_current_span().get_span_context().is_valid:
-            return None
+        """Where a settling span goes. A worker's job that has run: under its
+        run, unless the current span is of the run's trace (the handler
+        settling its own job, under its own spans); the worker's settling
+        task may be in some span of the application's, which is not the
+        job's. Any other job: under the current span."""
         ran = _valid(getattr(job, "_trace", None))
         if ran is None:
-            return Context()
+            return None
+        if trace.get_current_span().get_span_context().trace_id == ran.trace_id:
+            return None
         return trace.set_span_in_context(NonRecordingSpan(ran), Context())
 
     async def settle(self, operation: str, job: Job, run: Awaitable[bool]) -> bool:
@@ -433,14 +436,22 @@ class StoreHooks:
         """Sample every ``refresh_interval`` seconds (and at once when a
         worker or receiver starts) until closed: a task of the store's."""
         runtime = self._store._runtime
-        while not self.closed:
-            kick = self._kick = runtime.signal()
-            try:
-                await self.refresh()
-            except Closed:
-                return
-            if not kick.is_set():
-                await runtime.wait_signal(kick, self._interval)
+        try:
+            while not self.closed:
+                kick = self._kick = runtime.signal()
+                try:
+                    await self.refresh()
+                except Closed:
+                    return
+                except Exception:
+                    # Telemetry must never take the store down with it.
+                    log.exception("sampling the gauges failed; trying again next interval")
+                if not kick.is_set():
+                    await runtime.wait_signal(kick, self._interval)
+        finally:
+            # The store closed (or this was closed): its last samples are
+            # not news any more.
+            self._queue_samples, self._lag_samples = {}, {}
 
     def close(self) -> None:
         self.closed = True

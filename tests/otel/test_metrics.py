@@ -9,6 +9,7 @@ from typing import Any
 
 import alkstore.otel
 from alkstore import Job, ManualClock, Store
+from tests.backends import Backend
 from tests.contract import aio
 from tests.contract.helpers import wait_until
 
@@ -177,3 +178,17 @@ async def test_the_sweeps_burials_are_counted_dead_with_their_reason(
     clock.advance(2)
     assert await q.sweep_expired() == 2
     assert capture.value("alkstore.jobs.dead", queue="s", reason="expired") == 2
+
+
+async def test_a_closed_stores_gauges_are_no_longer_reported(
+    backend: Backend, location: str, capture: Capture
+) -> None:
+    async with backend.open(location) as store:
+        telemetry = alkstore.otel.instrument(
+            store, meter_provider=capture.meter_provider, queues=["q"], refresh_interval=0.05
+        )
+        await store.queue("q").enqueue(1)
+        await wait_until(lambda: capture.value("alkstore.queue.depth", queue="q", state="ready"))
+    assert capture.points("alkstore.queue.depth") == []
+    assert capture.points("alkstore.queue.oldest_ready.age") == []
+    telemetry.close()
