@@ -415,6 +415,14 @@ def test_statements_match_sqlite_fetch_kinds_and_bind_every_parameter() -> None:
             assert "?" not in statement.sql, name
             used = {int(n) for n in re.findall(r"\$(\d+)", statement.sql)}
             assert used == set(range(1, len(statement.params) + 1)), name
+    # The enqueues of jobs with headers are statements of their own.
+    tagged = new_job()._replace(headers='{"k":"v"}')
+    for name, args in (("enqueue", (tagged, T0)), ("enqueue_many", ([new_job(), tagged], T0))):
+        mine, other = getattr(ours, name)(*args), getattr(theirs, name)(*args)
+        assert "headers" in mine.sql and "headers" in other.sql
+        assert mine.fetch is other.fetch
+        used = {int(n) for n in re.findall(r"\$(\d+)", mine.sql)}
+        assert used == set(range(1, len(mine.params) + 1)), name
     for args in [(None, T0, 10), ("q", T0, 10)]:
         statement = ours.sweep_candidates(*args)
         used = {int(n) for n in re.findall(r"\$(\d+)", statement.sql)}

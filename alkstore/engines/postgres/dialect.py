@@ -106,7 +106,14 @@ class PostgresDialect:
         self._notify = "SELECT pg_notify($1::text, '')"
 
         # -- queues ----------------------------------------------------------
+        # Jobs without headers (the usual case: nothing instrumented) leave
+        # the column out, as on SQLite.
         self._enqueue = (
+            f"INSERT INTO {jobs} (queue, payload, priority, max_attempts, run_at, "
+            "created_at, expires_at, visible_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $5) "
+            "RETURNING id"
+        )
+        self._enqueue_headers = (
             f"INSERT INTO {jobs} (queue, payload, priority, max_attempts, run_at, "
             "created_at, expires_at, visible_at, headers) "
             "VALUES ($1, $2, $3, $4, $5, $6, $7, $5, $8) RETURNING id"
@@ -116,14 +123,16 @@ class PostgresDialect:
         # JSON array of rows: the server parses it in C, where dumping six
         # Python lists as Postgres arrays cost the client about twice the
         # server's work (psycopg's list dumper is Python, element by element).
-        self._enqueue_many = (
+        many = (
             f"INSERT INTO {jobs} (queue, payload, priority, max_attempts, run_at, "
-            "created_at, expires_at, visible_at, headers) "
+            "created_at, expires_at, visible_at{}) "
             "SELECT e->>0, e->>1, (e->>2)::int, (e->>3)::bigint, (e->>4)::bigint, $1, "
-            "(e->>5)::bigint, (e->>4)::bigint, e->>6 "
+            "(e->>5)::bigint, (e->>4)::bigint{} "
             "FROM json_array_elements($2::text::json) WITH ORDINALITY AS t(e, ord) "
             "ORDER BY ord RETURNING id"
         )
+        self._enqueue_many = many.format("", "")
+        self._enqueue_many_headers = many.format(", headers", ", e->>6")
         # Postgres has no index hints. On a jobs table that autovacuum has
         # not analyzed yet (a new store filled with 100,000 jobs, say) the
         # planner reads every due job through a bitmap scan and sorts them
@@ -364,28 +373,31 @@ class PostgresDialect:
 
     # -- queues --------------------------------------------------------------
     def enqueue(self, job: NewJob, now_us: int) -> Statement:
-        return Statement(
-            self._enqueue,
-            (
-                job.queue,
-                job.payload_json,
-                job.priority,
-                job.max_attempts,
-                job.run_at_us,
-                now_us,
-                job.expires_at_us,
-                job.headers,
-            ),
-            Fetch.ONE,
-        )
+        params = (
+            job.queue, job.payload_json, job.priority, job.max_attempts, job.run_at_us,
+            now_us, job.expires_at_us,
+        )  # fmt: skip
+        if job.headers is None:
+            return Statement(self._enqueue, params, Fetch.ONE)
+        return Statement(self._enqueue_headers, (*params, job.headers), Fetch.ONE)
 
     def enqueue_many(self, jobs: Sequence[NewJob], now_us: int) -> Statement:
-        rows = [
-            (j.queue, j.payload_json, j.priority, j.max_attempts, j.run_at_us, j.expires_at_us,
-             j.headers)
-            for j in jobs
-        ]  # fmt: skip
-        return Statement(self._enqueue_many, (now_us, orjson.dumps(rows).decode()), Fetch.ALL)
+        rows: list[tuple[object, ...]]
+        if any(j.headers is not None for j in jobs):
+            sql = self._enqueue_many_headers
+            rows = [
+                (j.queue, j.payload_json, j.priority, j.max_attempts, j.run_at_us,
+                 j.expires_at_us, j.headers)
+                for j in jobs
+            ]  # fmt: skip
+        else:
+            sql = self._enqueue_many
+            rows = [
+                (j.queue, j.payload_json, j.priority, j.max_attempts, j.run_at_us,
+                 j.expires_at_us)
+                for j in jobs
+            ]  # fmt: skip
+        return Statement(sql, (now_us, orjson.dumps(rows).decode()), Fetch.ALL)
 
     def claim_prelude(self) -> tuple[Statement, ...]:
         return self._claim_prelude
