@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -124,15 +125,16 @@ class StoreHooks:
         self._interval = refresh_interval
         self._kick: Signal | None = None
         self.closed = False
-        # What to sample: queue -> how many reasons (named, workers running),
-        # (stream, consumer) -> how many (named, receivers open).
+        # What to sample: queue -> how many reasons (named, workers running);
+        # the consumers named, and those of the receivers open (a receiver
+        # dropped without closing it drops out too).
         self._queues: dict[str, int] = {}
-        self._consumers: dict[tuple[str, str], int] = {}
-        self._receivers: dict[int, tuple[str, str]] = {}
         for queue in queues:
             self._watch_queue(queue)
-        for pair in consumers:
-            self._watch_consumer(pair)
+        self._consumers = frozenset(consumers)
+        self._receivers: weakref.WeakKeyDictionary[EventReceiver, tuple[str, str]] = (
+            weakref.WeakKeyDictionary()
+        )
         self._queue_samples: dict[str, QueueSample] = {}
         self._lag_samples: dict[tuple[str, str], int] = {}
 
@@ -349,15 +351,11 @@ class StoreHooks:
         return events
 
     def subscribed(self, receiver: EventReceiver) -> None:
-        pair = (receiver.stream.name, receiver.consumer)
-        if id(receiver) not in self._receivers:
-            self._receivers[id(receiver)] = pair
-            self._watch_consumer(pair)
+        self._receivers[receiver] = (receiver.stream.name, receiver.consumer)
+        self._wake()
 
     def unsubscribed(self, receiver: EventReceiver) -> None:
-        pair = self._receivers.pop(id(receiver), None)
-        if pair is not None:
-            self._unwatch(self._consumers, pair)
+        self._receivers.pop(receiver, None)
 
     # -- locks ---------------------------------------------------------------------
     async def lock(self, name: str, owner: str, run: Awaitable[T]) -> T:
@@ -375,16 +373,12 @@ class StoreHooks:
         self._queues[queue] = self._queues.get(queue, 0) + 1
         self._wake()
 
-    def _watch_consumer(self, pair: tuple[str, str]) -> None:
-        self._consumers[pair] = self._consumers.get(pair, 0) + 1
-        self._wake()
-
-    def _unwatch(self, watched: dict[Any, int], key: Any) -> None:
-        left = watched.get(key, 0) - 1
+    def _unwatch_queue(self, queue: str) -> None:
+        left = self._queues.get(queue, 0) - 1
         if left > 0:
-            watched[key] = left
+            self._queues[queue] = left
         else:
-            watched.pop(key, None)
+            self._queues.pop(queue, None)
 
     def _wake(self) -> None:
         """Sample now (something new to watch), not at the next interval."""
@@ -418,7 +412,7 @@ class StoreHooks:
             age = 0.0 if oldest is None else max(0, now - oldest) / US_PER_S
             queues[queue] = QueueSample(stats, age)
         lags: dict[tuple[str, str], int] = {}
-        for stream, consumer in sorted(self._consumers):
+        for stream, consumer in sorted(self._consumers | set(self._receivers.values())):
             try:
                 lags[stream, consumer] = await store._run(
                     stream_plans.consumer_lag(store._dialect, stream, consumer)
@@ -537,4 +531,4 @@ class WorkerHooks:
         return acked
 
     def stopped(self) -> None:
-        self._store._unwatch(self._store._queues, self._queue)
+        self._store._unwatch_queue(self._queue)
