@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from ..protocol import locks
 from ..protocol.errors import AlkstoreError, Closed, LockLost, LockTimeout
 from ..protocol.leases import Idle, Lapsed, Leases, Wait
+from ..protocol.names import check_identifier, check_name
 from ..protocol.timeconv import US_PER_S, Duration, check_seconds, duration_us, to_datetime
 from ..protocol.types import LockRecord
 from ..runner.runtime import CancelScope
@@ -86,16 +87,25 @@ async def hold_lock(
     poll: float,
 ) -> AsyncIterator[Lock]:
     runtime = store._runtime
+    name = check_name(name, "lock")
+    owner = check_identifier(owner, "lock owner")
     ttl_us = duration_us(ttl, "ttl", allow_zero=False)
     poll = check_seconds(poll, "poll")
     limit = None if timeout is None else check_timeout(timeout)
     deadline = None if limit is None else runtime.monotonic() + limit
-    lock = await store.try_lock(name, owner, ttl)
-    while lock is None:
-        if limit is not None and deadline is not None and runtime.monotonic() >= deadline:
-            raise LockTimeout(name, limit)
-        await runtime.sleep(poll)
-        lock = await store.try_lock(name, owner, ttl)
+
+    async def acquire() -> Lock:
+        lock = await store._try_lock(name, owner, ttl_us)
+        while lock is None:
+            if limit is not None and deadline is not None and runtime.monotonic() >= deadline:
+                raise LockTimeout(name, limit)
+            await runtime.sleep(poll)
+            lock = await store._try_lock(name, owner, ttl_us)
+        return lock
+
+    # One span for the whole wait (not one per try), when instrumented.
+    telemetry = store._telemetry
+    lock = await (acquire() if telemetry is None else telemetry.lock(name, owner, acquire()))
     lost = False
 
     async def keep(body: CancelScope) -> None:

@@ -67,15 +67,22 @@ class Outbox:
         queue = self.queue
         store = queue._store
         run = plans.Batch()
+        telemetry = store._telemetry
         try:
             plan = plans.claim(
                 store._dialect, queue.name, wid, n, store._now_us(),
                 queue._options.visibility_timeout_us, run,
             )  # fmt: skip
-            for record in await store._run(plan):
+            claiming = store._run(plan)
+            if telemetry is not None:
+                claiming = telemetry.claim(queue.name, wid, n, claiming)
+            for record in await claiming:
                 job = Job(queue, record)
                 try:
-                    await deliver(job.payload)
+                    if telemetry is None:
+                        await deliver(job.payload)
+                    else:
+                        await telemetry.process(job, lambda j: deliver(j.payload))
                 except Exception as exc:
                     run.failed(job.id, exc)
                     await retry_failed(job, exc)
@@ -90,6 +97,8 @@ class Outbox:
             )
             run.finished()
             log_refused_acks(queue.name, delivered, settled.acked)
+            if telemetry is not None:
+                telemetry.acked(queue.name, len(settled.acked))
             return len(settled.acked)
         except BaseException:
             if run.unsettled():

@@ -139,7 +139,10 @@ class Job:
     async def ack(self) -> bool:
         """Done: delete the job. ``False`` (nothing changed) when this claim no longer owns it."""
         store = self._queue._store
-        return await store._run(claim.ack(store._dialect, self._record, store._now_us()))
+        run = store._run(claim.ack(store._dialect, self._record, store._now_us()))
+        if store._telemetry is not None:
+            return await store._telemetry.settle("ack", self, run)
+        return await run
 
     async def retry(
         self, delay: Duration | None = None, error: BaseException | str | None = None
@@ -158,12 +161,16 @@ class Job:
             draw=store._draw(),
             error=error,
         )
+        if store._telemetry is not None:
+            return await store._telemetry.settle("retry", self, store._run(plan))
         return await store._run(plan)
 
     async def fail(self, error: BaseException | str | None = None) -> bool:
         """Straight to the dead letters, keeping ``error``."""
         store = self._queue._store
         plan = claim.fail(store._dialect, self._record, store._now_us(), error_text(error))
+        if store._telemetry is not None:
+            return await store._telemetry.settle("fail", self, store._run(plan))
         return await store._run(plan)
 
     async def heartbeat(self, extend: Duration | None = None) -> bool:
@@ -188,6 +195,8 @@ class Job:
         store = self._queue._store
         refund = check_bool(refund, "refund")
         plan = claim.release(store._dialect, self._record, store._now_us(), refund=refund)
+        if store._telemetry is not None:
+            return await store._telemetry.settle("release", self, store._run(plan))
         return await store._run(plan)
 
 
@@ -209,6 +218,10 @@ class Queue:
         store = self._store
         now = store._now_us()
         job = resolve_enqueue(self.name, payload, now, self._options, **options)
+        if store._telemetry is not None:
+            return await store._telemetry.enqueue(
+                job, lambda j: store._run(queues.enqueue(store._dialect, j, store._origin, now))
+            )
         return await store._run(queues.enqueue(store._dialect, job, store._origin, now))
 
     async def enqueue_batch(
@@ -223,8 +236,17 @@ class Queue:
         jobs = resolve_enqueue_many(self.name, payloads, now, self._options, **options)
         if not jobs:
             return []
+        bulk = len(jobs) > INLINE_MAX
+        if store._telemetry is not None:
+            return await store._telemetry.enqueue_many(
+                self.name,
+                jobs,
+                lambda js: store._run(
+                    queues.enqueue_many(store._dialect, js, store._origin, now), bulk=bulk
+                ),
+            )
         plan = queues.enqueue_many(store._dialect, jobs, store._origin, now)
-        return await store._run(plan, bulk=len(jobs) > INLINE_MAX)
+        return await store._run(plan, bulk=bulk)
 
     async def claim_one(self, worker_id: str) -> Job | None:
         """Claim the next claimable job for ``worker_id``, or ``None`` when there is none."""
@@ -242,17 +264,23 @@ class Queue:
             store._dialect, self.name, worker_id, n, store._now_us(),
             self._options.visibility_timeout_us,
         )  # fmt: skip
-        return [Job(self, r) for r in await store._run(plan, bulk=n > INLINE_MAX)]
+        run = store._run(plan, bulk=n > INLINE_MAX)
+        if store._telemetry is not None:
+            run = store._telemetry.claim(self.name, worker_id, n, run)
+        return [Job(self, r) for r in await run]
 
     async def ack_batch(self, job_ids: Sequence[int], worker_id: str) -> int:
         """Ack many jobs at once; returns how many were still owned by ``worker_id``."""
         worker_id = check_identifier(worker_id, "worker id")
         ids = queues.check_job_ids(job_ids)
         store = self._store
-        return await store._run(
+        run = store._run(
             claim.ack_batch(store._dialect, self.name, ids, worker_id, store._now_us()),
             bulk=len(ids) > INLINE_MAX,
         )
+        if store._telemetry is not None:
+            return await store._telemetry.ack_batch(self.name, len(ids), run)
+        return await run
 
     async def cancel(self, job_id: int) -> bool:
         """Delete a pending or processing job; ``False`` if there was none (a processing job's
@@ -299,6 +327,8 @@ class Queue:
             total += len(buried)
             if buried:
                 log_buried(self.name, buried)
+                if self._store._telemetry is not None:
+                    self._store._telemetry.buried(self.name, buried)
             if len(buried) < claim.SWEEP_PAGE:
                 return total
 

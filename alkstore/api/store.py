@@ -29,7 +29,7 @@ from ..protocol.types import (
 )
 from ..runner.executor import Executor, TxSession
 from ..runner.hub import WakeHub
-from ..runner.runtime import Clock, Runtime
+from ..runner.runtime import Clock, Runtime, TaskGroup
 from .wakes import WakeReceiver
 
 if TYPE_CHECKING:
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from .outbox import Outbox
     from .queue import Queue
     from .stream import Stream
+    from .telemetry import Telemetry
     from .tx import Transaction
 
 T = TypeVar("T")
@@ -55,6 +56,13 @@ class Store:
     Obtain one from a driver (``alkstore.io_trio.open_sqlite(...)``); it is
     closed when that ``async with`` block ends.
     """
+
+    # Set by ``alkstore.otel.instrument`` (see ``api/telemetry.py``); without
+    # it every operation pays one ``is None`` check and nothing more.
+    _telemetry: Telemetry | None = None
+    # The task group of the block that opened the store (its background
+    # tasks); None for a store opened without one (``open_simulated``).
+    _background: TaskGroup | None = None
 
     def __init__(
         self,
@@ -214,11 +222,17 @@ class Store:
     async def try_lock(self, name: str, owner: str, ttl: Duration) -> Lock | None:
         """Take lock ``name`` for ``owner`` for ``ttl`` seconds if it is free (or already
         ``owner``'s: refreshed, same token); ``None`` if someone else holds it."""
-        from .locks import Lock
-
         name = check_name(name, "lock")
         owner = check_identifier(owner, "lock owner")
         ttl_us = duration_us(ttl, "ttl", allow_zero=False)
+        if self._telemetry is not None:
+            return await self._telemetry.lock(name, owner, self._try_lock(name, owner, ttl_us))
+        return await self._try_lock(name, owner, ttl_us)
+
+    async def _try_lock(self, name: str, owner: str, ttl_us: int) -> Lock | None:
+        """``try_lock`` of names already checked, with no span of its own."""
+        from .locks import Lock
+
         record = await self._run(locks.try_lock(self._dialect, name, owner, self._now_us(), ttl_us))
         return None if record is None else Lock(self, record)
 

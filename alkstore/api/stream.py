@@ -46,6 +46,8 @@ class Stream:
         store = self._store
         text = codec.encode(payload)
         plan = streams.publish(store._dialect, self.name, key, text, store._origin, store._now_us())
+        if store._telemetry is not None:
+            return await store._telemetry.publish(self.name, store._run(plan))
         return await store._run(plan)
 
     async def read_since(self, offset: int, limit: int = 100) -> list[StreamEvent]:
@@ -137,6 +139,9 @@ class EventReceiver:
         except BaseException:
             self.close()
             raise
+        telemetry = self.stream._store._telemetry
+        if telemetry is not None:
+            telemetry.subscribed(self)
         return self
 
     async def __aexit__(
@@ -148,6 +153,9 @@ class EventReceiver:
         """Stop receiving: ``recv`` returns ``None`` from now on. Saves nothing."""
         self._sub.close()
         self._wakes.close()
+        telemetry = self.stream._store._telemetry
+        if telemetry is not None:
+            telemetry.unsubscribed(self)
 
     @property
     def closed(self) -> bool:
@@ -156,7 +164,9 @@ class EventReceiver:
 
     async def _fill(self, read: streams.Read) -> bool:
         self._wakes.try_recv()  # consume first: a wake from now on means news
-        events = await self.stream.read_since(read.after, read.limit)
+        reading = self.stream.read_since(read.after, read.limit)
+        telemetry = self.stream._store._telemetry
+        events = await (reading if telemetry is None else telemetry.receive(self, reading))
         return self._sub.read(events)
 
     async def recv(self) -> StreamEvent | None:

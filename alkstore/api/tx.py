@@ -102,6 +102,10 @@ class Transaction:
         store = self._store
         now = store._now_us()
         job = resolve_enqueue(name, payload, now, defaults, **options)
+        if store._telemetry is not None:
+            return await store._telemetry.enqueue(
+                job, lambda j: self._run(queues.enqueue(store._dialect, j, store._origin, now))
+            )
         return int(await self._run(queues.enqueue(store._dialect, job, store._origin, now)))
 
     async def outbox_enqueue(
@@ -129,6 +133,8 @@ class Transaction:
         store = self._store
         text = codec.encode(payload)
         plan = streams.publish(store._dialect, stream, key, text, store._origin, store._now_us())
+        if store._telemetry is not None:
+            return await store._telemetry.publish(stream, self._run(plan))
         return int(await self._run(plan))
 
     async def notify(self, channel: str, payload: codec.JSON = None) -> None:

@@ -158,6 +158,8 @@ class _Worker:
         self.to_ack: list[_WorkerJob] = []
         self.to_retry: list[tuple[_WorkerJob, Exception]] = []
         self.settle_kick = _Kick(self.runtime)
+        telemetry = self.store._telemetry
+        self.tel = None if telemetry is None else telemetry.worker(queue.name, worker_id)
 
     async def run(self, task_status: Any) -> None:
         store, runtime = self.store, self.runtime
@@ -175,7 +177,11 @@ class _Worker:
                     task_status.started()
                 await self._claim_loop()
         finally:
-            await self._shutdown()
+            try:
+                await self._shutdown()
+            finally:
+                if self.tel is not None:
+                    self.tel.stopped()
 
     # -- the claim loop ------------------------------------------------------------
     async def _claim_loop(self) -> None:
@@ -191,8 +197,9 @@ class _Worker:
                 n = action.n
                 seen: list[ClaimResult] = []
                 plan = _capture(claim_for_worker(store._dialect, queue.name, wid, n, now, vt), seen)
+                run = store._run(plan, bulk=n > INLINE_MAX)
                 try:
-                    result = await store._run(plan, bulk=n > INLINE_MAX)
+                    result = await (run if self.tel is None else self.tel.claimed(n, now, run))
                 except Closed:
                     raise
                 except CommitUnknown:
@@ -233,6 +240,8 @@ class _Worker:
 
     def _dispatch(self, job: _WorkerJob) -> None:
         self.held[job.id] = job
+        if self.tel is not None:
+            self.tel.dispatched(job)
         # No kick for the keeper: it never sleeps longer than one renewal
         # interval (or claim term), and a lease taken now is first due a whole
         # interval (or term) on.
@@ -276,7 +285,10 @@ class _Worker:
     async def _run_job(self, slot: _Slot, job: _WorkerJob) -> None:
         error: Exception | None = None
         try:
-            await self.handler(job)
+            if self.tel is None:
+                await self.handler(job)
+            else:
+                await self.tel.process(job, self.handler)
         except Exception as exc:
             error = exc
         # The handler is done (returned or raised, not cancelled): from here
@@ -346,7 +358,10 @@ class _Worker:
         """Ack ``jobs`` in one statement; the ids acked (None: no answer)."""
         store = self.store
         plan = ack_many(store._dialect, self.wid, [j._record for j in jobs], store._now_us())
-        acked: set[int] | None = await _guard(store._run(plan, bulk=len(jobs) > INLINE_MAX), "ack")
+        run = store._run(plan, bulk=len(jobs) > INLINE_MAX)
+        if self.tel is not None:
+            run = self.tel.acked(jobs, run)
+        acked: set[int] | None = await _guard(run, "ack")
         for job in jobs:
             self.held.pop(job.id, None)
         if acked is not None:
@@ -463,7 +478,9 @@ class _WorkerJob(Job):
     its heartbeats for a lost claim; and a heartbeat of the handler's own
     moves the worker's next renewal."""
 
-    __slots__ = ("_settled", "_worker")
+    # ``_trace``: what the worker's telemetry keeps of the job (its claim's
+    # and its run's span contexts); set only when the store is instrumented.
+    __slots__ = ("_settled", "_trace", "_worker")
 
     def __init__(self, worker: _Worker, record: JobRecord) -> None:
         super().__init__(worker.queue, record)

@@ -17,6 +17,7 @@ from .types import NewJob, NewSchedule
 JOB_COLUMNS = (
     "id", "queue", "payload", "priority", "attempts", "max_attempts", "run_at",
     "created_at", "expires_at", "claimed_by", "visible_at", "state", "last_error", "claims",
+    "headers",
 )  # fmt: skip
 # Column order of a dead-letter row.
 DEAD_COLUMNS = (
@@ -136,6 +137,11 @@ class Dialect(Protocol):
 
     def sweep_candidates(self, queue: str | None, now_us: int, limit: int) -> Statement: ...
     def queue_counts(self, queue: str, now_us: int) -> Statement: ...
+    def oldest_ready(self, queue: str, now_us: int) -> Statement:
+        """Its row is ``(visible_at,)`` of the ready job (``queue_counts``'s
+        ``ready``) that became due first, or none when no job is ready."""
+        ...
+
     def set_paused(self, queue: str, paused: bool) -> Statement:
         """Record whether ``queue`` is paused (claims take nothing from it)."""
         ...

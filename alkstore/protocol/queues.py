@@ -20,7 +20,7 @@ def enqueue(d: Dialect, job: NewJob, origin: str, now_us: int) -> Plan[int]:
     return int(row[0])
 
 
-# Jobs per INSERT: well under SQLite's 32,766 bound parameters (eight a job)
+# Jobs per INSERT: well under SQLite's 32,766 bound parameters (nine a job)
 # and a statement size Postgres parses quickly.
 ENQUEUE_CHUNK = 1000
 
@@ -71,6 +71,22 @@ def stats(d: Dialect, queue: str, now_us: int) -> Plan[QueueStats]:
     (dead,) = yield from fetch_row(d.dead_count(queue))
     paused = yield from is_paused(d, queue)
     return QueueStats(int(ready), int(scheduled), int(processing), int(dead), paused)
+
+
+@reads
+def oldest_ready(d: Dialect, queue: str, now_us: int) -> Plan[int | None]:
+    """When the ready job that became due first did (None: no job is ready)."""
+    row = yield from fetch_one(d.oldest_ready(queue, now_us))
+    return None if row is None else int(row[0])
+
+
+@reads
+def depth(d: Dialect, queue: str, now_us: int) -> Plan[tuple[QueueStats, int | None]]:
+    """The queue's counts and when its oldest ready job became due, read
+    together (what a monitor samples)."""
+    counts = yield from stats(d, queue, now_us)
+    oldest = yield from oldest_ready(d, queue, now_us)
+    return counts, oldest
 
 
 def set_paused(d: Dialect, queue: str, paused: bool, origin: str, now_us: int) -> Plan[None]:

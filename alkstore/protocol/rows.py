@@ -108,19 +108,21 @@ def job_record(row: Row) -> JobRecord:
     """A row returned by a claim (``JOB_COLUMNS``)."""
     # The common case, checked in one pass (``type(x) is int`` also refuses
     # bool); anything unusual takes the field-by-field path for its error.
-    if type(row) is tuple and len(row) == 14:
+    if type(row) is tuple and len(row) == 15:
         (id_, queue, text, priority, attempts, max_attempts, run_at, created_at, expires_at,
-         claimed_by, visible_at, _state, _error, claims) = row  # fmt: skip
+         claimed_by, visible_at, _state, _error, claims, headers) = row  # fmt: skip
         if (
             type(id_) is int and type(queue) is str and type(text) is str
             and type(priority) is int and type(attempts) is int and type(max_attempts) is int
             and type(run_at) is int and type(created_at) is int
             and (expires_at is None or type(expires_at) is int)
             and type(claimed_by) is str and type(visible_at) is int and type(claims) is int
+            and (headers is None or type(headers) is str)
         ):  # fmt: skip
             payload = codec.decode(text)
             return JobRecord(id_, queue, payload, priority, attempts, max_attempts, run_at,
-                             created_at, expires_at, claimed_by, visible_at, claims)  # fmt: skip
+                             created_at, expires_at, claimed_by, visible_at, claims,
+                             headers)  # fmt: skip
     return _job_record_checked(row)
 
 
@@ -202,6 +204,7 @@ def _job_record_checked(row: Row) -> JobRecord:
         claimed_by=f.text("claimed_by"),
         claim_expires_at_us=f.integer("visible_at"),
         claims=f.integer("claims"),
+        headers=f.opt_text("headers"),
     )
 
 

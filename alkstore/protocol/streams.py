@@ -62,6 +62,15 @@ def head_offset(d: Dialect, stream: str) -> Plan[int]:
     return 0 if row is None else int(row[0])
 
 
+@reads
+def consumer_lag(d: Dialect, stream: str, consumer: str) -> Plan[int]:
+    """How many offsets ``consumer``'s saved offset is behind the stream's
+    head (``head_offset - get_offset``, never below 0), read together."""
+    head = yield from head_offset(d, stream)
+    saved = yield from get_offset(d, stream, consumer)
+    return max(0, head - saved)
+
+
 def trim_to(d: Dialect, stream: str, offset: int) -> Plan[int]:
     """Drop events with offsets below ``offset``; returns how many went."""
     count = yield from fetch_count(d.trim(stream, check_offset(offset)))

@@ -68,6 +68,8 @@ class JobRecord(NamedTuple):
     claim_expires_at_us: int
     # Which claim of this job the handle holds: the ownership token.
     claims: int
+    # The job's metadata as stored (``protocol.headers``): JSON text or None.
+    headers: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,6 +258,8 @@ class NewJob(NamedTuple):
     run_at_us: int
     max_attempts: int
     expires_at_us: int | None
+    # Metadata kept beside the payload (``protocol.headers``): JSON text or None.
+    headers: str | None = None
 
 
 class NewSchedule(NamedTuple):

@@ -161,6 +161,7 @@ async def open_postgres_store(
     )
     try:
         async with runtime.task_group() as group:
+            store._background = group
             group.start_soon(listener.run)
             await listener.wait_connected(opts.connect_timeout)
             try:

@@ -146,6 +146,7 @@ async def open_sqlite_store(
     watch_conn: sqlite3.Connection | None = None
     try:
         async with runtime.task_group() as group:
+            store._background = group
             if not memory:
                 # The watcher only reads: a read-only store has it too, so
                 # its receivers see other processes' commits. It watches

@@ -371,6 +371,7 @@ SAMPLE_CALLS: dict[str, tuple[Any, ...]] = {
     "get_history": ("q", 1),
     "sweep_candidates": ("q", T0, 10),
     "queue_counts": ("q", T0),
+    "oldest_ready": ("q", T0),
     "set_paused": ("q", True),
     "queue_paused": ("q",),
     "dead_count": ("q",),
@@ -428,6 +429,14 @@ def test_statements_match_sqlite_fetch_kinds_and_bind_every_parameter() -> None:
             assert "?" not in statement.sql, name
             used = {int(n) for n in re.findall(r"\$(\d+)", statement.sql)}
             assert used == set(range(1, len(statement.params) + 1)), name
+    # The enqueues of jobs with headers are statements of their own.
+    tagged = new_job()._replace(headers='{"k":"v"}')
+    for name, args in (("enqueue", (tagged, T0)), ("enqueue_many", ([new_job(), tagged], T0))):
+        mine, other = getattr(ours, name)(*args), getattr(theirs, name)(*args)
+        assert "headers" in mine.sql and "headers" in other.sql
+        assert mine.fetch is other.fetch
+        used = {int(n) for n in re.findall(r"\$(\d+)", mine.sql)}
+        assert used == set(range(1, len(mine.params) + 1)), name
     variants = [ours.sweep_candidates(None, T0, 10), ours.sweep_candidates("q", T0, 10)]
     variants += [ours.job_page("q", which, 0, 10, T0) for which in LIVE_FILTERS]
     variants += [getattr(ours, f)(None, 1) for f in ("get_job", "get_dead", "get_history")]
@@ -589,6 +598,11 @@ def test_sweep_stats_dead_letters_requeue_purge(pg: Pg, d: PostgresDialect) -> N
     assert c1.id == once
     stats = pg.run(Q.stats(d, "q", T0))
     assert (stats.ready, stats.scheduled, stats.processing, stats.dead) == (1, 2, 1, 0)
+    # The one ready job became due at T0; nothing is ready in another queue,
+    # nor before anything is due.
+    assert pg.run(Q.oldest_ready(d, "q", T0 + US)) == T0
+    assert pg.run(Q.oldest_ready(d, "q", T0 - 1)) is None
+    assert pg.run(Q.oldest_ready(d, "other", T0)) is None
 
     assert pg.run(C.sweep(d, "q", T0 + US)) == []  # nothing to do yet
     # The exhausted claim lapses; the deadline passes.
@@ -628,6 +642,60 @@ def test_sweep_stats_dead_letters_requeue_purge(pg: Pg, d: PostgresDialect) -> N
     assert pg.run(Q.cancel(d, "q", scheduled)) is False
     assert pg.run(Q.cancel(d, "other", ready)) is False
     assert pg.run(Q.get_job(d, "other", ready)) is None
+
+
+def headers_journey(run: Callable[[Plan[Any]], Any], d: Any) -> list[Any]:
+    """A job's headers through every move of the job; what each claim read."""
+    seen: list[Any] = []
+    tagged = NewJob("h", "1", 0, T0, 1, None, headers='{"traceparent":"t1"}')
+    plain = NewJob("h", "2", 0, T0, 1, None)
+    first = run(Q.enqueue(d, tagged, ORIGIN, T0))
+    run(Q.enqueue(d, plain, ORIGIN, T0))
+    batch = [NewJob("h", str(i), 0, T0, 1, None, headers=h)
+             for i, h in enumerate(['{"b":"0"}', None, '{"b":"2"}'])]  # fmt: skip
+    run(Q.enqueue_many(d, batch, ORIGIN, T0))
+    jobs = run(C.claim(d, "h", "w", 10, T0, 5 * US))
+    seen.append([(j.payload, j.headers) for j in jobs])
+    # A release keeps them; a failure buries them with the job; a requeue
+    # brings them back.
+    job = next(j for j in jobs if j.id == first)
+    assert run(C.release(d, job, T0, refund=True)) is True
+    (job,) = run(C.claim(d, "h", "w", 1, T0, 5 * US))
+    seen.append(job.headers)
+    assert run(C.fail(d, job, T0, "boom")) is True
+    assert run(Q.requeue_dead(d, "h", first, ORIGIN, T0 + US)) is True
+    (job,) = run(C.claim(d, "h", "w", 1, T0 + US, 5 * US))
+    seen.append((job.id, job.headers))
+    # The sweep's burial keeps them too.
+    assert run(C.sweep(d, "h", T0 + 10 * US)) != []
+    assert run(Q.requeue_dead(d, "h", first, ORIGIN, T0 + 11 * US)) is True
+    (job,) = run(C.claim(d, "h", "w", 1, T0 + 11 * US, 5 * US))
+    seen.append((job.id, job.headers))
+    return seen
+
+
+def test_headers_travel_with_the_job(pg: Pg, d: PostgresDialect) -> None:
+    """Headers written at enqueue (one or many) come back with the claim,
+    NULL as None, and survive release, burial (fail and sweep) and requeue,
+    the same on both engines."""
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        sqlite_conn.ensure_schema(conn)
+        on_sqlite = headers_journey(
+            lambda plan: sqlite_conn.run_plan(conn, plan, write=True)[0], SqliteDialect()
+        )
+    finally:
+        conn.close()
+    on_postgres = headers_journey(pg.run, d)
+    expected_claims = [
+        (1, '{"traceparent":"t1"}'), (2, None),
+        (0, '{"b":"0"}'), (1, None), (2, '{"b":"2"}'),
+    ]  # fmt: skip
+    for seen in (on_sqlite, on_postgres):
+        assert seen[0] == expected_claims
+        assert seen[1] == '{"traceparent":"t1"}'
+        assert seen[2][1] == seen[3][1] == '{"traceparent":"t1"}'
+        assert seen[2][0] == seen[3][0]
 
 
 def test_parameters_of_every_int_width_bind(pg: Pg, d: PostgresDialect) -> None:
@@ -705,6 +773,7 @@ def test_claim_and_next_due_use_the_partial_indexes(pg: Pg, d: PostgresDialect) 
     try:
         assert "jobs_claim" in plan_of(d.claim("q7", "w", 5, T0 + 10**6, T0 + 2 * 10**6))
         assert "jobs_due" in plan_of(d.next_due("q7"))
+        assert "jobs_due" in plan_of(d.oldest_ready("q7", T0 + 10**6))
         assert "jobs_expiry" in plan_of(d.sweep_candidates("q7", T0, 100)) or "jobs_exhausted" in (
             plan_of(d.sweep_candidates("q7", T0, 100))
         )
@@ -1047,6 +1116,7 @@ def scenario(run: Callable[[Plan[Any]], Any], d: Any, seed: int, steps: int) -> 
                 now + rng.choice([0, 0, 2 * US, 10 * US]),
                 rng.choice([1, 2, 3]),
                 rng.choice([None, None, now + 5 * US, now + 30 * US]),
+                rng.choice([None, None, '{"traceparent":"t"}']),
             )
             jid = run(Q.enqueue(d, fresh, ORIGIN, now))
             known.append(jid)
@@ -1078,6 +1148,7 @@ def scenario(run: Callable[[Plan[Any]], Any], d: Any, seed: int, steps: int) -> 
             log.append((op, run(C.sweep(d, rng.choice([None, queue]), now, 3))))
         elif op == "stats":
             log.append((op, run(Q.stats(d, queue, now))))
+            log.append(("oldest", run(Q.oldest_ready(d, queue, now))))
         elif op == "dead":
             log.append((op, run(Q.dead_letters(d, queue, 5))))
         elif op in ("requeue", "cancel", "get") and known:

@@ -46,6 +46,9 @@ def test_claim_walks_the_claim_index_without_sorting(tmp_path: Path) -> None:
 def test_next_due_and_sweep_use_their_indexes(tmp_path: Path) -> None:
     conn = fresh(tmp_path)
     assert "__alkstore_jobs_due" in plan_of(conn, D.next_due("q"))
+    # The oldest ready job: the due index in its own order, no sort.
+    oldest = plan_of(conn, D.oldest_ready("q", 1_000))
+    assert "__alkstore_jobs_due" in oldest and "TEMP B-TREE" not in oldest.upper()
     sweep = plan_of(conn, D.sweep_candidates("q", 1_000, 100))
     assert "__alkstore_jobs_expiry" in sweep and "__alkstore_jobs_exhausted" in sweep
 

@@ -124,24 +124,33 @@ class PostgresDialect:
         self._notify = "SELECT pg_notify($1::text, '')"
 
         # -- queues ----------------------------------------------------------
+        # Jobs without headers (the usual case: nothing instrumented) leave
+        # the column out, as on SQLite.
         self._enqueue = (
             f"INSERT INTO {jobs} (queue, payload, priority, max_attempts, run_at, "
             "created_at, expires_at, visible_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $5) "
             "RETURNING id"
+        )
+        self._enqueue_headers = (
+            f"INSERT INTO {jobs} (queue, payload, priority, max_attempts, run_at, "
+            "created_at, expires_at, visible_at, headers) "
+            "VALUES ($1, $2, $3, $4, $5, $6, $7, $5, $8) RETURNING id"
         )
         # Many jobs in one statement. WITH ORDINALITY and ORDER BY make the
         # identity hand out ids in the jobs' order. The batch travels as one
         # JSON array of rows: the server parses it in C, where dumping six
         # Python lists as Postgres arrays cost the client about twice the
         # server's work (psycopg's list dumper is Python, element by element).
-        self._enqueue_many = (
+        many = (
             f"INSERT INTO {jobs} (queue, payload, priority, max_attempts, run_at, "
-            "created_at, expires_at, visible_at) "
+            "created_at, expires_at, visible_at{}) "
             "SELECT e->>0, e->>1, (e->>2)::int, (e->>3)::bigint, (e->>4)::bigint, $1, "
-            "(e->>5)::bigint, (e->>4)::bigint "
+            "(e->>5)::bigint, (e->>4)::bigint{} "
             "FROM json_array_elements($2::text::json) WITH ORDINALITY AS t(e, ord) "
             "ORDER BY ord RETURNING id"
         )
+        self._enqueue_many = many.format("", "")
+        self._enqueue_many_headers = many.format(", headers", ", e->>6")
         # Postgres has no index hints. On a jobs table that autovacuum has
         # not analyzed yet (a new store filled with 100,000 jobs, say) the
         # planner reads every due job through a bitmap scan and sorts them
@@ -214,10 +223,10 @@ class PostgresDialect:
         self._bury = (
             f"WITH gone AS (DELETE FROM {jobs} WHERE id = $1 RETURNING id, queue, payload, "
             "priority, attempts, max_attempts, run_at, created_at, expires_at, claimed_by, "
-            f"last_error, claims) INSERT INTO {dead} ({_DEAD_COLS}, claims) "
+            f"last_error, claims, headers) INSERT INTO {dead} ({_DEAD_COLS}, claims, headers) "
             "SELECT id, queue, payload, priority, attempts, max_attempts, run_at, created_at, "
             "expires_at, claimed_by, COALESCE($2::text, last_error), $3::text, $4::bigint, "
-            "claims FROM gone"
+            "claims, headers FROM gone"
         )
         self._cancel = f"DELETE FROM {jobs} WHERE id = $1 AND queue = $2"
         self._get_job = f"SELECT {_JOB_COLS} FROM {jobs} WHERE id = $1 AND queue = $2"
@@ -249,6 +258,13 @@ class PostgresDialect:
             f"COUNT(*) FILTER (WHERE state = {STATE_PROCESSING}) "
             f"FROM {jobs} WHERE queue = $2"
         )
+        # The ready job that became due first: the due index walked in
+        # visible_at order, stopping at the first ready row.
+        self._oldest_ready = (
+            f"SELECT visible_at FROM {jobs} "
+            f"WHERE queue = $1 AND state = {STATE_PENDING} AND {claimable('$2')} "
+            "ORDER BY visible_at LIMIT 1"
+        )
         self._set_paused = (
             f"INSERT INTO {queues} (name, paused) VALUES ($1, $2) "
             "ON CONFLICT (name) DO UPDATE SET paused = EXCLUDED.paused"
@@ -264,12 +280,12 @@ class PostgresDialect:
         self._requeue_dead = (
             f"WITH back AS (DELETE FROM {dead} WHERE id = $1 AND queue = $2 "
             "RETURNING id, queue, payload, priority, max_attempts, created_at, last_error, "
-            "claims) "
+            "claims, headers) "
             f"INSERT INTO {jobs} (id, queue, payload, priority, attempts, max_attempts, "
-            "run_at, created_at, expires_at, visible_at, state, last_error, claims) "
+            "run_at, created_at, expires_at, visible_at, state, last_error, claims, headers) "
             "OVERRIDING SYSTEM VALUE "
             "SELECT id, queue, payload, priority, 0, max_attempts, $3::bigint, created_at, "
-            f"NULL::bigint, $3::bigint, {STATE_PENDING}, last_error, claims FROM back"
+            f"NULL::bigint, $3::bigint, {STATE_PENDING}, last_error, claims, headers FROM back"
         )
         self._purge_all = f"DELETE FROM {dead} WHERE queue = $1"
         self._purge_before = f"DELETE FROM {dead} WHERE queue = $1 AND died_at < $2"
@@ -467,26 +483,31 @@ class PostgresDialect:
 
     # -- queues --------------------------------------------------------------
     def enqueue(self, job: NewJob, now_us: int) -> Statement:
-        return Statement(
-            self._enqueue,
-            (
-                job.queue,
-                job.payload_json,
-                job.priority,
-                job.max_attempts,
-                job.run_at_us,
-                now_us,
-                job.expires_at_us,
-            ),
-            Fetch.ONE,
-        )
+        params = (
+            job.queue, job.payload_json, job.priority, job.max_attempts, job.run_at_us,
+            now_us, job.expires_at_us,
+        )  # fmt: skip
+        if job.headers is None:
+            return Statement(self._enqueue, params, Fetch.ONE)
+        return Statement(self._enqueue_headers, (*params, job.headers), Fetch.ONE)
 
     def enqueue_many(self, jobs: Sequence[NewJob], now_us: int) -> Statement:
-        rows = [
-            (j.queue, j.payload_json, j.priority, j.max_attempts, j.run_at_us, j.expires_at_us)
-            for j in jobs
-        ]
-        return Statement(self._enqueue_many, (now_us, orjson.dumps(rows).decode()), Fetch.ALL)
+        rows: list[tuple[object, ...]]
+        if any(j.headers is not None for j in jobs):
+            sql = self._enqueue_many_headers
+            rows = [
+                (j.queue, j.payload_json, j.priority, j.max_attempts, j.run_at_us,
+                 j.expires_at_us, j.headers)
+                for j in jobs
+            ]  # fmt: skip
+        else:
+            sql = self._enqueue_many
+            rows = [
+                (j.queue, j.payload_json, j.priority, j.max_attempts, j.run_at_us,
+                 j.expires_at_us)
+                for j in jobs
+            ]  # fmt: skip
+        return Statement(sql, (now_us, orjson.dumps(rows).decode()), Fetch.ALL)
 
     def claim_prelude(self) -> tuple[Statement, ...]:
         return self._claim_prelude
@@ -564,6 +585,9 @@ class PostgresDialect:
 
     def queue_counts(self, queue: str, now_us: int) -> Statement:
         return Statement(self._queue_counts, (now_us, queue), Fetch.ONE)
+
+    def oldest_ready(self, queue: str, now_us: int) -> Statement:
+        return Statement(self._oldest_ready, (queue, now_us), Fetch.ONE)
 
     def set_paused(self, queue: str, paused: bool) -> Statement:
         return Statement(self._set_paused, (queue, paused))

@@ -69,16 +69,29 @@ _LAST_NOTIFICATION_ID = "SELECT COALESCE(MAX(id), 0) FROM __alkstore_notificatio
 _PRUNE_NOTIFICATIONS = "DELETE FROM __alkstore_notifications WHERE created_at < ?"
 
 # -- queues ------------------------------------------------------------------
+# Jobs without headers (the usual case: nothing instrumented) leave the
+# column out: binding a NULL per job cost about 0.3 us, 15% of a batch
+# insert's time here.
 _ENQUEUE = (
     "INSERT INTO __alkstore_jobs (queue, payload, priority, max_attempts, run_at, "
     "created_at, expires_at, visible_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"
 )
-# Followed by one "(?, ?, ?, ?, ?, ?, ?, ?)" per job, then RETURNING id.
+_ENQUEUE_HEADERS = (
+    "INSERT INTO __alkstore_jobs (queue, payload, priority, max_attempts, run_at, "
+    "created_at, expires_at, visible_at, headers) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    "RETURNING id"
+)
+# Followed by one row of placeholders per job, then RETURNING id.
 _ENQUEUE_MANY = (
     "INSERT INTO __alkstore_jobs (queue, payload, priority, max_attempts, run_at, "
     "created_at, expires_at, visible_at) VALUES"
 )
 _ENQUEUE_MANY_ROW = "(?, ?, ?, ?, ?, ?, ?, ?)"
+_ENQUEUE_MANY_HEADERS = (
+    "INSERT INTO __alkstore_jobs (queue, payload, priority, max_attempts, run_at, "
+    "created_at, expires_at, visible_at, headers) VALUES"
+)
+_ENQUEUE_MANY_HEADERS_ROW = "(?, ?, ?, ?, ?, ?, ?, ?, ?)"
 # The claim names its index (INDEXED BY): nothing to set first.
 _CLAIM_PRELUDE: tuple[Statement, ...] = ()
 # Claim = pick and update in one statement; SQLite's single writer means no
@@ -128,9 +141,9 @@ _EXTEND_CLAIM = (
 )
 # Two statements move the row: copy it into the dead table, delete it.
 _BURY_COPY = (
-    f"INSERT INTO __alkstore_dead ({_DEAD_COLS}, claims) "
+    f"INSERT INTO __alkstore_dead ({_DEAD_COLS}, claims, headers) "
     "SELECT id, queue, payload, priority, attempts, max_attempts, run_at, "
-    "created_at, expires_at, claimed_by, COALESCE(?, last_error), ?, ?, claims "
+    "created_at, expires_at, claimed_by, COALESCE(?, last_error), ?, ?, claims, headers "
     "FROM __alkstore_jobs WHERE id = ?"
 )
 _BURY_DELETE = "DELETE FROM __alkstore_jobs WHERE id = ?"
@@ -172,6 +185,13 @@ _QUEUE_COUNTS = (
     f"COALESCE(SUM(state = {STATE_PROCESSING}), 0) "
     f"FROM __alkstore_jobs WHERE queue = ?"
 )
+# The ready job that became due first: the due index walked in visible_at
+# order, stopping at the first ready row.
+_OLDEST_READY = (
+    "SELECT visible_at FROM __alkstore_jobs INDEXED BY __alkstore_jobs_due "
+    f"WHERE queue = ? AND state = {STATE_PENDING} AND {claimable('?')} "
+    "ORDER BY visible_at LIMIT 1"
+)
 _SET_PAUSED = (
     "INSERT INTO __alkstore_queues (name, paused) VALUES (?, ?) "
     "ON CONFLICT (name) DO UPDATE SET paused = excluded.paused"
@@ -187,9 +207,9 @@ _DEAD_LETTERS = (
 _REQUEUE_COPY = (
     "INSERT INTO __alkstore_jobs (id, queue, payload, priority, attempts, "
     "max_attempts, run_at, created_at, expires_at, visible_at, state, last_error, "
-    "claims) "
+    "claims, headers) "
     f"SELECT id, queue, payload, priority, 0, max_attempts, ?, created_at, NULL, ?, "
-    f"{STATE_PENDING}, last_error, claims FROM __alkstore_dead "
+    f"{STATE_PENDING}, last_error, claims, headers FROM __alkstore_dead "
     "WHERE id = ? AND queue = ?"
 )
 _REQUEUE_DELETE = "DELETE FROM __alkstore_dead WHERE id = ? AND queue = ?"
@@ -392,30 +412,32 @@ class SqliteDialect:
 
     # -- queues --------------------------------------------------------------
     def enqueue(self, job: NewJob, now_us: int) -> Statement:
-        return Statement(
-            _ENQUEUE,
-            (
-                job.queue,
-                job.payload_json,
-                job.priority,
-                job.max_attempts,
-                job.run_at_us,
-                now_us,
-                job.expires_at_us,
-                job.run_at_us,
-            ),
-            Fetch.ONE,
-        )
+        params = (
+            job.queue, job.payload_json, job.priority, job.max_attempts, job.run_at_us,
+            now_us, job.expires_at_us, job.run_at_us,
+        )  # fmt: skip
+        if job.headers is None:
+            return Statement(_ENQUEUE, params, Fetch.ONE)
+        return Statement(_ENQUEUE_HEADERS, (*params, job.headers), Fetch.ONE)
 
     def enqueue_many(self, jobs: Sequence[NewJob], now_us: int) -> Statement:
         params: list[object] = []
-        for job in jobs:
-            params += (
-                job.queue, job.payload_json, job.priority, job.max_attempts, job.run_at_us,
-                now_us, job.expires_at_us, job.run_at_us,
-            )  # fmt: skip
-        rows = ", ".join([_ENQUEUE_MANY_ROW] * len(jobs))
-        return Statement(f"{_ENQUEUE_MANY} {rows} RETURNING id", tuple(params), Fetch.ALL)
+        if any(job.headers is not None for job in jobs):
+            insert, row = _ENQUEUE_MANY_HEADERS, _ENQUEUE_MANY_HEADERS_ROW
+            for job in jobs:
+                params += (
+                    job.queue, job.payload_json, job.priority, job.max_attempts, job.run_at_us,
+                    now_us, job.expires_at_us, job.run_at_us, job.headers,
+                )  # fmt: skip
+        else:
+            insert, row = _ENQUEUE_MANY, _ENQUEUE_MANY_ROW
+            for job in jobs:
+                params += (
+                    job.queue, job.payload_json, job.priority, job.max_attempts, job.run_at_us,
+                    now_us, job.expires_at_us, job.run_at_us,
+                )  # fmt: skip
+        rows = ", ".join([row] * len(jobs))
+        return Statement(f"{insert} {rows} RETURNING id", tuple(params), Fetch.ALL)
 
     def claim_prelude(self) -> tuple[Statement, ...]:
         return _CLAIM_PRELUDE
@@ -495,6 +517,9 @@ class SqliteDialect:
 
     def queue_counts(self, queue: str, now_us: int) -> Statement:
         return Statement(_QUEUE_COUNTS, (now_us, now_us, now_us, queue), Fetch.ONE)
+
+    def oldest_ready(self, queue: str, now_us: int) -> Statement:
+        return Statement(_OLDEST_READY, (queue, now_us, now_us), Fetch.ONE)
 
     def set_paused(self, queue: str, paused: bool) -> Statement:
         return Statement(_SET_PAUSED, (queue, int(paused)))
