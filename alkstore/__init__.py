@@ -6,6 +6,7 @@ The public surface is this module, the drivers ``alkstore.io_trio`` and
 change without notice.
 """
 
+from .api.drain import Drain
 from .api.locks import Lock
 from .api.outbox import Outbox
 from .api.queue import Job, Queue
@@ -30,7 +31,14 @@ from .protocol.errors import (
     UsageError,
 )
 from .protocol.names import LISTENER_RECONNECTED, RESERVED_PREFIX
-from .protocol.types import EnqueueOptions, JobInfo, QueueStats, StreamEvent, Wake
+from .protocol.types import (
+    EnqueueOptions,
+    JobInfo,
+    QueueStats,
+    StreamEvent,
+    Wake,
+    WorkerReport,
+)
 from .runner.runtime import Clock, ManualClock, SystemClock
 
 __version__ = "0.1.0"
@@ -45,6 +53,7 @@ __all__ = [
     "CodecError",
     "CommitUnknown",
     "DatabaseError",
+    "Drain",
     "EnqueueOptions",
     "EventReceiver",
     "InvalidArgument",
@@ -69,4 +78,5 @@ __all__ = [
     "UsageError",
     "Wake",
     "WakeReceiver",
+    "WorkerReport",
 ]
