@@ -145,3 +145,28 @@ async def test_one_drain_ends_workers_on_several_queues_and_now_cuts_it_short(
     assert await queues[0].get_job(ids[0]) is None  # acked
     info = await queues[1].get_job(ids[1])
     assert info is not None and info.state == "pending" and info.attempts == 0
+
+
+async def test_an_outbox_worker_drains_too(store: Store) -> None:
+    ob = store.outbox("hooks")
+    await ob.enqueue({"n": 1})
+    delivered = aio.event()
+
+    async def deliver(payload: Any) -> None:
+        delivered.set()
+
+    drain = Drain()
+    reports: list[WorkerReport] = []
+
+    async def run() -> None:
+        reports.append(await ob.work(deliver, drain=drain, poll_interval=NEVER))
+
+    async with aio.open_task_group() as group:
+        group.start_soon(run)
+        async with aio.fail_after(SOON):
+            await delivered.wait()
+        drain.start(timeout=NEVER)
+    (report,) = reports
+    assert (report.started, report.acked) == (1, 1)  # settled before work returned
+    stats = await ob.stats()
+    assert (stats.ready, stats.processing) == (0, 0)
