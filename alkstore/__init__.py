@@ -6,6 +6,7 @@ The public surface is this module, the drivers ``alkstore.io_trio`` and
 change without notice.
 """
 
+from .api.drain import Drain
 from .api.locks import Lock
 from .api.outbox import Outbox
 from .api.queue import Job, Queue
@@ -42,6 +43,7 @@ from .protocol.types import (
     StreamEvent,
     StreamInfo,
     Wake,
+    WorkerReport,
 )
 from .runner.runtime import Clock, ManualClock, SystemClock
 
@@ -58,6 +60,7 @@ __all__ = [
     "CommitUnknown",
     "ConsumerInfo",
     "DatabaseError",
+    "Drain",
     "EnqueueOptions",
     "EventReceiver",
     "InvalidArgument",
@@ -87,4 +90,5 @@ __all__ = [
     "UsageError",
     "Wake",
     "WakeReceiver",
+    "WorkerReport",
 ]

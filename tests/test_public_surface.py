@@ -69,6 +69,8 @@ WHITE_BOX: dict[str, set[str]] = {
     "test_names.py": {"alkstore.engines.postgres.names"},
     # a probe on a stream's internal wake channel
     "test_reconnect.py": {"alkstore.protocol.names"},
+    # a fixed claim-ahead, so a drain finds jobs waiting for a slot
+    "test_drain.py": {"alkstore.protocol.worker"},
     # the grace periods the shielded settles and releases add
     "test_settle_bound.py": {"alkstore.protocol.locks", "alkstore.protocol.worker"},
     # what `alkstore worker --metrics-port` serves, served and scraped

@@ -11,7 +11,7 @@ from ..protocol import codec, queues
 from ..protocol import outbox as plans
 from ..protocol.errors import AlkstoreError
 from ..protocol.names import check_identifier, outbox_queue_name
-from ..protocol.types import EnqueueOptions, JobInfo, QueueOptions, QueueStats
+from ..protocol.types import EnqueueOptions, JobInfo, QueueOptions, QueueStats, WorkerReport
 from ..protocol.worker import settle_bound
 from .queue import Job, Queue
 from .worker import check_handler, default_worker_id, log_refused_acks, retry_failed
@@ -135,14 +135,15 @@ class Outbox:
                         "unless that commits, delivered ones are delivered again and the rest "
                         "return once their claims lapse", self.name, bound)  # fmt: skip
 
-    async def work(self, deliver: Deliver, **options: Any) -> None:
-        """Deliver continuously, woken by enqueues (see ``Queue.work``)."""
+    async def work(self, deliver: Deliver, **options: Any) -> WorkerReport:
+        """Deliver continuously, woken by enqueues, until cancelled or
+        drained (``Queue.work``'s options, ``drain=`` included)."""
         check_handler(deliver, "deliver")
 
         async def handler(job: Job) -> None:
             await deliver(job.payload)
 
-        await self.queue.work(handler, **options)
+        return await self.queue.work(handler, **options)
 
     async def stats(self) -> QueueStats:
         """The outbox's counts (``Queue.stats``)."""

@@ -19,11 +19,13 @@ from ..protocol.types import (
     JobRecord,
     QueueOptions,
     QueueStats,
+    WorkerReport,
     resolve_enqueue,
     resolve_enqueue_many,
 )
 
 if TYPE_CHECKING:
+    from .drain import Drain
     from .store import Store
 
 T = TypeVar("T")
@@ -394,17 +396,21 @@ class Queue:
         poll_interval: float = 5.0,
         sweep_interval: float | None = None,
         heartbeat_interval: float | None = None,
+        drain: Drain | None = None,
         task_status: Any = None,
-    ) -> None:
-        """Run ``handler`` on this queue's jobs until cancelled. See ``worker.py``."""
+    ) -> WorkerReport:
+        """Run ``handler`` on this queue's jobs until cancelled (unfinished
+        jobs are handed back and the cancellation propagates), or until
+        ``drain`` ends it gracefully: then it returns what it did. See
+        docs/worker.md."""
         from .worker import run_worker
 
         # Up front: the worker rides out failing claims, and on a read-only
         # store every claim would fail, forever.
         self._store._check_writable("work()")
 
-        await run_worker(
+        return await run_worker(
             self, handler, concurrency=concurrency, worker_id=worker_id,
             poll_interval=poll_interval, sweep_interval=sweep_interval,
-            heartbeat_interval=heartbeat_interval, task_status=task_status,
+            heartbeat_interval=heartbeat_interval, drain=drain, task_status=task_status,
         )  # fmt: skip

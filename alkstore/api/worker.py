@@ -2,7 +2,9 @@
 
 Claims in batches when woken, runs the handler with bounded concurrency, acks
 on return, retries with backoff on exception, heartbeats long jobs, and on
-cancellation hands back at once whatever it has not finished.
+cancellation hands back at once whatever it has not finished. A ``Drain``
+ends it gracefully instead: no more claims, what waits for a slot handed
+back at once, running handlers given until a deadline to finish.
 
 Every decision (when to claim, how many, how long to sleep, when to sweep,
 when to heartbeat, when a claim is lost) is taken by the pure state machines
@@ -27,7 +29,7 @@ import secrets
 import socket
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..protocol.claim import ack_many, heartbeat_many, retry_decision
 from ..protocol.errors import AlkstoreError, Closed, CommitUnknown, InvalidArgument, brief
@@ -35,10 +37,11 @@ from ..protocol.leases import Idle, Lapsed, Leases, Wait
 from ..protocol.names import queue_channel
 from ..protocol.plan import Plan
 from ..protocol.timeconv import US_PER_S, Duration
-from ..protocol.types import JobRecord
+from ..protocol.types import JobRecord, WorkerReport
 from ..protocol.worker import (
     Claim,
     ClaimResult,
+    HandBack,
     Outcome,
     SelfSettled,
     Sweep,
@@ -52,12 +55,15 @@ from ..runner.runtime import Runtime, Signal
 from .queue import INLINE_MAX, Job, error_text
 
 if TYPE_CHECKING:
+    from .drain import Drain
     from .queue import Queue
     from .wakes import WakeReceiver
 
 log = logging.getLogger("alkstore.worker")
 
 Handler = Callable[[Job], Awaitable[Any]]
+# How a job left the worker, as its report counts it.
+Settled = Literal["acked", "retried", "dead", "handed_back", "lost"]
 
 
 def check_handler(handler: object, what: str = "handler") -> None:
@@ -98,16 +104,44 @@ async def run_worker(
     poll_interval: float,
     sweep_interval: float | None,
     heartbeat_interval: float | None,
+    drain: Drain | None,
     task_status: Any,
-) -> None:
+) -> WorkerReport:
+    from .drain import Drain
+
     check_handler(handler)
+    if drain is not None and not isinstance(drain, Drain):
+        raise InvalidArgument(f"drain must be an alkstore.Drain or None, got {brief(drain)}")
     vt = queue._options.visibility_timeout_us
     policy = WorkerPolicy.configure(
         concurrency=concurrency, visibility_timeout_us=vt, poll_interval=poll_interval,
         sweep_interval=sweep_interval, heartbeat_interval=heartbeat_interval,
     )  # fmt: skip
     wid = check_worker_id(worker_id) or default_worker_id()
-    await _Worker(queue, handler, policy, wid).run(task_status)
+    return await _Worker(queue, handler, policy, wid, drain).run(task_status)
+
+
+class _Tally:
+    """How jobs left the worker so far (its ``WorkerReport``)."""
+
+    __slots__ = ("acked", "dead", "handed_back", "lost", "retried", "started")
+
+    def __init__(self) -> None:
+        self.started = self.acked = self.retried = self.dead = 0
+        self.handed_back = self.lost = 0
+
+    def settled(self, outcome: Settled) -> None:
+        """Count one job that left the worker so."""
+        if outcome == "acked":
+            self.acked += 1
+        elif outcome == "retried":
+            self.retried += 1
+        elif outcome == "dead":
+            self.dead += 1
+        elif outcome == "handed_back":
+            self.handed_back += 1
+        elif outcome == "lost":
+            self.lost += 1
 
 
 class _Slot:
@@ -134,11 +168,20 @@ class _Worker:
       whose handlers raised.
 
     What is claimed and not settled is ``held``; at shutdown the finished
-    ones are acked and the rest handed back.
+    ones are acked and the rest handed back. A drain (``_begin_drain``)
+    turns the claim loop into handing back and waiting; when the policy
+    says ``Stop``, the loop returns and the task group is cancelled (the
+    handlers still running with it), and shutdown proceeds as on
+    cancellation, but ``run`` returns the report instead of raising.
     """
 
     def __init__(
-        self, queue: Queue, handler: Handler, policy: WorkerPolicy, worker_id: str
+        self,
+        queue: Queue,
+        handler: Handler,
+        policy: WorkerPolicy,
+        worker_id: str,
+        drain: Drain | None = None,
     ) -> None:
         self.queue = queue
         self.store = queue._store
@@ -160,10 +203,15 @@ class _Worker:
         self.settle_kick = _Kick(self.runtime)
         telemetry = self.store._telemetry
         self.tel = None if telemetry is None else telemetry.worker(queue.name, worker_id)
+        self.drain = drain
+        self.tally = _Tally()
+        self.cancelled = 0
 
-    async def run(self, task_status: Any) -> None:
-        store, runtime = self.store, self.runtime
+    async def run(self, task_status: Any) -> WorkerReport:
+        store, runtime, drain = self.store, self.runtime, self.drain
         try:
+            if drain is not None:
+                drain._attach(self)
             async with (
                 store._subscribe_channel(queue_channel(self.queue.name)) as wakes,
                 runtime.task_group() as group,
@@ -176,12 +224,70 @@ class _Worker:
                 if task_status is not None:
                     task_status.started()
                 await self._claim_loop()
+                # Drained: stop the worker's own tasks, and the handlers still
+                # running if the deadline passed (their jobs are still held).
+                group.cancel()
         finally:
+            if drain is not None:
+                drain._detach(self)
+            # Handlers cancelled by the stop never left ``running``.
+            self.cancelled = len(self.running)
             try:
                 await self._shutdown()
             finally:
                 if self.tel is not None:
                     self.tel.stopped()
+        return self._report()
+
+    def _report(self) -> WorkerReport:
+        t = self.tally
+        return WorkerReport(
+            queue=self.queue.name, worker_id=self.wid, started=t.started, acked=t.acked,
+            retried=t.retried, dead=t.dead, handed_back=t.handed_back, lost=t.lost,
+            cancelled=self.cancelled,
+        )  # fmt: skip
+
+    # -- draining ------------------------------------------------------------------
+    def _begin_drain(self, timeout_us: int | None) -> None:
+        """A drain began (or was asked again, sooner): see ``WorkerPolicy.drain``."""
+        first = not self.policy.draining
+        self.policy.drain(self.store._now_us(), timeout_us)
+        self.kick.set()
+        if first:
+            log.info("worker %s on %s: draining, %d handler(s) running, %d job(s) claimed ahead "
+                     "to hand back", self.wid, self.queue.name, len(self.running),
+                     len(self.ready))  # fmt: skip
+
+    def _handlers_running(self) -> int:
+        return len(self.running)
+
+    async def _hand_back_waiting(self) -> None:
+        """Draining: hand back the jobs claimed ahead that no slot has taken."""
+        jobs = list(self.ready)
+        self.ready.clear()
+        self.policy.dropped(len(jobs))
+        for job in jobs:
+            self.leases.drop(job.id)
+        bound = settle_bound(self.store._now_us(), [j._record for j in jobs])
+        with self.runtime.shield(bound) as scope:
+            self.tally.handed_back += await _hand_back(self.queue, jobs)
+        # Handed back, or left to lapse if that failed: either way not ours.
+        for job in jobs:
+            self.held.pop(job.id, None)
+        if scope.cancelled_caught:
+            log.warning("worker could not hand back %d job(s) within %.1f s; they return "
+                        "after their claims lapse", len(jobs), bound)  # fmt: skip
+
+    def _stopped(self, cancel: bool) -> None:
+        # A slot already woken could still take a waiting job before the
+        # group's cancellation reaches it: the stop's hand-back takes them.
+        self.ready.clear()
+        if cancel:
+            log.warning("worker %s on %s: drain over with %d handler(s) still running: "
+                        "cancelling them, their jobs are handed back", self.wid,
+                        self.queue.name, len(self.running))  # fmt: skip
+        else:
+            log.info("worker %s on %s: drained", self.wid, self.queue.name)
 
     # -- the claim loop ------------------------------------------------------------
     async def _claim_loop(self) -> None:
@@ -235,8 +341,13 @@ class _Worker:
                     self._dispatch(_WorkerJob(self, record))
                 if result.jobs:
                     self.work.set()
-            else:
+            elif isinstance(action, Wait):
                 await self.kick.wait(max(0, action.until_us - store._now_us()) / US_PER_S)
+            elif isinstance(action, HandBack):
+                await self._hand_back_waiting()
+            else:
+                self._stopped(action.cancel)
+                return
 
     def _dispatch(self, job: _WorkerJob) -> None:
         self.held[job.id] = job
@@ -263,7 +374,10 @@ class _Worker:
                 log.warning("job %s on %s lost its claim while running; not settled",
                             job.id, self.queue.name)  # fmt: skip
                 self._forget(job)
+                self.tally.lost += 1
                 self.policy.finished(Outcome.LOST)
+                if self.policy.draining:
+                    self.kick.set()  # the drain may be waiting for this one alone
 
     async def _run_jobs(self, slot: _Slot) -> None:
         ready, runtime = self.ready, self.runtime
@@ -274,6 +388,7 @@ class _Worker:
             slot.job = job
             self.running[job.id] = slot
             self.policy.started()
+            self.tally.started += 1
             if len(ready) * 2 < self.policy.ahead + 1:
                 self.kick.set()  # running low: time to claim more
             # A job taken as shutdown began goes back without running.
@@ -340,7 +455,7 @@ class _Worker:
                 if acks:
                     await self._ack(acks)
                 for job, error in retries:
-                    await retry_failed(job, error)
+                    await retry_failed(job, error)  # counted by the job's own ``retry``
                     self.held.pop(job.id, None)
                 if retries:
                     self.policy.retried()
@@ -365,6 +480,8 @@ class _Worker:
         for job in jobs:
             self.held.pop(job.id, None)
         if acked is not None:
+            self.tally.acked += len(acked)
+            self.tally.lost += len(jobs) - len(acked)
             log_refused_acks(self.queue.name, [j._record for j in jobs], acked)
         return acked
 
@@ -410,6 +527,7 @@ class _Worker:
         if waiting is not None and waiting in self.ready:
             self.ready.remove(waiting)
             self.held.pop(job_id, None)
+            self.tally.lost += 1
             self.policy.dropped()
             log.warning("job %s on %s lost its claim before it started; not run",
                         job_id, self.queue.name)  # fmt: skip
@@ -437,7 +555,7 @@ class _Worker:
         jobs = list(self.held.values())
         bound = settle_bound(self.store._now_us(), [j._record for j in jobs])
         with self.runtime.shield(bound) as scope:
-            await _hand_back(self.queue, jobs)
+            self.tally.handed_back += await _hand_back(self.queue, jobs)
         if scope.cancelled_caught:
             log.warning("worker could not hand back %d job(s) within %.1f s; they return "
                         "after their claims lapse", len(jobs), bound)  # fmt: skip
@@ -501,13 +619,23 @@ class _WorkerJob(Job):
 
     async def ack(self) -> bool:
         self._settled = self._settled or SelfSettled.ACK
-        return await super().ack()
+        acked = await super().ack()
+        self._count("acked" if acked else "lost")
+        return acked
 
     async def retry(
         self, delay: Duration | None = None, error: BaseException | str | None = None
     ) -> bool:
         self._settled = self._settled or SelfSettled.RETRY
-        return await super().retry(delay, error)
+        record = self._record
+        retried = await super().retry(delay, error)
+        if not retried:
+            self._count("lost")
+        elif retry_decision(record.attempts, record.max_attempts) is None:
+            self._count("retried")
+        else:
+            self._count("dead")
+        return retried
 
     async def fail(self, error: BaseException | str | None = None) -> bool:
         self._settled = self._settled or SelfSettled.FAIL
@@ -515,11 +643,17 @@ class _WorkerJob(Job):
         if failed:
             log.error("job %s on %s moved to dead letters (failed) by its handler: %s",
                       self.id, self.queue, error_text(error))  # fmt: skip
+        self._count("dead" if failed else "lost")
         return failed
 
     async def release(self, *, refund: bool = True) -> bool:
         self._settled = self._settled or SelfSettled.RELEASE
-        return await super().release(refund=refund)
+        released = await super().release(refund=refund)
+        self._count("handed_back" if released else "lost")
+        return released
+
+    def _count(self, outcome: Settled) -> None:
+        self._worker.tally.settled(outcome)
 
 
 def _capture(plan: Plan[ClaimResult], seen: list[ClaimResult]) -> Plan[ClaimResult]:
@@ -529,17 +663,19 @@ def _capture(plan: Plan[ClaimResult], seen: list[ClaimResult]) -> Plan[ClaimResu
     return result
 
 
-async def _hand_back(queue: Queue, jobs: Sequence[Job]) -> None:
-    """Shutdown: release unfinished jobs, due now, attempts refunded."""
+async def _hand_back(queue: Queue, jobs: Sequence[Job]) -> int:
+    """Shutdown: release unfinished jobs, due now, attempts refunded; how
+    many were released (0 when the round trip failed)."""
     store = queue._store
     plan = release_all(store._dialect, [j._record for j in jobs], store._origin, store._now_us())
     try:
-        count = await store._run(plan)
+        count: int = await store._run(plan)
     except AlkstoreError:
         log.exception("worker could not hand back %d job(s); they return after their claims lapse",
                       len(jobs))  # fmt: skip
-        return
+        return 0
     log.debug("handed back %d of %d job(s) on %s", count, len(jobs), queue.name)
+    return count
 
 
 async def _guard(awaitable: Awaitable[Any], what: str) -> Any:

@@ -116,3 +116,8 @@ async def _read_stats(
         letters = await queue.dead_letters(dead) if dead else []
     return counts, letters
 
+
+
+from .worker import worker  # noqa: E402  (registered on the group above)
+
+main.add_command(worker)

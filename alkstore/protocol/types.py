@@ -208,6 +208,32 @@ class ScheduleInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class WorkerReport:
+    """What one ``Queue.work`` call did, returned when a ``Drain`` ends it.
+
+    ``started``: handlers started. Then, by how each job left the worker:
+    ``acked`` (by the worker when its handler returned, or by the handler
+    itself), ``retried`` (pending again after a backoff), ``dead`` (to the
+    dead letters: out of attempts, or ``job.fail``), ``handed_back``
+    (released unfinished, due at once, attempt refunded: claimed ahead and
+    never started, or cancelled), ``lost`` (its claim lapsed or was taken
+    away before it was settled; someone else runs it). ``cancelled``: of the
+    handed-back jobs, those whose handler was still running when the drain's
+    deadline passed (or ``Drain.now()`` was called) and was cancelled. A
+    settlement whose round trip got no answer is in no count."""
+
+    queue: str
+    worker_id: str
+    started: int = 0
+    acked: int = 0
+    retried: int = 0
+    dead: int = 0
+    handed_back: int = 0
+    lost: int = 0
+    cancelled: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class LockRecord:
     name: str
     owner: str

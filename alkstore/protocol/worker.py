@@ -1,10 +1,11 @@
 """The worker's decisions, as pure state machines.
 
 ``WorkerPolicy`` decides for the claim loop of ``Queue.work``: events in (a
-wake arrived, a claim came back, a job finished, a sweep ran, the current
-time), one action out (sweep, claim ``n``, or wait until an instant for a
-kick). ``Leases`` (``leases.py``) decides for every claim the worker holds:
-renew these now, these have lapsed, or wait. Two plans complete the picture:
+wake arrived, a claim came back, a job finished, a sweep ran, a drain began,
+the current time), one action out (sweep, claim ``n``, wait until an instant
+for a kick; while draining, hand back what waits for a slot, or stop).
+``Leases`` (``leases.py``) decides for every claim the worker holds: renew
+these now, these have lapsed, or wait. Two plans complete the picture:
 a claim that also reads when the next job falls due (one round trip), and
 the hand-back of unfinished jobs at shutdown.
 
@@ -65,8 +66,23 @@ class Claim:
     n: int
 
 
-# The third, ``Wait``, is the one ``Leases`` gives too: both loops sleep on it.
-WorkerAction = Sweep | Claim | Wait
+@dataclass(frozen=True, slots=True)
+class HandBack:
+    """Draining: hand back the jobs claimed ahead that no handler has started
+    (due now, attempt refunded), so other workers take them at once."""
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    """Draining is over: end the worker. Whatever it still holds unfinished
+    is handed back; ``cancel``: handlers are still running (the drain's
+    deadline passed) and are cancelled first, their jobs handed back too."""
+
+    cancel: bool
+
+
+# ``Wait`` is the one ``Leases`` gives too: both loops sleep on it.
+WorkerAction = Sweep | Claim | Wait | HandBack | Stop
 
 
 class SelfSettled(enum.Enum):
@@ -126,6 +142,10 @@ class WorkerPolicy:
     _wakes_at_claim: int = 0
     # A due-but-unclaimable job (a passed deadline) asked for a sweep already.
     _stale_due_swept: bool = False
+    # Draining (see ``drain``): no more claims or sweeps; running handlers
+    # may finish until ``drain_until_us`` (None: however long they take).
+    draining: bool = False
+    drain_until_us: int | None = None
 
     def __post_init__(self) -> None:
         self.concurrency = check_int(self.concurrency, "concurrency", lo=1, hi=MAX_CONCURRENCY)
@@ -204,6 +224,8 @@ class WorkerPolicy:
         return capacity > 0 and (starving or capacity * 2 >= self.concurrency + self.ahead)
 
     def next_action(self, now_us: int) -> WorkerAction:
+        if self.draining:
+            return self._drain_action(now_us)
         if self.backoff_until_us is not None and now_us >= self.backoff_until_us:
             self.backoff_until_us = None
         if now_us >= self.next_sweep_us:
@@ -231,7 +253,35 @@ class WorkerPolicy:
             deadline = min(deadline, self.next_due_us)
         return deadline
 
+    def _drain_action(self, now_us: int) -> WorkerAction:
+        started = self.running - self.queued
+        if started == 0:
+            # Nothing runs: stop, and what waits for a slot goes back with
+            # the stop's hand-back (one round trip, not two).
+            return Stop(cancel=False)
+        until = self.drain_until_us
+        if until is not None and now_us >= until:
+            return Stop(cancel=True)
+        if self.queued:
+            return HandBack()
+        # Until a handler finishes (which kicks) or the deadline; without
+        # one, look again every poll interval all the same.
+        return Wait(now_us + self.poll_interval_us if until is None else until)
+
     # -- events ------------------------------------------------------------------
+    def drain(self, now_us: int, timeout_us: int | None) -> None:
+        """Drain: claim and sweep no more, hand back at once what was claimed
+        ahead and has not started, let running handlers finish (and be
+        settled as usual) until ``now_us + timeout_us`` (``None``: however
+        long they take), then stop, cancelling those still running. Asked
+        again, the deadline only ever moves closer: a second drain with
+        ``timeout_us=0`` stops at once."""
+        if timeout_us is not None:
+            until = now_us + max(0, timeout_us)
+            if self.drain_until_us is None or until < self.drain_until_us:
+                self.drain_until_us = until
+        self.draining = True
+
     def woke(self) -> None:
         """Someone enqueued (or handed back) a job on this queue."""
         self._wakes += 1
@@ -290,10 +340,11 @@ class WorkerPolicy:
         """A claimed job's handler started (it no longer waits for a slot)."""
         self.queued -= 1
 
-    def dropped(self) -> None:
-        """A job claimed ahead left without starting (its claim lapsed)."""
-        self.queued -= 1
-        self.running -= 1
+    def dropped(self, n: int = 1) -> None:
+        """``n`` jobs claimed ahead left without starting (a claim lapsed, or
+        they were handed back while draining)."""
+        self.queued -= n
+        self.running -= n
 
     def finished(self, outcome: Outcome = Outcome.ACKED, now_us: int | None = None) -> None:
         """A started job left the worker; its slot is free. ``now_us`` feeds

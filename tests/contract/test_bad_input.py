@@ -427,6 +427,8 @@ def _work_cases() -> list[tuple[str, type[Exception], dict[str, Any]]]:
         for v in [*DURATIONS, 0, 0.0, 1e-9, timedelta(0), [1.0]]:
             out.append((f"work({arg}={v!r})", InvalidArgument, {arg: v}))
     out.append(("work(poll_interval=None)", InvalidArgument, {"poll_interval": None}))
+    for v in [object(), "drain", 30, True]:
+        out.append((f"work(drain={v!r})", InvalidArgument, {"drain": v}))
     return out
 
 

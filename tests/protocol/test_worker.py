@@ -1,5 +1,5 @@
-"""The worker's pure decisions (``WorkerPolicy``, ``settle_bound``,
-``SelfSettled``), without IO or a clock."""
+"""The worker's pure decisions (``WorkerPolicy``, draining included,
+``settle_bound``, ``SelfSettled``), without IO or a clock."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ from alkstore.protocol.leases import Wait
 from alkstore.protocol.types import JobRecord
 from alkstore.protocol.worker import (
     Claim,
+    HandBack,
     Outcome,
     SelfSettled,
+    Stop,
     Sweep,
     WorkerPolicy,
     settle_bound,
@@ -185,3 +187,81 @@ def test_claims_ahead_a_horizon_of_work_and_longer_when_claims_take_longer() -> 
     assert local.ahead == pytest.approx(5_000 * 0.020, rel=0.1)  # 20 ms of work
     assert distant.ahead == pytest.approx(5_000 * 0.120, rel=0.1)  # two 60 ms claims
     assert distant.capacity() == 10 + distant.ahead - distant.running
+
+
+# -- draining ---------------------------------------------------------------------------
+def busy(concurrency: int = 2, started: int = 2, ahead: int = 3) -> WorkerPolicy:
+    """A policy holding ``started`` running handlers and ``ahead`` jobs claimed
+    ahead, waiting for a slot."""
+    p = policy(concurrency)
+    p.next_action(T0)
+    p.claimed(T0, got=started + ahead, asked=started + ahead, next_due_us=None)
+    for _ in range(started):
+        p.started()
+    return p
+
+
+def test_a_drain_hands_back_what_waits_then_waits_for_the_running_handlers() -> None:
+    """Invariant: once draining, the policy never claims or sweeps again."""
+    p = busy(started=2, ahead=3)
+    p.drain(T0 + S, 30 * S)
+    assert p.next_action(T0 + S) == HandBack()
+    p.dropped(3)  # handed back
+    assert p.next_action(T0 + S) == Wait(T0 + 31 * S)
+    p.woke()  # an enqueue, a poll or a sweep due: none of it matters now
+    assert p.next_action(T0 + 10 * S) == Wait(T0 + 31 * S)
+    assert p.next_action(T0 + 3600 * S) != Sweep()
+    p.finished(Outcome.ACKED, T0 + 2 * S)
+    assert p.next_action(T0 + 2 * S) == Wait(T0 + 31 * S)
+    p.finished(Outcome.RETRIED, T0 + 3 * S)  # a retry is no reason to claim either
+    assert p.next_action(T0 + 3 * S) == Stop(cancel=False)
+
+
+def test_a_drain_whose_deadline_passes_cancels_the_handlers_still_running() -> None:
+    p = busy(started=2, ahead=0)
+    p.drain(T0, 5 * S)
+    assert p.next_action(T0 + 5 * S - 1) == Wait(T0 + 5 * S)
+    p.finished(Outcome.ACKED, T0 + S)
+    assert p.next_action(T0 + 5 * S) == Stop(cancel=True)
+
+
+def test_an_idle_worker_stops_at_once_and_waiting_jobs_go_back_with_the_stop() -> None:
+    """Nothing running: no separate hand-back round trip, the stop's hand-back takes them."""
+    idle = policy()
+    idle.drain(T0, 30 * S)
+    assert idle.next_action(T0) == Stop(cancel=False)
+    waiting = busy(started=0, ahead=2)
+    waiting.drain(T0, 30 * S)
+    assert waiting.next_action(T0) == Stop(cancel=False)
+
+
+def test_a_second_drain_only_brings_the_deadline_closer() -> None:
+    p = busy(started=1, ahead=0)
+    p.drain(T0, 30 * S)
+    p.drain(T0 + S, 60 * S)  # later: ignored
+    assert p.next_action(T0 + S) == Wait(T0 + 30 * S)
+    p.drain(T0 + 2 * S, None)  # no deadline: ignored too
+    assert p.next_action(T0 + 2 * S) == Wait(T0 + 30 * S)
+    p.drain(T0 + 3 * S, 0)  # "now"
+    assert p.next_action(T0 + 3 * S) == Stop(cancel=True)
+
+
+def test_a_drain_without_a_deadline_waits_for_the_handlers_however_long() -> None:
+    p = busy(started=1, ahead=1)
+    p.drain(T0, None)
+    assert p.next_action(T0) == HandBack()
+    p.dropped()
+    action = p.next_action(T0 + 86_400 * S)
+    assert isinstance(action, Wait)  # looks again each poll interval, never stops by itself
+    assert action.until_us == T0 + 86_400 * S + p.poll_interval_us
+    p.finished(Outcome.LOST)  # its claim lapsed: nothing runs any more
+    assert p.next_action(T0 + 86_400 * S) == Stop(cancel=False)
+
+
+def test_a_claim_that_returns_while_draining_hands_its_jobs_back() -> None:
+    """A claim in flight when the drain began: its jobs never start."""
+    p = policy(concurrency=2)
+    assert p.next_action(T0) == Claim(2)
+    p.drain(T0, 30 * S)
+    p.claimed(T0, got=2, asked=2, next_due_us=None)
+    assert p.next_action(T0) == Stop(cancel=False)  # nothing started: the stop hands back
