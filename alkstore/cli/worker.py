@@ -16,7 +16,7 @@ import signal
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, fields
 from types import ModuleType
 from typing import Any, NoReturn, Protocol
@@ -26,7 +26,7 @@ import orjson
 
 from ..api.drain import Drain
 from ..api.store import Store
-from ..protocol.errors import AlkstoreError
+from ..protocol.errors import AlkstoreError, UsageError
 from ..protocol.types import WorkerReport
 from ..protocol.worker import MAX_CONCURRENCY, check_worker_id
 from ..runner.runtime import Runtime
@@ -141,6 +141,8 @@ class Settings:
     drain_timeout: float
     poll_interval: float
     worker_id: str | None
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
 
 
 class Unusable(Exception):
@@ -204,6 +206,23 @@ class WorkerRun:
     async def serve(self, store: Store, runtime: Runtime) -> None:
         """A ``Queue.work`` per queue (and the scheduler) in one task group,
         which ends by itself once the drain has ended every worker."""
+        settings = self.settings
+        if settings.metrics_port is None:
+            await self._serve(store, runtime)
+            return
+        from .metrics import serve_metrics
+
+        async with AsyncExitStack() as stack:
+            try:
+                server = await stack.enter_async_context(
+                    serve_metrics(store, settings.metrics_port, host=settings.metrics_host)
+                )
+            except UsageError as exc:  # the extra is missing, or the port is taken
+                raise Unusable(str(exc)) from exc
+            log.info("metrics at %s", server.url)
+            await self._serve(store, runtime)
+
+    async def _serve(self, store: Store, runtime: Runtime) -> None:
         specs = self.settings.specs
         async with runtime.task_group() as group:
             for spec in specs:
@@ -370,6 +389,19 @@ def _fail(code: int, message: str) -> NoReturn:
 @click.option("--worker-id", default=None, help="Claims are taken under this id. Default: "
               "host:pid:random, one per queue.")  # fmt: skip
 @click.option(
+    "--metrics-port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="Serve the store's metrics in Prometheus text format on this port while the worker "
+    "runs (needs alkstore[prometheus]; 0 picks a free port, logged).",
+)
+@click.option(
+    "--metrics-host",
+    default="127.0.0.1",
+    show_default=True,
+    help="The address --metrics-port listens on (0.0.0.0 for every interface).",
+)
+@click.option(
     "--log-level",
     type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
     default="info",
@@ -387,6 +419,8 @@ def worker(
     driver: str,
     poll_interval: float,
     worker_id: str | None,
+    metrics_port: int | None,
+    metrics_host: str,
     log_level: str,
 ) -> None:
     """Run the handlers of MODULE:ATTR on their queues until SIGTERM/SIGINT.
@@ -415,5 +449,14 @@ def worker(
         _fail(UNUSABLE, str(exc))
     except AlkstoreError as exc:
         _fail(UNUSABLE, str(exc))
-    settings = Settings(target, specs, scheduler, drain_timeout, poll_interval, wid)
+    if metrics_port is not None:
+        try:
+            import opentelemetry.exporter.prometheus  # noqa: F401
+        except ImportError:
+            from .metrics import MISSING
+
+            _fail(UNUSABLE, MISSING)
+    settings = Settings(
+        target, specs, scheduler, drain_timeout, poll_interval, wid, metrics_port, metrics_host
+    )
     sys.exit(run(settings, DRIVERS[driver]()))

@@ -446,3 +446,64 @@ def test_a_nested_attribute_and_a_dict_queue_are_found(project: Path, tmp_path: 
     done = run_command(project, "tasks:Holder.handlers", "--db", str(db))
     assert done.returncode == 2
     assert "cannot open" in done.stderr
+
+
+async def test_metrics_port_serves_the_workers_metrics_while_it_runs(
+    project: Path, database: Database, driver: str
+) -> None:
+    import re
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    async with database.store() as store:
+        q = store.queue("jobs")
+        ids = await q.enqueue_batch([{"kind": "quick"}] * 3)
+        async with worker(project, "tasks:handlers", "-q", "jobs", "--driver", driver,
+                          "--metrics-port", "0", *database.args) as child:  # fmt: skip
+
+            async def all_acked() -> bool:
+                return all([await q.get_job(i) is None for i in ids])
+
+            await until(all_acked, STARTUP, "the three jobs acked")
+            await until(lambda: "metrics at http" in child.log(), SOON, "the metrics URL logged")
+            match = re.search(r"metrics at (http://\S+)", child.log())
+            assert match is not None
+            url = match.group(1)
+
+            def scrape() -> str:
+                with urllib.request.urlopen(url, timeout=5) as response:
+                    return str(response.read().decode())
+
+            text = await trio.to_thread.run_sync(scrape)
+            acked = {
+                s.labels.get("messaging_destination_name"): s.value
+                for family in text_string_to_metric_families(text)
+                for s in family.samples
+                if s.name == "alkstore_jobs_acked_total"
+            }
+            assert acked.get("jobs") == 3, text
+            child.signal(signal.SIGTERM)
+            assert await child.exit_code() == 0, child.log()
+
+        def refused() -> bool:
+            try:
+                urllib.request.urlopen(url, timeout=1)
+            except OSError:
+                return True
+            return False
+
+        assert await trio.to_thread.run_sync(refused)  # the server went with the worker
+
+
+def test_metrics_port_taken_exits_2(project: Path, tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = run_command(project, "tasks:handlers", "-q", "jobs", "--metrics-port", str(port),
+                           "--db", str(tmp_path / "app.db"))  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "cannot serve metrics" in done.stderr
