@@ -29,6 +29,7 @@ from .protocol.errors import (
     TransactionConflict,
     UsageError,
 )
+from .protocol.housekeeping import PruneReport
 from .protocol.names import LISTENER_RECONNECTED, RESERVED_PREFIX
 from .protocol.types import EnqueueOptions, JobInfo, QueueStats, StreamEvent, Wake
 from .runner.runtime import Clock, ManualClock, SystemClock
@@ -57,6 +58,7 @@ __all__ = [
     "ManualClock",
     "Outbox",
     "PayloadTooLarge",
+    "PruneReport",
     "Queue",
     "QueueStats",
     "ReservedName",

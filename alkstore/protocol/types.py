@@ -68,6 +68,9 @@ class JobRecord(NamedTuple):
     claim_expires_at_us: int
     # Which claim of this job the handle holds: the ownership token.
     claims: int
+    # How long the job's queue kept finished jobs when it was claimed
+    # (microseconds; None: not kept): its ack moves it to history or deletes it.
+    history_us: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -168,6 +168,10 @@ _V3: tuple[str, ...] = (
     # Schedules: when one last fired, and whether it is paused.
     "ALTER TABLE __alkstore_schedules ADD COLUMN last_fire_at INTEGER",
     "ALTER TABLE __alkstore_schedules ADD COLUMN paused INTEGER NOT NULL DEFAULT 0",
+    # Housekeeping finds lock rows nobody has held for a while (released or
+    # lapsed long ago) without scanning the table (rules.lock_free_since).
+    """CREATE INDEX IF NOT EXISTS __alkstore_locks_expiry
+        ON __alkstore_locks (expires_at)""",
 )
 
 # (version, statements). Append only: a released migration never changes.
