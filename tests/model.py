@@ -710,10 +710,14 @@ class LockModel:
         lock.expires_at_us = now_us
         return True
 
-    def prune(self, cutoff_us: int) -> int:
-        """Housekeeping: drop the names nobody has held since ``cutoff_us``,
-        raising the floor to the highest token dropped; how many went."""
-        gone = [n for n, lock in self.locks.items() if lock.free_since(cutoff_us)]
+    def prune(self, cutoff_us: int, limit: int | None = None) -> int:
+        """Housekeeping: drop the names nobody has held since ``cutoff_us``
+        (at most ``limit``, those free longest first, then by name), raising
+        the floor to the highest token dropped; how many went."""
+        gone = sorted(
+            (n for n, lock in self.locks.items() if lock.free_since(cutoff_us)),
+            key=lambda n: (self.locks[n].expires_at_us, n),
+        )[:limit]
         for name in gone:
             self.floor = max(self.floor, self.locks.pop(name).token)
         return len(gone)

@@ -49,6 +49,7 @@ from alkstore.protocol.plan import Fetch, Plan, Statement, run_sync
 from alkstore.protocol.types import JobRecord, NewJob, NewSchedule
 from alkstore.runner import sqlite_conn
 from alkstore.runner.pg_wire import Wire
+from tests.history import history_rows
 
 T = TypeVar("T")
 
@@ -1154,18 +1155,6 @@ def scenario(run: Callable[[Plan[Any]], Any], d: Any, seed: int, steps: int) -> 
             log.append(("next_fire", run(SCH.next_fire(d))))
         now += rng.choice([0, 0, 0, 0, US // 2, US, 3 * US, 7 * US])
     return log
-
-
-def history_rows(d: Any) -> Plan[Any]:
-    """Every history row, in id order (the caller's own SQL: no dialect
-    method reads history)."""
-    table = "__alkstore_history" if d.name == "sqlite" else d.history
-    rows = yield Statement(
-        "SELECT id, queue, outcome, payload, attempts, max_attempts, run_at, created_at, "
-        f"finished_at, worker, last_error, prune_at FROM {table} ORDER BY id",
-        fetch=Fetch.ALL,
-    )
-    return [tuple(r) for r in rows]
 
 
 @pytest.mark.parametrize("seed", range(6))
