@@ -34,12 +34,12 @@ import secrets
 import shutil
 import tempfile
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 
 import trio
 
-from alkstore import Job, Store
+from alkstore import AlkstoreError, Job, Store
 from alkstore.io_trio import PostgresOptions, SqliteOptions, open_postgres, open_sqlite
 
 TABLES = ("jobs", "history", "dead", "events", "offsets", "locks", "notifications")
@@ -83,8 +83,15 @@ async def opened(args: argparse.Namespace) -> AsyncIterator[tuple[Store, str]]:
         async with open_postgres(args.dsn, options=opts) as store:
             yield store, schema
     finally:
-        with psycopg.connect(args.dsn, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        for attempt in range(30):  # the server may be restarting
+            try:
+                with psycopg.connect(args.dsn, autocommit=True) as conn:
+                    conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+                break
+            except psycopg.OperationalError:
+                if attempt == 29:
+                    print(f"could not drop schema {schema}: drop it by hand")
+                await trio.sleep(1)
 
 
 async def measure(store: Store, where: str) -> dict[str, int]:
@@ -130,7 +137,7 @@ def line(elapsed: float, sizes: dict[str, int], done: dict[str, int]) -> str:
 
 
 async def run(args: argparse.Namespace) -> list[tuple[float, dict[str, int]]]:
-    done = {"acked": 0, "failed": 0, "published": 0, "locks": 0}
+    done = {"acked": 0, "failed": 0, "published": 0, "locks": 0, "errors": 0}
     reports: list[tuple[float, dict[str, int]]] = []
     async with opened(args) as (store, where):
         q = store.queue("steady", max_attempts=1)
@@ -148,29 +155,44 @@ async def run(args: argparse.Namespace) -> list[tuple[float, dict[str, int]]]:
         async def producer() -> None:
             n = 0
             while True:
-                await q.enqueue_batch([{"n": n + i} for i in range(batch)])
-                async with store.transaction() as tx:
-                    for i in range(batch):
-                        await tx.publish("steady", {"n": n + i})
-                n += batch
-                done["published"] += batch
+                with failures_counted():
+                    await q.enqueue_batch([{"n": n + i} for i in range(batch)])
+                    async with store.transaction() as tx:
+                        for i in range(batch):
+                            await tx.publish("steady", {"n": n + i})
+                    n += batch
+                    done["published"] += batch
                 await trio.sleep(0.1)
 
         async def locker() -> None:
             i = 0
             while True:
-                lock = await store.try_lock(f"order-{i}", "bench", 5)
-                if lock is not None:
-                    await lock.release()
-                    done["locks"] += 1
+                with failures_counted():
+                    lock = await store.try_lock(f"order-{i}", "bench", 5)
+                    if lock is not None:
+                        await lock.release()
+                        done["locks"] += 1
                 i += 1
                 await trio.sleep(0.1)
+
+        @contextmanager
+        def failures_counted() -> Iterator[None]:
+            # A database that goes away for a while (a restart) is a gap in
+            # the traffic, not the end of the run.
+            try:
+                yield
+            except AlkstoreError:
+                done["errors"] += 1
 
         async def reporter(start: float) -> None:
             while True:
                 await trio.sleep(args.report)
                 elapsed = time.monotonic() - start
-                sizes = await measure(store, where)
+                try:
+                    sizes = await measure(store, where)
+                except AlkstoreError:
+                    done["errors"] += 1
+                    continue
                 reports.append((elapsed, sizes))
                 print(line(elapsed, sizes, done), flush=True)
 
