@@ -80,9 +80,12 @@ async def run_housekeeping(store: Store, interval: float) -> None:
         await runtime.sleep(wait)
         try:
             report = await prune(store)
-        except AlkstoreError:
+        except AlkstoreError as exc:
             wait = loop.failed()
-            log.warning("housekeeping pass failed; trying again in %.1f s", wait, exc_info=True)
+            first = loop.first_failure
+            log.warning("housekeeping pass failed (%s); trying again in %.1f s",
+                        exc if not first else type(exc).__name__, wait,
+                        exc_info=first)  # fmt: skip
             continue
         if any((report.history, report.dead, report.events, report.locks)):
             log.debug("housekeeping removed %s", report)

@@ -94,6 +94,12 @@ class HousekeepingLoop:
         """A pass failed: seconds until it is tried again."""
         return min(self.interval, self._failures.failed() / US_PER_S)
 
+    @property
+    def first_failure(self) -> bool:
+        """The last failure was the first in a row (the one worth a traceback;
+        the rest of an outage is a line each)."""
+        return self._failures.failures == 1
+
 
 __all__ = [
     "NOTIFICATION_RETENTION_S",

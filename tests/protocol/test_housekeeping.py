@@ -27,9 +27,11 @@ def test_waits_spread_within_a_quarter_of_the_interval() -> None:
 
 def test_a_failed_pass_is_retried_sooner_and_growing_up_to_the_interval() -> None:
     loop = HousekeepingLoop(10.0)
-    assert [loop.failed() for _ in range(6)] == [1.0, 2.0, 4.0, 8.0, 10.0, 10.0]
+    assert loop.failed() == 1.0 and loop.first_failure
+    assert [loop.failed() for _ in range(5)] == [2.0, 4.0, 8.0, 10.0, 10.0]
+    assert not loop.first_failure
     loop.next_wait(0.5)  # a pass went through: start over
-    assert loop.failed() == 1.0
+    assert loop.failed() == 1.0 and loop.first_failure
     short = HousekeepingLoop(0.05)  # never later than the interval
     assert short.failed() == 0.05
 
