@@ -31,6 +31,7 @@ from .protocol.errors import (
     TransactionConflict,
     UsageError,
 )
+from .protocol.housekeeping import PruneReport
 from .protocol.names import LISTENER_RECONNECTED, RESERVED_PREFIX
 from .protocol.types import (
     ConsumerInfo,
@@ -74,6 +75,7 @@ __all__ = [
     "ManualClock",
     "Outbox",
     "PayloadTooLarge",
+    "PruneReport",
     "Queue",
     "QueueStats",
     "QueueSummary",

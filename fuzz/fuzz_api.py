@@ -6,7 +6,7 @@ names the few left out and why; a test in tests/fuzz checks both against the
 API): the store's ``queue``, ``stream``, ``outbox`` (with their options),
 ``notify``, ``listen``, ``try_lock``, ``hold_lock``, ``schedule``,
 ``unschedule``, ``run_schedules``, ``run_scheduler``, ``pause_schedule``,
-``resume_schedule`` and ``get_job``, and every read model (listed after the
+``resume_schedule``, ``get_job`` and ``prune``, and every read model (listed after the
 fuzzed writes, so what they stored must read back); every ``Queue``
 method with arguments, ``enqueue``/``enqueue_batch`` with all their options
 and ``work``'s five arguments together and one at a time;
@@ -104,12 +104,13 @@ class Engines:
         atexit.register(self.close)
 
     async def _main(self, ready: threading.Event) -> None:
+        pg_options = PostgresOptions(schema=SCHEMA, pool_size=2, housekeeping_interval=None)
         try:
             async with (
-                # No maintenance rounds: they write, and would look like a
+                # No housekeeping passes: they write, and would look like a
                 # refused call that wrote something.
-                open_sqlite(self.path, options=SqliteOptions(maintenance_interval=1e6)) as sq,
-                open_postgres(DSN, options=PostgresOptions(schema=SCHEMA, pool_size=2)) as pg,
+                open_sqlite(self.path, options=SqliteOptions(housekeeping_interval=None)) as sq,
+                open_postgres(DSN, options=pg_options) as pg,
             ):
                 self.stores = {"sqlite": sq, "postgres": pg}
                 self._token = trio.lowlevel.current_trio_token()
@@ -470,6 +471,13 @@ METHODS: dict[str, tuple[tuple[str, ...], Call] | tuple[tuple[str, ...], Call, S
     "save_offset": (("name", "int"), lambda s, c, o: s.stream("s").save_offset(c, o)),
     "get_offset": (("name",), lambda s, c: s.stream("s").get_offset(c)),
     "trim_to": (("int",), lambda s, o: s.stream("s").trim_to(o)),
+    "set_retention": (("duration", "duration"),
+                      lambda s, h, d: s.queue("q").set_retention(history=h, dead=d)),
+    "stream_set_retention": (("duration", "int"),
+                             lambda s, a, n: s.stream("s").set_retention(max_age=a, max_events=n)),
+    "protect": (("name",), lambda s, c: s.stream("s").protect(c)),
+    "unprotect": (("name",), lambda s, c: s.stream("s").unprotect(c)),
+    "prune": ((), lambda s: s.prune()),
     "notify": (("name", "payload"), lambda s, c, p: s.notify(c, p)),
     "try_lock": (("name", "name", "duration"), _try_lock_then_read),
     "schedule": (("name", "name", "payload", "int", "int", "duration"),
@@ -593,6 +601,7 @@ COVERS: dict[str, tuple[str, ...]] = {
     "Queue.requeue_dead": ("requeue_dead",),
     "Queue.dead_letters": ("dead_letters",),
     "Queue.purge_dead": ("purge_dead",),
+    "Queue.set_retention": ("set_retention",),
     "Queue.work": (
         "work",
         "work_concurrency",
@@ -615,6 +624,10 @@ COVERS: dict[str, tuple[str, ...]] = {
     "Stream.save_offset": ("save_offset",),
     "Stream.get_offset": ("get_offset",),
     "Stream.trim_to": ("trim_to",),
+    "Stream.set_retention": ("stream_set_retention",),
+    "Stream.protect": ("protect",),
+    "Stream.unprotect": ("unprotect",),
+    "Store.prune": ("prune",),
     "Stream.subscribe": ("subscribe",),
     "EventReceiver.recv_timeout": ("event_recv_timeout",),
     "EventReceiver.read_since": ("event_read_since",),

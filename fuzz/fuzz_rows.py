@@ -37,6 +37,7 @@ with atheris.instrument_imports():
 # towards rows that get past the first field.
 INT, TEXT, JSON, OPT_INT, OPT_TEXT, STATE, REASON, OUTCOME, FLAG = range(9)
 JOB = [INT, TEXT, JSON, INT, INT, INT, INT, INT, OPT_INT, OPT_TEXT, INT, STATE, OPT_TEXT, INT]
+CLAIM = [*JOB, OPT_INT]  # a claim's row: a job's, then its queue's history retention
 DEAD = [INT, TEXT, JSON, INT, INT, INT, INT, INT, OPT_INT, OPT_TEXT, OPT_TEXT, REASON, INT]
 EVENT = [INT, TEXT, OPT_TEXT, JSON, INT]
 SWEEP = [INT, INT, INT, OPT_INT, INT, INT]
@@ -145,7 +146,7 @@ def TestOneInput(data: bytes) -> None:
     fdp = atheris.FuzzedDataProvider(data)
     mode = fdp.ConsumeIntInRange(0, 9)
     if mode == 0:
-        job = _check(rows.job_record, _row(fdp, JOB), JobRecord)
+        job = _check(rows.job_record, _row(fdp, CLAIM), JobRecord)
         if job is not None:
             assert all(
                 isinstance(getattr(job, name), int) and not isinstance(getattr(job, name), bool)

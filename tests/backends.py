@@ -46,15 +46,27 @@ def _sqlite_location(tmp: Path) -> str:
     return str(tmp / f"alkstore-{uuid.uuid4().hex[:8]}.db")
 
 
-def _sqlite_trio(location: str, **kw: Any) -> AbstractAsyncContextManager[Store]:
-    from alkstore.io_trio import open_sqlite
+# ``housekeeping_interval=`` (seconds, or None for none) is taken by every
+# opener below, whatever the engine: tests that must not see a background
+# prune (a model compared row for row) turn it off.
+_DEFAULT = object()
 
+
+def _sqlite_trio(location: str, **kw: Any) -> AbstractAsyncContextManager[Store]:
+    from alkstore.io_trio import SqliteOptions, open_sqlite
+
+    interval = kw.pop("housekeeping_interval", _DEFAULT)
+    if interval is not _DEFAULT:
+        kw["options"] = SqliteOptions(housekeeping_interval=interval)
     return open_sqlite(location, **kw)
 
 
 def _sqlite_asyncio(location: str, **kw: Any) -> AbstractAsyncContextManager[Store]:
-    from alkstore.io_asyncio import open_sqlite
+    from alkstore.io_asyncio import SqliteOptions, open_sqlite
 
+    interval = kw.pop("housekeeping_interval", _DEFAULT)
+    if interval is not _DEFAULT:
+        kw["options"] = SqliteOptions(housekeeping_interval=interval)
     return open_sqlite(location, **kw)
 
 
@@ -72,6 +84,9 @@ def _postgres_trio(location: str, **kw: Any) -> AbstractAsyncContextManager[Stor
     from alkstore.io_trio import PostgresOptions, open_postgres
 
     options = kw.pop("options", None) or PostgresOptions(schema=location, pool_size=4)
+    interval = kw.pop("housekeeping_interval", _DEFAULT)
+    if interval is not _DEFAULT:
+        options.housekeeping_interval = interval
     return open_postgres(PG_DSN, options=options, **kw)
 
 
@@ -79,6 +94,9 @@ def _postgres_asyncio(location: str, **kw: Any) -> AbstractAsyncContextManager[S
     from alkstore.io_asyncio import PostgresOptions, open_postgres
 
     options = kw.pop("options", None) or PostgresOptions(schema=location, pool_size=4)
+    interval = kw.pop("housekeeping_interval", _DEFAULT)
+    if interval is not _DEFAULT:
+        options.housekeeping_interval = interval
     return open_postgres(PG_DSN, options=options, **kw)
 
 

@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 from alkstore.protocol import codec
 from alkstore.protocol.backoff import Backoff
-from alkstore.protocol.timeconv import maybe_datetime, to_datetime
+from alkstore.protocol.timeconv import MAX_INSTANT_US, maybe_datetime, to_datetime
 from alkstore.protocol.types import DeadReason, JobInfo, JobRecord, NewJob, QueueStats, StreamEvent
 
 LiveState = Literal["pending", "processing"]
@@ -60,6 +60,9 @@ class LiveJob:
     # Every claim of the job so far; never goes back (a release refunds an
     # attempt, not a claim). With the worker, it is the ownership token.
     claims: int = 0
+    # The queue's history retention as of the job's last claim: what its ack
+    # obeys (a change applies to jobs claimed after it).
+    history_us: int | None = None
 
     def claim_live(self, now_us: int) -> bool:
         return self.state == "processing" and self.visible_at_us > now_us
@@ -107,6 +110,49 @@ class DeadJob:
     reason: DeadReason
     died_at_us: int
     claims: int = 0
+    # When housekeeping removes it: its queue's dead retention after it died
+    # (None: kept until purged).
+    prune_at_us: int | None = None
+
+
+Outcome = Literal["acked", "cancelled"]
+
+
+@dataclass(slots=True)
+class FinishedJob:
+    """A job kept in history after it was acked or cancelled, until pruned."""
+
+    id: int
+    queue: str
+    outcome: Outcome
+    payload: Any
+    attempts: int
+    max_attempts: int
+    run_at_us: int
+    created_at_us: int
+    finished_at_us: int
+    worker: str | None
+    last_error: str | None
+    prune_at_us: int
+    priority: int = 0
+
+    def info(self) -> JobInfo:
+        """As ``get_job`` reports a finished job while its queue keeps it."""
+        return JobInfo(
+            id=self.id, queue=self.queue, state=self.outcome, payload=copy.deepcopy(self.payload),
+            priority=self.priority, attempts=self.attempts, max_attempts=self.max_attempts,
+            run_at=to_datetime(self.run_at_us), created_at=to_datetime(self.created_at_us),
+            expires_at=None, claimed_by=self.worker, claim_expires_at=None,
+            last_error=self.last_error, finished_at=to_datetime(self.finished_at_us),
+        )  # fmt: skip
+
+    def row(self) -> tuple[Any, ...]:
+        """As ``history_rows`` reads it from an engine (see ``tests/history.py``)."""
+        return (
+            self.id, self.queue, self.outcome, self.payload, self.attempts, self.max_attempts,
+            self.run_at_us, self.created_at_us, self.finished_at_us, self.worker,
+            self.last_error, self.prune_at_us,
+        )  # fmt: skip
 
 
 class QueueModel:
@@ -115,12 +161,55 @@ class QueueModel:
     A job id lives in at most one of the two dicts. Ids are issued in
     increasing order and never reused, also after a job is acked, cancelled
     or purged; a requeued dead letter keeps its id.
+
+    A queue may keep finished jobs (``set_retention``): an ack or a cancel
+    then moves the job into ``history`` (its claim's setting for an ack with
+    a handle, the queue's current one for ``ack_batch`` and ``cancel``),
+    where it stays until ``prune`` passes its prune time. A dead letter of a
+    queue with a dead retention gets a prune time when it dies.
     """
 
     def __init__(self) -> None:
         self.jobs: dict[int, LiveJob] = {}
         self.dead: dict[int, DeadJob] = {}
+        self.history: dict[int, FinishedJob] = {}
+        # queue -> (history_us, dead_us); absent: (None, None).
+        self.retention: dict[str, tuple[int | None, int | None]] = {}
         self.last_id = 0
+
+    # -- retention -------------------------------------------------------------
+    def set_retention(self, queue: str, history_us: int | None, dead_us: int | None) -> None:
+        self.retention[queue] = (history_us, dead_us)
+
+    def _finish(self, job: LiveJob, outcome: Outcome, history_us: int | None, now_us: int) -> None:
+        """The live row goes away; into history when ``history_us`` is set."""
+        del self.jobs[job.id]
+        if history_us is None:
+            return
+        self.history[job.id] = FinishedJob(
+            id=job.id, queue=job.queue, outcome=outcome, payload=job.payload,
+            attempts=job.attempts, max_attempts=job.max_attempts, run_at_us=job.run_at_us,
+            created_at_us=job.created_at_us, finished_at_us=now_us, worker=job.claimed_by,
+            last_error=job.last_error, prune_at_us=min(now_us + history_us, MAX_INSTANT_US),
+            priority=job.priority,
+        )  # fmt: skip
+
+    def prune(self, now_us: int) -> tuple[int, int]:
+        """Housekeeping: history rows and dead letters whose prune time has
+        come (at or before ``now_us``) go; returns (history, dead) removed."""
+        gone = [i for i, h in self.history.items() if h.prune_at_us <= now_us]
+        for job_id in gone:
+            del self.history[job_id]
+        dead = [
+            i for i, d in self.dead.items() if d.prune_at_us is not None and d.prune_at_us <= now_us
+        ]
+        for job_id in dead:
+            del self.dead[job_id]
+        return len(gone), len(dead)
+
+    def history_rows(self) -> list[tuple[Any, ...]]:
+        """Every history row, in id order."""
+        return [self.history[i].row() for i in sorted(self.history)]
 
     # -- enqueue -------------------------------------------------------------
     def enqueue(
@@ -209,6 +298,7 @@ class QueueModel:
             # exactly priority, run_at, id.
             job.run_at_us = job.visible_at_us
             job.visible_at_us = now_us + visibility_us
+            job.history_us = self.retention.get(queue, (None, None))[0]
         taken.sort(key=lambda j: (-j.priority, j.run_at_us, j.id))
         return [self._record(j) for j in taken]
 
@@ -228,6 +318,7 @@ class QueueModel:
             claimed_by=job.claimed_by,
             claim_expires_at_us=job.visible_at_us,
             claims=job.claims,
+            history_us=job.history_us,
         )
 
     def _owned(self, job_id: int, worker: str, claim: int, now_us: int) -> LiveJob | None:
@@ -238,18 +329,22 @@ class QueueModel:
 
     # -- settling (each returns False and changes nothing unless owned) --------
     def ack(self, job_id: int, worker: str, claim: int, now_us: int) -> bool:
-        """Done: the live row goes away (no dead letter, no trace)."""
-        if self._owned(job_id, worker, claim, now_us) is None:
+        """Done: the live row goes away (no dead letter), into history when
+        its queue kept history at the claim."""
+        job = self._owned(job_id, worker, claim, now_us)
+        if job is None:
             return False
-        del self.jobs[job_id]
+        self._finish(job, "acked", job.history_us, now_us)
         return True
 
     def ack_batch(self, queue: str, job_ids: Iterable[int], worker: str, now_us: int) -> int:
         """Ack every listed job of ``queue`` that ``worker`` holds a live claim on.
 
         The batch form has ids but no attempt counts, so it checks the worker
-        and the claim, not the attempt. Duplicate ids count once.
+        and the claim, not the attempt. Duplicate ids count once. The queue's
+        history retention as of now decides whether they are kept.
         """
+        history_us = self.retention.get(queue, (None, None))[0]
         count = 0
         for job_id in dict.fromkeys(job_ids):
             job = self.jobs.get(job_id)
@@ -259,7 +354,7 @@ class QueueModel:
                 and job.claim_live(now_us)
                 and job.claimed_by == worker
             ):
-                del self.jobs[job_id]
+                self._finish(job, "acked", history_us, now_us)
                 count += 1
         return count
 
@@ -335,7 +430,9 @@ class QueueModel:
         return True
 
     def _bury(self, job: LiveJob, reason: DeadReason, error: str | None, now_us: int) -> None:
-        """Move a live job to the dead letters; a new error replaces the last one."""
+        """Move a live job to the dead letters; a new error replaces the last
+        one. Its queue's dead retention as of now sets when it is pruned."""
+        dead_us = self.retention.get(job.queue, (None, None))[1]
         del self.jobs[job.id]
         self.dead[job.id] = DeadJob(
             id=job.id,
@@ -352,15 +449,17 @@ class QueueModel:
             reason=reason,
             died_at_us=now_us,
             claims=job.claims,
+            prune_at_us=None if dead_us is None else now_us + dead_us,
         )
 
     # -- administration ------------------------------------------------------
-    def cancel(self, queue: str, job_id: int) -> bool:
-        """Remove a live job of ``queue`` in any live state; dead letters stay."""
+    def cancel(self, queue: str, job_id: int, now_us: int = 0) -> bool:
+        """Remove a live job of ``queue`` in any live state (into history when
+        the queue keeps it now); dead letters stay."""
         job = self.jobs.get(job_id)
         if job is None or job.queue != queue:
             return False
-        del self.jobs[job_id]
+        self._finish(job, "cancelled", self.retention.get(queue, (None, None))[0], now_us)
         return True
 
     def sweep_reason(self, job: LiveJob, now_us: int) -> DeadReason | None:
@@ -448,6 +547,9 @@ class QueueModel:
         dead = self.dead.get(job_id)
         if dead is not None and dead.queue == queue:
             return self._dead_info(dead)
+        finished = self.history.get(job_id)
+        if finished is not None and finished.queue == queue:
+            return finished.info()
         return None
 
     @staticmethod
@@ -549,25 +651,35 @@ class QueueModel:
 
 @dataclass(slots=True)
 class LockState:
-    """One lock name. The row outlives releases so its token keeps counting."""
+    """One lock name. The row outlives releases so its token keeps counting,
+    until housekeeping prunes it (``LockModel.prune``)."""
 
     owner: str | None
     token: int
+    # While held, when the TTL lapses; once released, when it was released.
     expires_at_us: int
 
     def held(self, now_us: int) -> bool:
         return self.owner is not None and self.expires_at_us > now_us
 
+    def free_since(self, cutoff_us: int) -> bool:
+        """Nobody has held it since ``cutoff_us`` (released or lapsed at or before it)."""
+        return self.expires_at_us <= cutoff_us
+
 
 class LockModel:
-    """TTL locks with fencing tokens, one ``LockState`` per name ever locked."""
+    """TTL locks with fencing tokens, one ``LockState`` per name locked and
+    not pruned since, and the token floor: the highest token ever pruned,
+    above which a name with no row starts."""
 
     def __init__(self) -> None:
         self.locks: dict[str, LockState] = {}
+        self.floor = 0
 
     def try_lock(self, name: str, owner: str, now_us: int, ttl_us: int) -> int | None:
         """Acquire ``name`` for ``owner``; returns the fencing token or None.
 
+        - never taken (or pruned): taken with the token above the floor;
         - free, released or lapsed: taken with the next token (also when the
           lapsed holder was this same owner: its old token must go stale);
         - held by ``owner``: the TTL is reset to ``now + ttl``, token kept;
@@ -576,8 +688,8 @@ class LockModel:
         until = now_us + ttl_us
         lock = self.locks.get(name)
         if lock is None:
-            self.locks[name] = LockState(owner, 1, until)
-            return 1
+            self.locks[name] = LockState(owner, self.floor + 1, until)
+            return self.floor + 1
         if lock.held(now_us):
             if lock.owner != owner:
                 return None
@@ -604,13 +716,26 @@ class LockModel:
         return True
 
     def release(self, name: str, owner: str, token: int, now_us: int) -> bool:
-        """Free the lock while (owner, token) holds it; the token count stays."""
+        """Free the lock while (owner, token) holds it; the token count stays,
+        and the release time is kept (``free_since``)."""
         lock = self._holds(name, owner, token, now_us)
         if lock is None:
             return False
         lock.owner = None
-        lock.expires_at_us = 0
+        lock.expires_at_us = now_us
         return True
+
+    def prune(self, cutoff_us: int, limit: int | None = None) -> int:
+        """Housekeeping: drop the names nobody has held since ``cutoff_us``
+        (at most ``limit``, those free longest first, then by name), raising
+        the floor to the highest token dropped; how many went."""
+        gone = sorted(
+            (n for n, lock in self.locks.items() if lock.free_since(cutoff_us)),
+            key=lambda n: (self.locks[n].expires_at_us, n),
+        )[:limit]
+        for name in gone:
+            self.floor = max(self.floor, self.locks.pop(name).token)
+        return len(gone)
 
     def holder(self, name: str, now_us: int) -> tuple[str, int] | None:
         """(owner, token) of the live holder of ``name``, if any."""
@@ -657,6 +782,9 @@ class StreamLog:
 
     last_offset: int = 0
     events: list[ModelEvent] = field(default_factory=list)
+    # Retention (``StreamModel.set_retention``): None is no limit.
+    max_age_us: int | None = None
+    max_events: int | None = None
 
 
 def _check_offset(offset: int) -> int:
@@ -684,6 +812,8 @@ class StreamModel:
         self.streams: dict[str, StreamLog] = {}
         # (stream, consumer) -> saved offset; absent means never saved (0).
         self.offsets: dict[tuple[str, str], int] = {}
+        # Consumers that hold their unread events back from retention.
+        self.protected: set[tuple[str, str]] = set()
 
     def snapshot(self) -> StreamModel:
         """An independent copy (the state a transaction starts from)."""
@@ -753,9 +883,57 @@ class StreamModel:
         log.events = kept
         return dropped
 
+    # -- retention -------------------------------------------------------------
+    def set_retention(self, stream: str, max_age_us: int | None, max_events: int | None) -> None:
+        log = self.streams.setdefault(stream, StreamLog())
+        log.max_age_us, log.max_events = max_age_us, max_events
+
+    def protect(self, stream: str, consumer: str) -> None:
+        self.protected.add((stream, consumer))
+
+    def unprotect(self, stream: str, consumer: str) -> bool:
+        if (stream, consumer) not in self.protected:
+            return False
+        self.protected.discard((stream, consumer))
+        return True
+
+    def prunable(self, stream: str, now_us: int) -> list[int]:
+        """The offsets retention drops from ``stream`` now, ascending.
+
+        An event goes when it is beyond the newest ``max_events`` or older
+        than ``max_age`` (created before ``now - max_age``; by age only the
+        run of events before the first one young enough goes, so a late
+        clock never punches a hole), and never when it is above the saved
+        offset of a protected consumer (one that never saved holds all).
+        """
+        log = self.streams.get(stream)
+        if log is None or (log.max_age_us is None and log.max_events is None):
+            return []
+        cut = 0
+        if log.max_events is not None:
+            cut = max(cut, log.last_offset - log.max_events)
+        if log.max_age_us is not None:
+            cutoff = now_us - log.max_age_us
+            young = [e.offset for e in log.events if e.created_at_us >= cutoff]
+            cut = max(cut, young[0] - 1 if young else log.last_offset)
+        held = [self.get_offset(s, c) for s, c in self.protected if s == stream]
+        if held:
+            cut = min(cut, min(held))
+        return [e.offset for e in log.events if e.offset <= cut]
+
+    def prune(self, now_us: int) -> int:
+        """Housekeeping: every stream's prunable events go; how many."""
+        total = 0
+        for name, log in self.streams.items():
+            gone = set(self.prunable(name, now_us))
+            log.events = [e for e in log.events if e.offset not in gone]
+            total += len(gone)
+        return total
+
 
 __all__ = [
     "DeadJob",
+    "FinishedJob",
     "LiveJob",
     "LockModel",
     "LockState",

@@ -139,7 +139,8 @@ class Job:
         return to_datetime(self._record.claim_expires_at_us)
 
     async def ack(self) -> bool:
-        """Done: delete the job. ``False`` (nothing changed) when this claim no longer owns it."""
+        """Done: delete the job (into history, outcome ``acked``, when its queue kept history as
+        it was claimed). ``False`` (nothing changed) when this claim no longer owns it."""
         store = self._queue._store
         run = store._run(claim.ack(store._dialect, self._record, store._now_us()))
         if store._telemetry is not None:
@@ -285,10 +286,13 @@ class Queue:
         return await run
 
     async def cancel(self, job_id: int) -> bool:
-        """Delete a pending or processing job; ``False`` if there was none (a processing job's
-        worker then gets ``False`` when it settles)."""
+        """Delete a pending or processing job (into history, outcome ``cancelled``, when the queue
+        keeps history); ``False`` if there was none (a processing job's worker then gets
+        ``False`` when it settles)."""
         job_id = queues.check_job_id(job_id)
-        return await self._store._run(queues.cancel(self._store._dialect, self.name, job_id))
+        store = self._store
+        plan = queues.cancel(store._dialect, self.name, job_id, store._now_us())
+        return await store._run(plan)
 
     async def get_job(self, job_id: int) -> JobInfo | None:
         """Job ``job_id`` of this queue: live (``pending``, ``processing``),
@@ -349,6 +353,22 @@ class Queue:
         store = self._store
         plan = queues.set_paused(store._dialect, self.name, paused, store._origin, store._now_us())
         await store._run(plan)
+
+    async def set_retention(self, *, history: Duration | None, dead: Duration | None) -> None:
+        """How long this queue keeps what it is done with, for every process
+        (stored with the queue; its pause flag stays).
+
+        ``history``: each acked or cancelled job keeps its record (state,
+        attempts, timings, last error, worker) in history for this long;
+        ``None`` keeps none (the default). An ack follows the setting as it
+        was when its job was claimed. ``dead``: a dead letter buried from now
+        on is pruned this long after it died; ``None`` keeps dead letters
+        until purged (the default). Housekeeping does the pruning. Raises
+        ``InvalidArgument`` for a duration that is not positive."""
+        history_us = None if history is None else duration_us(history, "history", allow_zero=False)
+        dead_us = None if dead is None else duration_us(dead, "dead", allow_zero=False)
+        store = self._store
+        await store._run(queues.set_retention(store._dialect, self.name, history_us, dead_us))
 
     async def is_paused(self) -> bool:
         """Whether the queue is paused now."""

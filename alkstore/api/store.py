@@ -14,6 +14,7 @@ from ..protocol import schedule as schedule_plans
 from ..protocol import wakes as wake_plans
 from ..protocol.backoff import Backoff
 from ..protocol.errors import CommitUnknown, PayloadTooLarge, UsageError
+from ..protocol.housekeeping import PruneReport
 from ..protocol.lifecycle import Lifecycle
 from ..protocol.names import check_identifier, check_name
 from ..protocol.plan import Plan, is_read_only
@@ -73,6 +74,7 @@ class Store:
         hub: WakeHub,
         seed: int | None = None,
         read_only: bool = False,
+        notification_retention: float | None = None,
     ) -> None:
         self._executor = executor
         self._read_only = read_only
@@ -83,6 +85,11 @@ class Store:
         # Identifies this store's notifications so its own watcher skips them.
         self._origin = secrets.token_hex(8)
         self._lifecycle = Lifecycle("store")
+        # How long housekeeping keeps notification rows (SQLite's; None: the
+        # engine has none).
+        self._notification_retention_us = (
+            None if notification_retention is None else round(notification_retention * US_PER_S)
+        )
 
     # -- plumbing shared by the facades ---------------------------------------
     @property
@@ -397,6 +404,21 @@ class Store:
     async def list_locks(self) -> list[LockInfo]:
         """Every lock ever taken, sorted by name, with whether it is held now."""
         return await self._run(inspection.list_locks(self._dialect, self._now_us()), bulk=True)
+
+    # -- housekeeping ----------------------------------------------------------
+    async def prune(self) -> PruneReport:
+        """One housekeeping pass now, the one every open store also runs by
+        itself every ``housekeeping_interval`` seconds: finished jobs and dead
+        letters past their queue's retention, stream events past their
+        stream's retention (never past a protected consumer), SQLite
+        notification rows no live watcher needs, and lock rows nobody has held
+        for 10 minutes. Deletes in short batches; safe in many processes at
+        once. Returns how many rows of each it removed."""
+        from .housekeeping import prune
+
+        self._lifecycle.check()
+        self._check_writable("prune()")
+        return await prune(self)
 
     # -- lifecycle -------------------------------------------------------------
     async def aclose(self) -> None:

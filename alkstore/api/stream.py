@@ -9,8 +9,10 @@ from typing import TYPE_CHECKING
 from ..protocol import codec, inspection, streams
 from ..protocol.backoff import Pause
 from ..protocol.errors import Closed, DatabaseError
+from ..protocol.ints import check_int
 from ..protocol.names import check_identifier, check_key, stream_channel
 from ..protocol.queues import check_limit
+from ..protocol.timeconv import Duration, duration_us
 from ..protocol.types import StreamEvent, StreamInfo
 from ..runner.timeouts import check_timeout
 from .queue import INLINE_MAX
@@ -95,6 +97,33 @@ class Stream:
         offset = streams.check_offset(offset)
         plan = streams.trim_to(self._store._dialect, self.name, offset)
         return await self._store._run(plan, bulk=True)
+
+    async def set_retention(self, *, max_age: Duration | None, max_events: int | None) -> None:
+        """Keep this stream's events at most ``max_age`` (seconds or a
+        ``timedelta``; ``None``: any age) and only the newest ``max_events``
+        (``None``: any number), for every process. An event goes when either
+        limit says so, never past a protected consumer (``protect``);
+        housekeeping does the pruning, and offsets are never given out again
+        (``head_offset`` stays). Both ``None``: kept until trimmed (the
+        default). Raises ``InvalidArgument`` for a non-positive age or a
+        negative count."""
+        age_us = None if max_age is None else duration_us(max_age, "max_age", allow_zero=False)
+        count = None if max_events is None else check_int(max_events, "max_events", lo=0)
+        store = self._store
+        await store._run(streams.set_retention(store._dialect, self.name, age_us, count))
+
+    async def protect(self, consumer: str) -> None:
+        """Hold ``consumer``'s unread events back from retention: no event
+        above its saved offset is pruned (all of them, if it never saved)
+        until ``unprotect``. ``trim_to`` still drops what it is told to."""
+        consumer = check_identifier(consumer, "consumer")
+        await self._store._run(streams.protect(self._store._dialect, self.name, consumer))
+
+    async def unprotect(self, consumer: str) -> bool:
+        """Let retention prune ``consumer``'s unread events again; ``False``
+        if it was not protected."""
+        consumer = check_identifier(consumer, "consumer")
+        return await self._store._run(streams.unprotect(self._store._dialect, self.name, consumer))
 
     def subscribe(
         self, consumer: str, *, batch: int = 100, backstop: float = 5.0

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from .backoff import Backoff
 from .dialect import STATE_PENDING, Dialect
 from .plan import Plan, Row, fetch_all, fetch_count, fetch_one, reads
-from .queues import check_limit
+from .queues import check_limit, kept_until, moved, moved_rows, retention
 from .rows import _int, _opt_int, _shape, job_record
 from .timeconv import MAX_INSTANT_US, held_until_us, until_us
 from .types import DeadReason, JobRecord
@@ -55,26 +55,56 @@ def release(d: Dialect, job: JobRecord, now_us: int, *, refund: bool) -> Plan[bo
 
 
 def ack(d: Dialect, job: JobRecord, now_us: int) -> Plan[bool]:
-    count = yield from fetch_count(d.ack(job.id, job.claimed_by, job.claims, now_us))
+    """Done: delete the job, or move it into history when its queue kept
+    history at its claim (``JobRecord.history_us``), in one transaction."""
+    if job.history_us is None:
+        count = yield from fetch_count(d.ack(job.id, job.claimed_by, job.claims, now_us))
+        return bool(count)
+    moves = d.ack_history(job.id, job.claimed_by, job.claims, now_us,
+                          kept_until(now_us, job.history_us))  # fmt: skip
+    count = yield from moved(moves)
     return bool(count)
 
 
 def ack_batch(
     d: Dialect, queue: str, job_ids: Sequence[int], worker: str, now_us: int
 ) -> Plan[int]:
+    """Ack the listed jobs ``worker`` still owns; they move into history when
+    the queue keeps it now (the batch form carries no claims: the setting is
+    read in the same transaction)."""
     if not job_ids:
         return 0
-    count = yield from fetch_count(d.ack_batch(queue, job_ids, worker, now_us))
-    return int(count)
+    history_us, _ = yield from retention(d, queue)
+    if history_us is None:
+        count = yield from fetch_count(d.ack_batch(queue, job_ids, worker, now_us))
+        return int(count)
+    moves = d.ack_batch_history(queue, job_ids, worker, now_us, kept_until(now_us, history_us))
+    return (yield from moved(moves))
 
 
 def ack_many(d: Dialect, worker: str, jobs: Sequence[JobRecord], now_us: int) -> Plan[set[int]]:
     """Ack every job ``worker`` still owns by its claim (number); returns the
-    ids acked (the others had lost their claims and are left alone)."""
+    ids acked (the others had lost their claims and are left alone). Jobs
+    whose queue kept history at their claim move into history: one statement
+    (or move) per retention among them, one statement in all when none does."""
     if not jobs:
         return set()
-    rows = yield from fetch_all(d.ack_claims(worker, [(j.id, j.claims) for j in jobs], now_us))
-    return {int(r[0]) for r in rows}
+    if all(j.history_us is None for j in jobs):  # the common case, the hot path
+        rows = yield from fetch_all(d.ack_claims(worker, [(j.id, j.claims) for j in jobs], now_us))
+        return {int(r[0]) for r in rows}
+    groups: dict[int | None, list[tuple[int, int]]] = {}
+    for j in jobs:
+        groups.setdefault(j.history_us, []).append((j.id, j.claims))
+    acked: set[int] = set()
+    for history_us, pairs in groups.items():
+        if history_us is None:
+            rows = yield from fetch_all(d.ack_claims(worker, pairs, now_us))
+        else:
+            rows = yield from moved_rows(
+                d.ack_claims_history(worker, pairs, now_us, kept_until(now_us, history_us))
+            )
+        acked.update(int(r[0]) for r in rows)
+    return acked
 
 
 def heartbeat_many(

@@ -19,6 +19,9 @@ JOB_COLUMNS = (
     "created_at", "expires_at", "claimed_by", "visible_at", "state", "last_error", "claims",
     "headers",
 )  # fmt: skip
+# Column order of a claimed job row: a live job row, then how long its queue
+# keeps finished jobs (``history_us``: None keeps none), which the ack obeys.
+CLAIM_COLUMNS = (*JOB_COLUMNS, "history_us")
 # Column order of a dead-letter row.
 DEAD_COLUMNS = (
     "id", "queue", "payload", "priority", "attempts", "max_attempts", "run_at",
@@ -102,13 +105,33 @@ class Dialect(Protocol):
         ...
     def claim(self, queue: str, worker: str, n: int, now_us: int, until_us: int) -> Statement: ...
     def ack(self, job_id: int, worker: str, claim: int, now_us: int) -> Statement: ...
+    def ack_history(
+        self, job_id: int, worker: str, claim: int, now_us: int, prune_at_us: int
+    ) -> tuple[Statement, ...]:
+        """``ack``, moving the job into history (outcome ``acked``, pruned at
+        ``prune_at_us``) instead of deleting it. The first statement's row
+        count says whether it was still owned; the rest (an engine that
+        copies before it deletes) only run if it was. So for every move below."""
+        ...
     def ack_batch(
         self, queue: str, job_ids: Sequence[int], worker: str, now_us: int
     ) -> Statement: ...
+    def ack_batch_history(
+        self, queue: str, job_ids: Sequence[int], worker: str, now_us: int, prune_at_us: int
+    ) -> tuple[Statement, ...]:
+        """``ack_batch``, moving the jobs into history; the first statement's
+        row count is how many were still owned."""
+        ...
     def ack_claims(
         self, worker: str, claims: Sequence[tuple[int, int]], now_us: int
     ) -> Statement:
         """Ack every (job id, claim number) still owned by ``worker``; its
+        rows are the ids acked."""
+        ...
+    def ack_claims_history(
+        self, worker: str, claims: Sequence[tuple[int, int]], now_us: int, prune_at_us: int
+    ) -> tuple[Statement, ...]:
+        """``ack_claims``, moving the jobs into history; the first statement's
         rows are the ids acked."""
         ...
     def owned(self, job_id: int, worker: str, claim: int, now_us: int) -> Statement: ...
@@ -118,16 +141,23 @@ class Dialect(Protocol):
     ) -> Statement: ...
     # ``error`` below has been through ``claim.storable_error``: every engine
     # can store it as given.
-    # ``error`` below has been through ``claim.storable_error``: every engine
-    # can store it as given.
     def reschedule(self, job_id: int, run_at_us: int, error: str | None) -> Statement: ...
     def extend_claim(
         self, job_id: int, worker: str, claim: int, now_us: int, until_us: int
     ) -> Statement: ...
     def bury(
         self, job_id: int, reason: str, error: str | None, now_us: int
-    ) -> tuple[Statement, ...]: ...
+    ) -> tuple[Statement, ...]:
+        """Move the job to the dead letters, with a prune time if its queue
+        has a dead retention (``rules.dead_prune_at``)."""
+        ...
     def cancel(self, queue: str, job_id: int) -> Statement: ...
+    def cancel_history(
+        self, queue: str, job_id: int, now_us: int, prune_at_us: int
+    ) -> tuple[Statement, ...]:
+        """``cancel``, moving the job into history (outcome ``cancelled``);
+        the first statement's row count says whether there was one."""
+        ...
     # ``queue`` None below: the job in whichever queue holds it.
     def get_job(self, queue: str | None, job_id: int) -> Statement: ...
     def get_dead(self, queue: str | None, job_id: int) -> Statement: ...
@@ -148,6 +178,15 @@ class Dialect(Protocol):
 
     def queue_paused(self, queue: str) -> Statement:
         """Its row is ``(paused,)``, or none for a queue never paused."""
+        ...
+
+    def set_retention(self, queue: str, history_us: int | None, dead_us: int | None) -> Statement:
+        """Record how long ``queue`` keeps finished jobs and dead letters
+        (None: none kept / until purged); its pause flag stays."""
+        ...
+
+    def queue_retention(self, queue: str) -> Statement:
+        """Its row is ``(history_us, dead_us)``, or none for a queue never configured."""
         ...
 
     def dead_count(self, queue: str) -> Statement: ...
@@ -181,6 +220,14 @@ class Dialect(Protocol):
         ``after``, ascending."""
         ...
 
+    def prune_history(self, now_us: int, limit: int) -> Statement:
+        """Delete up to ``limit`` history rows whose prune time has come; counts them."""
+        ...
+
+    def prune_dead(self, now_us: int, limit: int) -> Statement:
+        """Delete up to ``limit`` dead letters whose prune time has come; counts them."""
+        ...
+
     # streams
     def next_offset(self, stream: str) -> Statement: ...
     def head_offset(self, stream: str) -> Statement:
@@ -205,6 +252,37 @@ class Dialect(Protocol):
 
     def stream_consumers(self, stream: str) -> Statement:
         """The stream's consumers (``CONSUMER_COLUMNS``), sorted by name."""
+        ...
+
+    def set_stream_retention(
+        self, stream: str, max_age_us: int | None, max_events: int | None
+    ) -> Statement:
+        """Record ``stream``'s retention (creating its counter row at offset 0 if need be)."""
+        ...
+
+    def protect_consumer(self, stream: str, consumer: str) -> Statement:
+        """Mark ``consumer`` as holding ``stream``'s events back from retention
+        (a consumer that never saved gets offset 0: it holds everything)."""
+        ...
+
+    def unprotect_consumer(self, stream: str, consumer: str) -> Statement:
+        """Clear the mark; counts the rows changed."""
+        ...
+
+    def retained_streams(self, after: str, limit: int) -> Statement:
+        """Streams with a retention setting named above ``after``, ascending, at
+        most ``limit``: rows ``(name, last_offset, max_age_us, max_events)``."""
+        ...
+
+    def first_young_event(self, stream: str, cutoff_us: int) -> Statement:
+        """Its row is ``(offset,)`` of the lowest event created at or after
+        ``cutoff_us``, or none."""
+        ...
+
+    def prune_events(self, stream: str, upto: int, limit: int) -> Statement:
+        """Delete up to ``limit`` of ``stream``'s events at or below offset
+        ``upto``, none above a protected consumer's saved offset
+        (``rules.protected_floor``); counts them."""
         ...
 
     # schedules
@@ -236,13 +314,40 @@ class Dialect(Protocol):
         ...
 
     # locks
+    def lock_guard(self, exclusive: bool) -> tuple[Statement, ...]:
+        """Statements an acquisition (shared) or a prune of lock rows
+        (exclusive) runs first in its transaction: none may read the token
+        floor while a prune that raises it has not committed."""
+        ...
+
     def acquire_lock(self, name: str, owner: str, now_us: int, until_us: int) -> Statement: ...
     def renew_lock(
         self, name: str, owner: str, token: int, now_us: int, until_us: int
     ) -> Statement: ...
-    def release_lock(self, name: str, owner: str, token: int, now_us: int) -> Statement: ...
+    def release_lock(self, name: str, owner: str, token: int, now_us: int) -> Statement:
+        """Free the lock while (owner, token) holds it, stamping the release
+        time in ``expires_at`` (so housekeeping knows how long it has been free)."""
+        ...
+
     def list_locks(self, now_us: int) -> Statement:
         """Every lock (``LOCK_COLUMNS``, held by the lock rules at ``now_us``), sorted by name."""
+        ...
+
+    def stale_lock(self, cutoff_us: int) -> Statement:
+        """Its row is ``(name,)`` of a lock row free since ``cutoff_us``, or none."""
+        ...
+
+    def prune_locks(self, cutoff_us: int, limit: int) -> Statement:
+        """Delete up to ``limit`` lock rows free since ``cutoff_us``; its rows
+        are their tokens."""
+        ...
+
+    def token_floor(self) -> Statement:
+        """Its row is ``(floor,)``, or none before the first prune of a lock row."""
+        ...
+
+    def set_token_floor(self, token: int) -> Statement:
+        """Store ``token`` as the floor (the caller holds the exclusive guard)."""
         ...
 
 
@@ -260,6 +365,6 @@ class NotificationLog(Protocol):
         """The newest notification row's id (0 when there is none)."""
         ...
 
-    def prune_notifications(self, before_us: int) -> Statement:
-        """Delete notification rows older than ``before_us``; counts them."""
+    def prune_notifications(self, before_us: int, limit: int) -> Statement:
+        """Delete up to ``limit`` notification rows older than ``before_us``; counts them."""
         ...

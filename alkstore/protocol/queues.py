@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from .dialect import Dialect
 from .errors import DatabaseError, InvalidArgument, brief
 from .ints import check_int
 from .names import queue_channel
-from .plan import Plan, fetch_all, fetch_count, fetch_one, fetch_row, reads
-from .rows import dead_info, history_info, job_info
+from .plan import Plan, Row, Statement, fetch_all, fetch_count, fetch_one, fetch_row, reads
+from .rows import _opt_int, _shape, dead_info, history_info, job_info
+from .timeconv import held_until_us
 from .types import JobInfo, NewJob, QueueStats
 
 
@@ -58,11 +59,67 @@ def get_job(d: Dialect, queue: str | None, job_id: int) -> Plan[JobInfo | None]:
     return None if row is None else history_info(row)
 
 
-def cancel(d: Dialect, queue: str, job_id: int) -> Plan[bool]:
-    """Remove a live job (pending or processing); a worker's later ack returns False."""
+def cancel(d: Dialect, queue: str, job_id: int, now_us: int) -> Plan[bool]:
+    """Remove a live job (pending or processing); a worker's later ack
+    returns False. The job moves into history (outcome ``cancelled``) when
+    its queue keeps history, read in the same transaction."""
     job_id = check_job_id(job_id)
-    count = yield from fetch_count(d.cancel(queue, job_id))
-    return bool(count)
+    history_us, _ = yield from retention(d, queue)
+    if history_us is None:
+        count = yield from fetch_count(d.cancel(queue, job_id))
+        return bool(count)
+    moves = d.cancel_history(queue, job_id, now_us, kept_until(now_us, history_us))
+    return bool((yield from moved(moves)))
+
+
+def kept_until(now_us: int, retention_us: int) -> int:
+    """When a job finished at ``now_us`` leaves history: its queue's
+    retention later, capped like a claim (every stored instant must read
+    back as a datetime)."""
+    return held_until_us(now_us, retention_us)
+
+
+def moved(statements: Sequence[Statement]) -> Plan[int]:
+    """Move rows between tables; how many moved. The first statement's row
+    count says (one statement on an engine that deletes and inserts in one);
+    the rest, on an engine that copies first, delete the same rows in the
+    same transaction, and run only if anything moved."""
+    first, *rest = statements
+    count = yield from fetch_count(first)
+    if count:
+        for statement in rest:
+            yield statement
+    return int(count)
+
+
+def moved_rows(statements: Sequence[Statement]) -> Plan[list[Row]]:
+    """``moved`` for a move whose first statement returns the rows moved."""
+    first, *rest = statements
+    rows = yield from fetch_all(first)
+    if rows:
+        for statement in rest:
+            yield statement
+    return rows
+
+
+def set_retention(
+    d: Dialect, queue: str, history_us: int | None, dead_us: int | None
+) -> Plan[None]:
+    """Record how long ``queue`` keeps finished jobs and dead letters, for
+    every process (its pause flag stays)."""
+    yield d.set_retention(queue, history_us, dead_us)
+
+
+@reads
+def retention(d: Dialect, queue: str) -> Plan[tuple[int | None, int | None]]:
+    """``queue``'s (history, dead) retention in microseconds (None: finished
+    jobs are not kept / dead letters stay until purged; so for a queue never
+    configured)."""
+    row = yield from fetch_one(d.queue_retention(queue))
+    if row is None:
+        return None, None
+    _shape(row, 2, "queue retention")
+    return _opt_int(row[0], "history_us"), _opt_int(row[1], "dead_us")
 
 
 @reads

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import codec
 from .dialect import (
+    CLAIM_COLUMNS,
     CONSUMER_COLUMNS,
     DEAD_COLUMNS,
     EVENT_COLUMNS,
@@ -105,12 +106,13 @@ def _shape(row: Row, n: int, what: str) -> None:
 
 
 def job_record(row: Row) -> JobRecord:
-    """A row returned by a claim (``JOB_COLUMNS``)."""
+    """A row returned by a claim (``CLAIM_COLUMNS``)."""
     # The common case, checked in one pass (``type(x) is int`` also refuses
     # bool); anything unusual takes the field-by-field path for its error.
     if type(row) is tuple and len(row) == 15:
         (id_, queue, text, priority, attempts, max_attempts, run_at, created_at, expires_at,
-         claimed_by, visible_at, _state, _error, claims, headers) = row  # fmt: skip
+         claimed_by, visible_at, _state, _error, claims, headers,
+         history_us) = row  # fmt: skip
         if (
             type(id_) is int and type(queue) is str and type(text) is str
             and type(priority) is int and type(attempts) is int and type(max_attempts) is int
@@ -118,11 +120,12 @@ def job_record(row: Row) -> JobRecord:
             and (expires_at is None or type(expires_at) is int)
             and type(claimed_by) is str and type(visible_at) is int and type(claims) is int
             and (headers is None or type(headers) is str)
+            and (history_us is None or type(history_us) is int)
         ):  # fmt: skip
             payload = codec.decode(text)
             return JobRecord(id_, queue, payload, priority, attempts, max_attempts, run_at,
                              created_at, expires_at, claimed_by, visible_at, claims,
-                             headers)  # fmt: skip
+                             headers, history_us)  # fmt: skip
     return _job_record_checked(row)
 
 
@@ -176,7 +179,7 @@ class _Fields:
 _POSITIONS: dict[tuple[str, ...], dict[str, int]] = {
     columns: {name: i for i, name in enumerate(columns)}
     for columns in (
-        JOB_COLUMNS, DEAD_COLUMNS, EVENT_COLUMNS, HISTORY_COLUMNS, SCHEDULE_COLUMNS,
+        JOB_COLUMNS, CLAIM_COLUMNS, DEAD_COLUMNS, EVENT_COLUMNS, HISTORY_COLUMNS, SCHEDULE_COLUMNS,
         QUEUE_SUMMARY_COLUMNS, STREAM_SUMMARY_COLUMNS, CONSUMER_COLUMNS, LOCK_COLUMNS,
     )
 }  # fmt: skip
@@ -195,7 +198,7 @@ def _identity(f: _Fields) -> dict[str, Any]:
 
 
 def _job_record_checked(row: Row) -> JobRecord:
-    f = _Fields(row, JOB_COLUMNS, "job")
+    f = _Fields(row, CLAIM_COLUMNS, "job")
     return JobRecord(
         **_identity(f),
         run_at_us=f.integer("run_at"),
@@ -205,6 +208,7 @@ def _job_record_checked(row: Row) -> JobRecord:
         claim_expires_at_us=f.integer("visible_at"),
         claims=f.integer("claims"),
         headers=f.opt_text("headers"),
+        history_us=f.opt_integer("history_us"),
     )
 
 

@@ -12,9 +12,9 @@ from .dialect import Dialect
 from .errors import Closed
 from .ints import check_int
 from .names import stream_channel
-from .plan import Plan, fetch_all, fetch_count, fetch_one, fetch_row, reads
+from .plan import Plan, Row, fetch_all, fetch_count, fetch_one, fetch_row, reads
 from .queues import check_limit
-from .rows import stream_event
+from .rows import _int, _opt_int, _shape, _str, stream_event
 from .timeconv import US_PER_S, check_seconds
 from .types import StreamEvent
 
@@ -79,6 +79,80 @@ def trim_to(d: Dialect, stream: str, offset: int) -> Plan[int]:
 
 def check_offset(offset: object) -> int:
     return check_int(offset, "offset", lo=0)
+
+
+# -- retention -----------------------------------------------------------------
+def set_retention(
+    d: Dialect, stream: str, max_age_us: int | None, max_events: int | None
+) -> Plan[None]:
+    """Record ``stream``'s retention (in its counter row, for every process)."""
+    yield d.set_stream_retention(stream, max_age_us, max_events)
+
+
+def protect(d: Dialect, stream: str, consumer: str) -> Plan[None]:
+    yield d.protect_consumer(stream, consumer)
+
+
+def unprotect(d: Dialect, stream: str, consumer: str) -> Plan[bool]:
+    count = yield from fetch_count(d.unprotect_consumer(stream, consumer))
+    return bool(count)
+
+
+@dataclass(frozen=True, slots=True)
+class Retained:
+    """A stream under a retention policy, as housekeeping read it."""
+
+    name: str
+    last_offset: int
+    max_age_us: int | None
+    max_events: int | None
+
+
+def retained(row: Row) -> Retained:
+    """A ``retained_streams`` row; a malformed one raises ``CodecError``."""
+    _shape(row, 4, "retained stream")
+    return Retained(
+        _str(row[0], "name"),
+        _int(row[1], "last_offset"),
+        _opt_int(row[2], "max_age_us"),
+        _opt_int(row[3], "max_events"),
+    )
+
+
+@reads
+def retained_streams(d: Dialect, after: str, limit: int) -> Plan[list[Retained]]:
+    """Streams under a retention policy named above ``after`` (a page)."""
+    rows = yield from fetch_all(d.retained_streams(after, limit))
+    return [retained(r) for r in rows]
+
+
+def retention_cut(stream: Retained, first_young: int | None) -> int:
+    """The highest offset retention drops (0: none): beyond the newest
+    ``max_events``, or older than ``max_age`` (everything below the first
+    event young enough to keep, ``first_young``: None when none is, so all
+    are old). An event goes when either limit says so. Protected consumers
+    are the engine's to honour, in the delete (``rules.protected_floor``);
+    the counter (``head_offset``) is never touched."""
+    cut = 0
+    if stream.max_events is not None:
+        cut = max(cut, stream.last_offset - stream.max_events)
+    if stream.max_age_us is not None:
+        cut = max(cut, stream.last_offset if first_young is None else first_young - 1)
+    return cut
+
+
+def prune_stream(d: Dialect, stream: Retained, now_us: int, limit: int) -> Plan[int]:
+    """Drop one batch of ``stream``'s events past its retention; how many went."""
+    first_young: int | None = None
+    if stream.max_age_us is not None:
+        cutoff = now_us - stream.max_age_us
+        row = yield from fetch_one(d.first_young_event(stream.name, cutoff))
+        first_young = None if row is None else _int(row[0], "offset")
+    cut = retention_cut(stream, first_young)
+    if cut <= 0:
+        return 0
+    count = yield from fetch_count(d.prune_events(stream.name, cut, limit))
+    return int(count)
 
 
 # -- a subscriber ------------------------------------------------------------------

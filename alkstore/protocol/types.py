@@ -70,6 +70,9 @@ class JobRecord(NamedTuple):
     claims: int
     # The job's metadata as stored (``protocol.headers``): JSON text or None.
     headers: str | None = None
+    # How long the job's queue kept finished jobs when it was claimed
+    # (microseconds; None: not kept): its ack moves it to history or deletes it.
+    history_us: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from ..api.housekeeping import run_housekeeping
 from ..api.store import Store
 from ..engines.postgres import SCHEMA_VERSION, PostgresDialect, control, migrate, schema_version
 from ..engines.postgres.names import channel_identifier, check_schema
@@ -52,6 +53,9 @@ class PostgresOptions:
     # The caller's own statements (tx.execute) are not bounded. None: off.
     response_timeout: float | None = 15.0
     listener: ListenerOptions = field(default_factory=ListenerOptions)
+    # Seconds between housekeeping passes (Store.prune) in the background;
+    # None: none (run store.prune() yourself, or `alkstore prune`).
+    housekeeping_interval: float | None = 10.0
 
     def __post_init__(self) -> None:
         self.check()
@@ -69,6 +73,8 @@ class PostgresOptions:
         if not isinstance(self.listener, ListenerOptions):
             raise InvalidArgument(f"listener must be a ListenerOptions, got {brief(self.listener)}")
         self.listener.check()
+        if self.housekeeping_interval is not None:
+            check_seconds(self.housekeeping_interval, "housekeeping_interval")
 
 
 def with_liveness(dsn: str, dead_peer_timeout: float) -> str:
@@ -164,6 +170,8 @@ async def open_postgres_store(
             store._background = group
             group.start_soon(listener.run)
             await listener.wait_connected(opts.connect_timeout)
+            if not read_only and opts.housekeeping_interval is not None:
+                group.start_soon(run_housekeeping, store, opts.housekeeping_interval)
             try:
                 yield store
             finally:

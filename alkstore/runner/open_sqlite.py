@@ -9,12 +9,13 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
+from ..api.housekeeping import run_housekeeping
 from ..api.store import Store
 from ..engines.sqlite import control
-from ..protocol.dialect import NotificationLog
-from ..protocol.errors import AlkstoreError, DatabaseError, InvalidArgument, brief
+from ..protocol.errors import DatabaseError, InvalidArgument, brief
+from ..protocol.housekeeping import NOTIFICATION_RETENTION_S
 from ..protocol.ints import check_bool, check_int
-from ..protocol.plan import Plan, fetch_count, run_sync
+from ..protocol.plan import run_sync
 from ..protocol.timeconv import check_seconds
 from . import sqlite_conn
 from .hub import WakeHub
@@ -37,9 +38,12 @@ class SqliteOptions:
     busy_timeout: float = 5.0
     pragmas: dict[str, str] = field(default_factory=dict)
     watcher: WatcherOptions = field(default_factory=WatcherOptions)
-    # Notification rows older than this are pruned (wakes are hints).
-    notification_retention: float = 60.0
-    maintenance_interval: float = 10.0
+    # Notification rows older than this are pruned by housekeeping (wakes
+    # are hints; see docs/wakes.md).
+    notification_retention: float = NOTIFICATION_RETENTION_S
+    # Seconds between housekeeping passes (Store.prune) in the background;
+    # None: none (run store.prune() yourself, or `alkstore prune`).
+    housekeeping_interval: float | None = 10.0
     # Reader connections for read-only operations (stats, get_job,
     # read_since, ...), which then never wait for the write lock.
     readers: int = 4
@@ -56,7 +60,8 @@ class SqliteOptions:
             raise InvalidArgument(f"watcher must be a WatcherOptions, got {brief(self.watcher)}")
         self.watcher.check()
         check_seconds(self.notification_retention, "notification_retention")
-        check_seconds(self.maintenance_interval, "maintenance_interval")
+        if self.housekeeping_interval is not None:
+            check_seconds(self.housekeeping_interval, "housekeeping_interval")
         check_int(self.readers, "readers", lo=1, hi=256)
 
 
@@ -142,6 +147,7 @@ async def open_sqlite_store(
         hub=hub,
         seed=seed,
         read_only=read_only,
+        notification_retention=opts.notification_retention,
     )
     watch_conn: sqlite3.Connection | None = None
     try:
@@ -160,8 +166,8 @@ async def open_sqlite_store(
                 )
                 group.start_soon(watcher.run)
                 store._watcher = watcher  # type: ignore[attr-defined]
-            if not read_only:
-                group.start_soon(_maintenance, store, opts)
+            if not read_only and opts.housekeeping_interval is not None:
+                group.start_soon(run_housekeeping, store, opts.housekeeping_interval)
             try:
                 yield store
             finally:
@@ -188,24 +194,6 @@ def _watcher_connection(
         target, busy_timeout=opts.busy_timeout, pragmas=opts.pragmas, read_only=read_only
     )
     return sqlite_conn.set_up(conn, control.busy_timeout(WATCHER_BUSY_TIMEOUT))
-
-
-async def _maintenance(store: Store, opts: SqliteOptions) -> None:
-    from ..protocol.timeconv import US_PER_S
-
-    runtime = store._runtime
-    while True:
-        await runtime.sleep(opts.maintenance_interval)
-        cutoff = store._now_us() - round(opts.notification_retention * US_PER_S)
-        try:
-            await store._run(_prune(store, cutoff))
-        except AlkstoreError:  # maintenance retries next round
-            continue
-
-
-def _prune(store: Store, cutoff_us: int) -> Plan[int]:
-    log: NotificationLog = store._dialect
-    return (yield from fetch_count(log.prune_notifications(cutoff_us)))
 
 
 __all__ = ["SqliteOptions", "open_sqlite_store", "run_sync"]

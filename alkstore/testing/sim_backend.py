@@ -27,6 +27,7 @@ class Snapshot:
     job_markers: set[str] = field(default_factory=set)
     event_markers: set[str] = field(default_factory=set)  # stream 'events'
     woken_channels: set[str] = field(default_factory=set)  # every wake seen so far
+    history_ids: set[int] = field(default_factory=set)  # finished jobs kept in history
 
 
 class SimConn(Protocol):

@@ -49,7 +49,9 @@ from .sim_backend import SimConn, Snapshot
 # A statement that neither finishes nor waits on a lock for this long is
 # stuck on something the simulation does not model: fail loudly.
 SETTLE_LIMIT_S = 30.0
-_TABLES = ("jobs", "dead", "streams", "events", "offsets", "locks", "schedules")
+_TABLES = (
+    "jobs", "dead", "history", "queues", "streams", "events", "offsets", "locks", "schedules",
+)
 
 
 class _Session:
@@ -181,6 +183,7 @@ class PostgresSimRun:
             self._observer.rows(f'LISTEN "{identifier}"')
         self._jobs = qualified(schema, "jobs")
         self._dead = qualified(schema, "dead")
+        self._history = qualified(schema, "history")
         self._events = qualified(schema, "events")
         self._conns: list[PgSimConn] = []
 
@@ -223,7 +226,8 @@ class PostgresSimRun:
         rows = self._observer.rows(
             f"SELECT 'j', id, payload FROM {self._jobs} UNION ALL "
             f"SELECT 'j', id, payload FROM {self._dead} UNION ALL "
-            f"SELECT 'e', 0, payload FROM {self._events} WHERE stream = 'events'"
+            f"SELECT 'e', 0, payload FROM {self._events} WHERE stream = 'events' UNION ALL "
+            f"SELECT 'h', id, payload FROM {self._history}"
         )
         # Wakes committed before this query reached the server have arrived
         # by now or will arrive with a later one: none is ever missed.
@@ -236,6 +240,7 @@ class PostgresSimRun:
             job_markers={codec.decode(r[2]).get("marker") for r in jobs},
             event_markers={codec.decode(r[2]).get("marker") for r in rows if r[0] == "e"},
             woken_channels=set(self._woken),
+            history_ids={int(r[1]) for r in rows if r[0] == "h"},
         )
 
     def live_job_ids(self) -> list[int]:

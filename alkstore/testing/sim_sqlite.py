@@ -130,6 +130,7 @@ class SqliteSimRun:
                 for r in q("SELECT payload FROM __alkstore_events WHERE stream = 'events'")
             },
             woken_channels={str(r[0]) for r in q("SELECT channel FROM __alkstore_notifications")},
+            history_ids={int(r[0]) for r in q("SELECT id FROM __alkstore_history")},
         )
 
     def live_job_ids(self) -> list[int]:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..protocol import claim, codec, schedule
+from ..protocol import claim, codec, queues, schedule
 from ..protocol.errors import AlkstoreError, DatabaseError
 from ..protocol.names import check_name
 from ..protocol.plan import Statement
@@ -155,6 +155,9 @@ class Config:
     worker_actions: tuple[str, ...] = ("ack", "retry", "fail", "heartbeat", "release", "stall")
     max_steps: int = 2_000
     pre_enqueued: bool = False
+    # The workers' queue keeps its finished jobs in history (set before any
+    # actor runs): every ack moves its job there.
+    keep_history: bool = False
 
 
 class Simulation(Programs):
@@ -204,6 +207,10 @@ class Simulation(Programs):
 
     def _build(self) -> None:
         c = self.config
+        if c.keep_history:
+            self._run_alone(Op("retention", lambda now: [queues.set_retention(
+                self.d, self.queue, 86_400 * US, None,
+            )]), "setup")  # fmt: skip
         if c.pre_enqueued:
             for _ in range(c.jobs):
                 self._run_alone(self._enqueue_op(self._next_marker()), "setup")
@@ -296,6 +303,11 @@ class Simulation(Programs):
         # an acked job is gone for good
         if snap.job_ids & led.acked:
             led.fail(f"acked jobs still present: {sorted(snap.job_ids & led.acked)}")
+        # a job acked while its queue keeps history is in history exactly once
+        # (and never live or dead beside it); without history, none is
+        kept = led.acked if self.config.keep_history else set()
+        if snap.history_ids != kept:
+            led.fail(f"history holds {sorted(snap.history_ids)}, acked {sorted(kept)}")
         # a rolled-back transaction leaves no trace and wakes nobody
         wakes = {c.removeprefix("ch-") for c in snap.woken_channels}
         leaked = (snap.job_markers | snap.event_markers | wakes) & led.rolled_back_markers

@@ -27,6 +27,7 @@ import sniffio
 from ..api.store import Store
 from ..engines.sqlite import SqliteDialect
 from ..protocol.errors import UsageError
+from ..protocol.housekeeping import NOTIFICATION_RETENTION_S
 from ..protocol.lifecycle import Lifecycle
 from ..protocol.plan import Plan, is_read_only
 from ..protocol.timeconv import US_PER_S, instant_us
@@ -138,6 +139,7 @@ async def open_simulated(
         clock=LoopClock(runtime, start),
         hub=hub,
         seed=seed,
+        notification_retention=NOTIFICATION_RETENTION_S,
     )
     try:
         yield store

@@ -113,3 +113,28 @@ async def set_retention(
         "history_us = excluded.history_us, dead_us = excluded.dead_us",
         queue, False, history_us, dead_us,
     )  # fmt: skip
+
+
+def alkstore_table(store: Store, name: str) -> str:
+    """One of alkstore's own tables, for reading rows no API returns."""
+    if store.engine == "sqlite":
+        return f"__alkstore_{name}"
+    return f'"{store._dialect.schema}"."{name}"'
+
+
+async def history_rows(store: Store) -> list[dict[str, object]]:
+    """Every row of the history table (finished jobs kept by retention), by id."""
+    columns = ("id", "queue", "outcome", "attempts", "worker", "finished_at", "prune_at",
+               "last_error", "payload")  # fmt: skip
+    async with store.transaction() as tx:
+        rows = await tx.execute(
+            f"SELECT {', '.join(columns)} FROM {alkstore_table(store, 'history')} ORDER BY id"
+        )
+    return [dict(zip(columns, row, strict=True)) for row in rows]
+
+
+async def count_rows(store: Store, name: str) -> int:
+    """How many rows one of alkstore's tables holds."""
+    async with store.transaction() as tx:
+        ((n,),) = await tx.execute(f"SELECT COUNT(*) FROM {alkstore_table(store, name)}")
+    return int(n)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from alkstore.engines.postgres import rules as pg_rules
 from alkstore.engines.sqlite import rules as lite_rules
-from alkstore.protocol import claim, schedule
+from alkstore.protocol import claim, housekeeping, locks, queues, schedule, streams
 from alkstore.testing import invariants
 from tests import model
 
@@ -84,6 +84,10 @@ def test_the_model_and_core_functions_named_exist() -> None:
         "Ledger": invariants.Ledger,
         "claim": claim,
         "schedule": schedule,
+        "queues": queues,
+        "streams": streams,
+        "locks": locks,
+        "housekeeping": housekeeping,
     }
     checked = 0
     for token in TICKED.findall(DOC):

@@ -37,7 +37,8 @@ from tests.backends import PG_DSN
         {"pragmas": [("synchronous", "FULL")]},
         {"watcher": {"backstop": 1}},
         {"notification_retention": 0},
-        {"maintenance_interval": -5},
+        {"housekeeping_interval": -5},
+        {"housekeeping_interval": 0},
         {"readers": 0},
         {"readers": 1.5},
         {"readers": True},
@@ -81,6 +82,8 @@ def test_bad_watcher_options_are_refused(kwargs: dict[str, Any]) -> None:
         {"response_timeout": -1},
         {"response_timeout": float("nan")},
         {"listener": {"connect_timeout": 1}},
+        {"housekeeping_interval": 0},
+        {"housekeeping_interval": "10"},
     ],
 )
 def test_bad_postgres_options_are_refused(kwargs: dict[str, Any]) -> None:

@@ -37,6 +37,7 @@ from alkstore.engines.postgres import (
 from alkstore.engines.sqlite import SqliteDialect
 from alkstore.protocol import claim as C
 from alkstore.protocol import codec
+from alkstore.protocol import housekeeping as HK
 from alkstore.protocol import locks as L
 from alkstore.protocol import queues as Q
 from alkstore.protocol import schedule as SCH
@@ -48,6 +49,7 @@ from alkstore.protocol.plan import Fetch, Plan, Statement, run_sync
 from alkstore.protocol.types import JobRecord, NewJob, NewSchedule
 from alkstore.runner import sqlite_conn
 from alkstore.runner.pg_wire import Wire
+from tests.history import history_rows
 
 T = TypeVar("T")
 
@@ -357,8 +359,11 @@ SAMPLE_CALLS: dict[str, tuple[Any, ...]] = {
     "claim_prelude": (),
     "claim": ("q", "w", 3, T0, T0 + US),
     "ack": (1, "w", 1, T0),
+    "ack_history": (1, "w", 1, T0, T0 + US),
     "ack_batch": ("q", [1, 2], "w", T0),
+    "ack_batch_history": ("q", [1, 2], "w", T0, T0 + US),
     "ack_claims": ("w", [(1, 1), (2, 1)], T0),
+    "ack_claims_history": ("w", [(1, 1), (2, 1)], T0, T0 + US),
     "owned": (1, "w", 1, T0),
     "next_due": ("q",),
     "release_claim": (1, "w", 1, T0, 1),
@@ -366,6 +371,7 @@ SAMPLE_CALLS: dict[str, tuple[Any, ...]] = {
     "extend_claim": (1, "w", 1, T0, T0 + US),
     "bury": (1, "failed", "boom", T0),
     "cancel": ("q", 1),
+    "cancel_history": ("q", 1, T0, T0 + US),
     "get_job": ("q", 1),
     "get_dead": ("q", 1),
     "get_history": ("q", 1),
@@ -374,6 +380,8 @@ SAMPLE_CALLS: dict[str, tuple[Any, ...]] = {
     "oldest_ready": ("q", T0),
     "set_paused": ("q", True),
     "queue_paused": ("q",),
+    "set_retention": ("q", US, None),
+    "queue_retention": ("q",),
     "dead_count": ("q",),
     "dead_letters": ("q", 10),
     "requeue_dead": ("q", 1, T0),
@@ -383,6 +391,8 @@ SAMPLE_CALLS: dict[str, tuple[Any, ...]] = {
     "job_page": ("q", "ready", 0, 10, T0),
     "dead_page": ("q", 0, 10),
     "history_page": ("q", "acked", 0, 10),
+    "prune_history": (T0, 10),
+    "prune_dead": (T0, 10),
     "next_offset": ("s",),
     "head_offset": ("s",),
     "insert_event": ("s", 1, "k", "{}", T0),
@@ -393,6 +403,12 @@ SAMPLE_CALLS: dict[str, tuple[Any, ...]] = {
     "stream_names": (),
     "stream_summary": ("s",),
     "stream_consumers": ("s",),
+    "set_stream_retention": ("s", US, 10),
+    "protect_consumer": ("s", "c"),
+    "unprotect_consumer": ("s", "c"),
+    "retained_streams": ("", 10),
+    "first_young_event": ("s", T0),
+    "prune_events": ("s", 3, 10),
     "upsert_schedule": (NewSchedule("n", "q", "@every 1s", "{}", "{}", T0, T0),),
     "delete_schedule": ("n",),
     "due_schedules": (T0, 10),
@@ -402,10 +418,15 @@ SAMPLE_CALLS: dict[str, tuple[Any, ...]] = {
     "schedule_state": ("n",),
     "pause_schedule": ("n",),
     "resume_schedule": ("n", T0, T0 + US),
+    "lock_guard": (True,),
     "acquire_lock": ("l", "o", T0, T0 + US),
     "renew_lock": ("l", "o", 1, T0, T0 + US),
     "release_lock": ("l", "o", 1, T0),
     "list_locks": (T0,),
+    "stale_lock": (T0,),
+    "prune_locks": (T0, 10),
+    "token_floor": (),
+    "set_token_floor": (7,),
 }
 
 
@@ -419,8 +440,8 @@ def test_statements_match_sqlite_fetch_kinds_and_bind_every_parameter() -> None:
         mine, other = getattr(ours, name)(*args), getattr(theirs, name)(*args)
         mine = mine if isinstance(mine, tuple) else (mine,)
         other = other if isinstance(other, tuple) else (other,)
-        if name == "claim_prelude":
-            # Engine-specific planner settings, whose results nobody reads.
+        if name in ("claim_prelude", "lock_guard"):
+            # Engine-specific settings and locks, whose results nobody reads.
             assert all(st.fetch is Fetch.NONE for st in (*mine, *other))
             continue
         # The first statement's result is what the plans read.
@@ -638,9 +659,9 @@ def test_sweep_stats_dead_letters_requeue_purge(pg: Pg, d: PostgresDialect) -> N
     assert pg.run(Q.purge_dead(d, "q", T0 + 30 * US + 1)) == 1
     assert pg.run(Q.purge_dead(d, "q", None)) == 0
     # cancel
-    assert pg.run(Q.cancel(d, "q", scheduled)) is True
-    assert pg.run(Q.cancel(d, "q", scheduled)) is False
-    assert pg.run(Q.cancel(d, "other", ready)) is False
+    assert pg.run(Q.cancel(d, "q", scheduled, T0)) is True
+    assert pg.run(Q.cancel(d, "q", scheduled, T0)) is False
+    assert pg.run(Q.cancel(d, "other", ready, T0)) is False
     assert pg.run(Q.get_job(d, "other", ready)) is None
 
 
@@ -710,9 +731,9 @@ def test_parameters_of_every_int_width_bind(pg: Pg, d: PostgresDialect) -> None:
     assert pg.run(C.release(d, jobs[1], 2**40, refund=True)) is True
     assert pg.run(C.ack_batch(d, "q", [small, 10**12, 1, 2**40], "w1", 2**40)) == 1
     assert pg.run(Q.get_job(d, "q", 2**62)) is None  # int8 against bigint
-    assert pg.run(Q.cancel(d, "q", 2**40)) is False
+    assert pg.run(Q.cancel(d, "q", 2**40, T0)) is False
     # Past 64 bits is refused before any round trip, as on SQLite.
-    for plan in (lambda: Q.get_job(d, "q", 2**70), lambda: Q.cancel(d, "q", 2**70)):
+    for plan in (lambda: Q.get_job(d, "q", 2**70), lambda: Q.cancel(d, "q", 2**70, T0)):
         with pytest.raises(InvalidArgument):
             pg.run(plan())
     assert pg.run(S.read_since(d, "s", 2**62, 1)) == []
@@ -1106,6 +1127,7 @@ def scenario(run: Callable[[Plan[Any]], Any], d: Any, seed: int, steps: int) -> 
             + ["ack", "retry", "fail", "heartbeat", "release", "ack_batch"] * 3
             + ["sweep", "stats", "dead", "requeue", "purge", "cancel", "get", "next_due", "tick"]
             + ["publish", "read", "save", "trim", "lock", "renew", "unlock"]
+            + ["retention", "prune", "history", "stream_retention", "protect", "unprotect"]
         )
         queue = rng.choice(["a", "b"])
         if op == "enqueue":
@@ -1156,7 +1178,7 @@ def scenario(run: Callable[[Plan[Any]], Any], d: Any, seed: int, steps: int) -> 
             if op == "requeue":
                 log.append((op, run(Q.requeue_dead(d, queue, jid, ORIGIN, now))))
             elif op == "cancel":
-                log.append((op, run(Q.cancel(d, queue, jid))))
+                log.append((op, run(Q.cancel(d, queue, jid, now))))
             else:
                 log.append((op, run(Q.get_job(d, queue, jid))))
         elif op == "purge":
@@ -1187,6 +1209,31 @@ def scenario(run: Callable[[Plan[Any]], Any], d: Any, seed: int, steps: int) -> 
             else:
                 out = run(L.release(d, lock, now))
             log.append((op, out))
+        elif op == "retention":
+            history = rng.choice([None, 2 * US, 20 * US])
+            dead = rng.choice([None, 3 * US])
+            run(Q.set_retention(d, queue, history, dead))
+            log.append((op, run(Q.retention(d, queue))))
+        elif op == "prune":
+            log.append((op, run(HK.prune_history(d, now, 2)), run(HK.prune_dead(d, now, 2))))
+            for stream in run(S.retained_streams(d, "", 10)):
+                log.append(("prune_stream", stream, run(S.prune_stream(d, stream, now, 3))))
+            log.append(("prune_locks", run(L.prune(d, now - 2 * US, 1))))
+            log.append(("floor", run(L.token_floor_plan(d))))
+        elif op == "history":
+            log.append((op, run(history_rows(d))))
+        elif op == "stream_retention":
+            age = rng.choice([None, 3 * US])
+            count = rng.choice([None, 0, 2])
+            run(S.set_retention(d, queue, age, count))
+            log.append((op, run(S.head_offset(d, queue))))
+        elif op in ("protect", "unprotect"):
+            consumer = rng.choice(["c", "p"])
+            if op == "protect":
+                log.append((op, run(S.protect(d, queue, consumer))))
+            else:
+                log.append((op, run(S.unprotect(d, queue, consumer))))
+            log.append(("offset", run(S.get_offset(d, queue, consumer))))
         elif op == "tick":
             if rng.random() < 0.3:
                 expr = SCH.parse(rng.choice(["@every 3s", "@every 7s"]))

@@ -40,7 +40,15 @@ from alkstore.protocol.claim import SweepCandidate, sweep_decision
 from alkstore.protocol.dialect import STATE_PENDING, STATE_PROCESSING, Dialect
 from alkstore.protocol.plan import Fetch, Statement
 from alkstore.runner.pg_wire import Wire
-from tests.model import LiveJob, LockState, QueueModel, ScheduleState
+from tests.model import (
+    DeadJob,
+    LiveJob,
+    LockModel,
+    LockState,
+    QueueModel,
+    ScheduleState,
+    StreamModel,
+)
 
 from ..backends import BACKENDS, PG_DSN, selected_backends
 
@@ -61,6 +69,7 @@ RULE_SHAPED = [
     re.compile(r"\bGREATEST\(|\bMAX\(\"offset\""),
     re.compile(r"\bpriority DESC\b"),
     re.compile(r"\bAND paused\b"),
+    re.compile(r"\bprune_at\s*(<=|>=|<|>)"),
 ]
 
 
@@ -457,3 +466,106 @@ def test_lock_rules_select_what_the_model_selects(db: Db) -> None:
             i: s.token if s.held(NOW) and s.owner == owner else s.token + 1
             for i, s in locks.items()
         }
+
+
+# -- retention ---------------------------------------------------------------
+
+
+def test_retention_rules_select_what_the_model_selects(db: Db) -> None:
+    """Per-queue settings (history_retention, dead_prune_at) and what the
+    prune deletes (prune_due) agree with ``QueueModel``'s retention."""
+    r = RULES[db.engine]
+    p1, p2 = db.ph(1), db.ph(2)
+    text = 'text COLLATE "C"' if db.engine == "postgres" else "TEXT"
+    db.run(f"CREATE TEMP TABLE queues (name {text}, history_us bigint, dead_us bigint)",
+           fetch=Fetch.NONE)  # fmt: skip
+    model = QueueModel()
+    settings = {"kept": (5, None), "dying": (None, 7), "both": (3, 4), "off": (None, None)}
+    for name, (history_us, dead_us) in settings.items():
+        db.run(f"INSERT INTO queues VALUES ({literal(name)}, {literal(history_us)}, "
+               f"{literal(dead_us)})", fetch=Fetch.NONE)  # fmt: skip
+        model.set_retention(name, history_us, dead_us)
+    for name in [*settings, "never"]:
+        ((kept,),) = db.run(f"SELECT {r.history_retention('queues', p1)}", name)
+        assert kept == model.retention.get(name, (None, None))[0], name
+        ((prune_at,),) = db.run(f"SELECT {r.dead_prune_at(p1, 'queues', p2)}", NOW, name)
+        dead_us = model.retention.get(name, (None, None))[1]
+        assert prune_at == (None if dead_us is None else NOW + dead_us), name
+    # prune_due: history rows always have a prune time; dead letters may not.
+    db.run("CREATE TEMP TABLE p (id bigint, prune_at bigint)", fetch=Fetch.NONE)
+    times = {1: None, 2: NOW - 1, 3: NOW, 4: NOW + 1}
+    db.run("INSERT INTO p VALUES " + ", ".join(f"({i}, {literal(t)})" for i, t in times.items()),
+           fetch=Fetch.NONE)  # fmt: skip
+    for job_id, prune_at in times.items():
+        model.dead[job_id] = DeadJob(
+            id=job_id, queue="q", payload=None, priority=0, attempts=1, max_attempts=1,
+            run_at_us=0, created_at_us=0, expires_at_us=None, claimed_by=None, last_error=None,
+            reason="failed", died_at_us=0, prune_at_us=prune_at,
+        )  # fmt: skip
+    before = set(model.dead)
+    model.prune(NOW)
+    assert db.ids(r.prune_due(p1), NOW, table="p") == before - set(model.dead) == {2, 3}
+
+
+def test_lock_pruning_rules_select_what_the_model_selects(db: Db) -> None:
+    """lock_free_since picks the rows ``LockModel.prune`` drops, and a new
+    row's token (new_lock_token) is one above the floor it raised."""
+    r = RULES[db.engine]
+    text = 'text COLLATE "C"' if db.engine == "postgres" else "TEXT"
+    db.run(f"CREATE TEMP TABLE l (id bigint, owner {text}, token bigint, expires_at bigint)",
+           fetch=Fetch.NONE)  # fmt: skip
+    locks = {
+        i: LockState(owner, token, expires)
+        for i, (owner, token, expires) in enumerate(
+            itertools.product((None, "a"), (1, 4), (0, NOW - 1, NOW, NOW + 1)), start=1
+        )
+    }
+    values = ", ".join(
+        f"({i}, {literal(s.owner)}, {s.token}, {s.expires_at_us})" for i, s in locks.items()
+    )
+    db.run(f"INSERT INTO l VALUES {values}", fetch=Fetch.NONE)
+    model = LockModel()
+    model.locks = {str(i): s for i, s in locks.items()}
+    cutoff = NOW - 1
+    stale = db.ids(r.lock_free_since(db.ph(1)), cutoff, table="l")
+    assert stale == {i for i, s in locks.items() if s.free_since(cutoff)}
+    assert not any(locks[i].held(cutoff) for i in stale)  # a held lock never qualifies
+    db.run(f"CREATE TEMP TABLE meta (key {text} PRIMARY KEY, value text NOT NULL)",
+           fetch=Fetch.NONE)  # fmt: skip
+    ((first,),) = db.run(f"SELECT {r.new_lock_token('meta')}")
+    assert first == LockModel().try_lock("x", "a", NOW, 1) == 1
+    assert model.prune(cutoff) == len(stale)
+    db.run(f"INSERT INTO meta VALUES ('{r.TOKEN_FLOOR_KEY}', '{model.floor}')", fetch=Fetch.NONE)
+    ((after,),) = db.run(f"SELECT {r.new_lock_token('meta')}")
+    assert after == model.try_lock("fresh", "a", NOW, 1) == 5
+
+
+def test_stream_retention_rules_select_what_the_model_selects(db: Db) -> None:
+    """within_age keeps what ``StreamModel.prunable`` calls young, and
+    protected_floor is the lowest saved offset of a protected consumer."""
+    r = RULES[db.engine]
+    text = 'text COLLATE "C"' if db.engine == "postgres" else "TEXT"
+    keep = "boolean" if db.engine == "postgres" else "INTEGER"
+    db.run(f'CREATE TEMP TABLE o (stream {text}, consumer {text}, "offset" bigint, keep {keep})',
+           fetch=Fetch.NONE)  # fmt: skip
+    model = StreamModel()
+    rows = [("s", "a", 5, True), ("s", "b", 2, True), ("s", "c", 1, False), ("t", "a", 0, True)]
+    for stream, consumer, offset, protected in rows:
+        flag = ("true" if protected else "false") if db.engine == "postgres" else int(protected)
+        db.run(f"INSERT INTO o VALUES ('{stream}', '{consumer}', {offset}, {flag})",
+               fetch=Fetch.NONE)  # fmt: skip
+        model.save_offset(stream, consumer, offset)
+        if protected:
+            model.protect(stream, consumer)
+    for stream in ("s", "t", "u"):
+        ((floor,),) = db.run(f"SELECT {r.protected_floor('o', db.ph(1))}", stream)
+        held = [model.get_offset(s, c) for s, c in model.protected if s == stream]
+        assert floor == (min(held) if held else None), stream
+    db.run("CREATE TEMP TABLE t (id bigint, created_at bigint)", fetch=Fetch.NONE)
+    db.run("INSERT INTO t VALUES (1, 0), (2, 99), (3, 100), (4, 101)", fetch=Fetch.NONE)
+    model.set_retention("e", 10, None)
+    for created in (0, 99, 100, 101):
+        model.publish("e", None, now_us=created)
+    # now 110, max age 10: cutoff 100; the events before the first young one go.
+    assert db.ids(r.within_age(db.ph(1)), 100) == {3, 4}
+    assert model.prunable("e", 110) == [1, 2]

@@ -88,3 +88,35 @@ def test_names_are_found_by_stepping_through_the_indexes(tmp_path: Path) -> None
     summary = plan_of(conn, D.queue_summary("q", 1_000))
     assert "SCAN __alkstore_jobs\n" not in summary + "\n"
     assert "__alkstore_jobs_list (queue=?)" in summary
+
+
+def test_housekeeping_deletes_walk_their_indexes(tmp_path: Path) -> None:
+    """Each prune batch finds its rows on an index, oldest first, without a
+    sort or a scan of the table (a pass stays cheap however large the tables)."""
+    conn = fresh(tmp_path)
+    for statement, index in (
+        (D.prune_history(1_000, 100), "__alkstore_history_prune"),
+        (D.prune_dead(1_000, 100), "__alkstore_dead_prune"),
+        (D.prune_notifications(1_000, 100), "__alkstore_notifications_age"),
+        (D.prune_locks(1_000, 100), "__alkstore_locks_expiry"),
+        (D.stale_lock(1_000), "__alkstore_locks_expiry"),
+    ):
+        text = plan_of(conn, statement)
+        assert index in text, text
+        assert "TEMP B-TREE" not in text.upper(), text
+    # A stream's events: the primary key, from the oldest.
+    for statement in (D.prune_events("s", 10, 100), D.first_young_event("s", 1_000)):
+        text = plan_of(conn, statement)
+        assert "PRIMARY KEY" in text and "TEMP B-TREE" not in text.upper(), text
+
+
+def test_a_claim_from_a_queue_that_keeps_history_acks_into_history(tmp_path: Path) -> None:
+    """The claim's rows carry the queue's history retention, and the moves
+    select their rows by primary key."""
+    conn = fresh(tmp_path)
+    sqlite_conn.execute(conn, D.set_retention("q", 5_000_000, None))
+    rows = sqlite_conn.execute(conn, D.claim("q", "w", 2, 1_000, 2_000))
+    assert [r[-1] for r in rows] == [5_000_000, 5_000_000]
+    first, delete = D.ack_history(1, "w", 1, 0, 5)
+    assert "INTEGER PRIMARY KEY" in plan_of(conn, first)
+    assert "INTEGER PRIMARY KEY" in plan_of(conn, delete)

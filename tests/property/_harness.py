@@ -109,7 +109,11 @@ class StoreSession:
         else:
             self._loop = asyncio.get_running_loop()
             self._stop = asyncio.Event()
-        async with self._backend.open(self._location, clock=self._clock) as store:
+        # No background housekeeping: a prune at a moment of its own choosing
+        # would make the store's rows differ from the model's.
+        async with self._backend.open(
+            self._location, clock=self._clock, housekeeping_interval=None
+        ) as store:
             self._store = store
             self._ready.set()
             await self._stop.wait()

@@ -1,9 +1,11 @@
 """Locks on a real store agree with the reference model, step by step.
 
 A Hypothesis state machine has several owners try, renew and release two lock
-names while the clock jumps, including to exactly the instant a TTL lapses.
-Every answer (token or None, True/False, the expiry of a lock) must equal
-``LockModel``'s, and tokens must only ever grow per name.
+names while the clock jumps, including to exactly the instant a TTL lapses,
+and housekeeping prunes the rows free for a while (raising the token floor).
+Every answer (token or None, True/False, the expiry of a lock, rows pruned)
+must equal ``LockModel``'s, and tokens must only ever grow per name, across
+prunes too.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, invariant, multiple, rule
 
 from alkstore.api.locks import Lock
+from alkstore.protocol import locks
 from alkstore.protocol.timeconv import instant_us, to_datetime
 from tests.backends import BACKENDS, Backend, selected_backends
 from tests.model import LockModel
@@ -88,6 +91,15 @@ class LockMachine(StoreMachine):
             self.renew(lock, 1)
         else:
             self.release(lock)
+
+    @rule(back=st.one_of(st.just(0), st.integers(1, 30 * US)), limit=st.sampled_from([1, 100]))
+    def prune(self, back: int, limit: int) -> None:
+        """A batch of the rows free since ``now - back`` (housekeeping's own
+        grace is 10 minutes; the plan takes any cutoff) is the model's, and
+        the floor rises with it."""
+        plan = locks.prune(self.store._dialect, self.now - back, limit)
+        got = self.call(lambda: self.store._run(plan))
+        assert got == self.model.prune(self.now - back, limit)
 
     @invariant()
     def exclusion(self) -> None:

@@ -4,9 +4,10 @@ A Hypothesis state machine enqueues, claims (several workers), settles
 (ack, ack_batch, retry with an explicit delay or the queue's backoff, fail,
 heartbeat, release), cancels, sweeps, requeues and purges dead letters on two
 queues while the clock jumps, including to exactly the instant a claim lapses
-or a deadline passes. After every step the store's answers, every job's
-state (``get_job``), the stats, the dead letters and ``next_due`` must equal
-``QueueModel``'s.
+or a deadline passes; it also changes each queue's retention (history and
+dead letters) and prunes. After every step the store's answers, every job's
+state (``get_job``), the stats, the dead letters, ``next_due`` and the
+history rows must equal ``QueueModel``'s.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from alkstore.protocol.plan import Plan, ReadPlan
 from alkstore.protocol.timeconv import instant_us, to_datetime
 from alkstore.protocol.types import JobInfo
 from tests.backends import BACKENDS, Backend, selected_backends
+from tests.history import history_rows
 from tests.model import QueueModel
 
 from ._harness import US, StoreMachine, machine_settings, run_machine
@@ -126,6 +128,8 @@ class QueueMachine(StoreMachine):
             out.append(job.visible_at_us)
             if job.expires_at_us is not None:
                 out.append(job.expires_at_us)
+        out.extend(h.prune_at_us for h in self.model.history.values())
+        out.extend(d.prune_at_us for d in self.model.dead.values() if d.prune_at_us is not None)
         return out
 
     # -- enqueue ---------------------------------------------------------------
@@ -269,7 +273,29 @@ class QueueMachine(StoreMachine):
         """cancel removes a live job of that queue, in any live state."""
         q = self.queues[name]
         got = self.call(lambda: q.cancel(job[1]))
-        assert got == self.model.cancel(name, job[1])
+        assert got == self.model.cancel(name, job[1], self.now)
+
+    @rule(
+        name=queue_names,
+        history=st.one_of(st.none(), st.integers(1, 20 * US)),
+        dead=st.one_of(st.none(), st.integers(1, 20 * US)),
+    )
+    def set_retention(self, name: str, history: int | None, dead: int | None) -> None:
+        """A queue's retention applies to what finishes (or dies) from now on;
+        an ack follows the setting its job was claimed under."""
+        q = self.queues[name]
+        self.call(lambda: q.set_retention(
+            history=None if history is None else td(history),
+            dead=None if dead is None else td(dead),
+        ))  # fmt: skip
+        self.model.set_retention(name, history, dead)
+
+    @rule()
+    def prune(self) -> None:
+        """A housekeeping pass removes the history rows and dead letters whose
+        prune time has come, and nothing else of the queues."""
+        report = self.call(self.store.prune)
+        assert (report.history, report.dead) == self.model.prune(self.now)
 
     @rule(name=queue_names)
     def sweep(self, name: str) -> None:
@@ -312,7 +338,7 @@ class QueueMachine(StoreMachine):
                 assert self.call(lambda q=q: q.get_job(job[1])) is None
 
     # -- after every step --------------------------------------------------------
-    def observe(self) -> Plan[tuple[list[JobInfo | None], list[object]]]:
+    def observe(self) -> Plan[tuple[list[JobInfo | None], list[object], list[object]]]:
         """Everything observable, read in one plan (one trip to the database).
 
         The same read plans as ``Queue.get_job``/``stats``/``dead_letters``/
@@ -327,13 +353,16 @@ class QueueMachine(StoreMachine):
             per_queue.append((yield from queue_plans.stats(d, name, now)))
             per_queue.append((yield from queue_plans.dead_letters(d, name, 1000)))
             per_queue.append((yield from claim_plans.next_due(d, name)))
-        return jobs, per_queue
+        history: list[object] = list((yield from history_rows(d)))
+        return jobs, per_queue, history
 
     @invariant()
     def same_observations(self) -> None:
         """Every job ever enqueued has the same state and fields (or is gone in
-        both), and per queue the stats, dead letters and next_due agree."""
-        jobs, per_queue = self.call(lambda: self.store._run(ReadPlan(self.observe)))
+        both), per queue the stats, dead letters and next_due agree, and so do
+        the history rows."""
+        jobs, per_queue, history = self.call(lambda: self.store._run(ReadPlan(self.observe)))
+        assert history == self.model.history_rows()
         assert jobs == [self.model.get_job(name, job_id) for name, job_id in self.known]
         want: list[object] = []
         for name in self.queues:

@@ -4,14 +4,17 @@ A Hypothesis state machine publishes (with and without a key) to three
 streams, reads from random offsets with random limits, reads from and saves
 consumer offsets (lower ones included, which must not move them back), trims,
 and runs transactions that publish several events and save an offset, then
-commit or roll back, while the clock moves. Every answer (offsets issued,
-events read with their offsets, stream names, keys, payloads and creation
-times, trim counts, saved offsets) must equal ``StreamModel``'s, and after
-every step each stream's full contents and every saved offset must too.
+commit or roll back, while the clock moves; it sets retention (max age,
+max events), protects and unprotects consumers, and prunes. Every answer
+(offsets issued, events read with their offsets, stream names, keys,
+payloads and creation times, trim and prune counts, saved offsets) must
+equal ``StreamModel``'s, and after every step each stream's full contents,
+every saved offset and the head offset must too.
 """
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -24,7 +27,7 @@ from alkstore.protocol.types import StreamEvent
 from tests.backends import BACKENDS, Backend, selected_backends
 from tests.model import ModelError, StreamModel
 
-from ._harness import StoreMachine, machine_settings, run_machine
+from ._harness import US, StoreMachine, machine_settings, run_machine
 
 STREAMS = ("orders", "audit", "clicks")
 KEYS = ("k1", "k2", "k3")
@@ -187,12 +190,41 @@ class StreamMachine(StoreMachine):
         with pytest.raises(ModelError):
             model_calls[which]()
 
+    @rule(
+        stream=stream_names,
+        age=st.one_of(st.none(), st.integers(1, 30 * US)),
+        count=st.one_of(st.none(), st.integers(0, 4)),
+    )
+    def set_retention(self, stream: str, age: int | None, count: int | None) -> None:
+        """A stream's retention is stored; nothing goes until a prune."""
+        s = self.streams[stream]
+        self.call(lambda: s.set_retention(
+            max_age=None if age is None else timedelta(microseconds=age), max_events=count
+        ))  # fmt: skip
+        self.model.set_retention(stream, age, count)
+
+    @rule(stream=stream_names, consumer=consumers, protect=st.booleans())
+    def protect(self, stream: str, consumer: str, protect: bool) -> None:
+        """protect holds a consumer's unread events; unprotect says whether it did."""
+        s = self.streams[stream]
+        if protect:
+            self.call(s.protect, consumer)
+            self.model.protect(stream, consumer)
+        else:
+            assert self.call(s.unprotect, consumer) == self.model.unprotect(stream, consumer)
+
+    @rule()
+    def prune(self) -> None:
+        """A prune drops what the model's retention drops, and only that."""
+        assert self.call(self.store.prune).events == self.model.prune(self.now)
+
     @invariant()
     def contents_agree(self) -> None:
-        """Every stream's kept events and every saved offset equal the model's."""
+        """Every stream's kept events, head offset and every saved offset equal the model's."""
         for name, s in self.streams.items():
             events: list[StreamEvent] = self.call(s.read_since, 0, EVERYTHING)
             assert events == self.model.read_since(name, 0, EVERYTHING)
+            assert self.call(s.head_offset) == self.model.last_offset(name)
             for consumer in CONSUMERS:
                 assert self.call(s.get_offset, consumer) == self.model.get_offset(name, consumer)
 

@@ -40,10 +40,11 @@ from .conftest import EXPLORED
 # Everything at once: producers with committed and rolled-back transactions,
 # workers that ack, retry, fail, heartbeat, release or walk away, lock
 # holders, stream publishers and readers, two scheduler tickers racing on
-# one schedule, two crashes, two dropped connections and two clock jumps.
+# one schedule, two crashes, two dropped connections and two clock jumps;
+# the queue keeps its finished jobs in history (every ack moves one).
 RICH = Config(
     jobs=6, producers=2, workers=3, lock_holders=2, publishers=2, readers=2,
-    tickers=2, crashes=2, drops=2, clock_jumps=2,
+    tickers=2, crashes=2, drops=2, clock_jumps=2, keep_history=True,
 )  # fmt: skip
 BUDGET_S = float(os.environ.get("ALKSTORE_SIM_BUDGET", "20"))
 ENGINES = sorted({BACKENDS[b].engine for b in selected_backends()})
@@ -138,6 +139,11 @@ EXHAUSTIVE = {
         jobs=2, producers=0, workers=2, pre_enqueued=True, crashes=1, clock_jumps=0,
         worker_actions=("ack",), rollback_txs=False,
     ),
+    # the same, each ack moving its job into history
+    "2 workers x 2 jobs x <=1 crash x history": Config(
+        jobs=2, producers=0, workers=2, pre_enqueued=True, crashes=1, clock_jumps=0,
+        worker_actions=("ack",), rollback_txs=False, keep_history=True,
+    ),
     "2 workers x 1 job x ack/retry/fail/stall x <=1 clock jump": Config(
         jobs=1, producers=0, workers=2, pre_enqueued=True, crashes=0, clock_jumps=1,
         worker_actions=("ack", "retry", "fail", "stall"), rollback_txs=False, max_attempts=2,
@@ -179,6 +185,11 @@ EXHAUSTIVE_PG = {
     "1 worker x 1 job x ack/retry x <=1 crash x <=1 clock jump": Config(
         jobs=1, producers=0, workers=1, pre_enqueued=True, crashes=1, clock_jumps=1,
         worker_actions=("ack", "retry"), rollback_txs=False,
+    ),
+    # the same, the ack a move into history (one statement here)
+    "1 worker x 1 job x ack/retry x <=1 crash x <=1 clock jump x history": Config(
+        jobs=1, producers=0, workers=1, pre_enqueued=True, crashes=1, clock_jumps=1,
+        worker_actions=("ack", "retry"), rollback_txs=False, keep_history=True,
     ),
     # two inserters of one lock row: the second waits on the first's insert
     "2 lock holders x 1 lock": Config(
@@ -251,6 +262,20 @@ class ClaimIgnoringVisibility(SqliteDialect):
 class PgAckWithoutOwnership(PostgresDialect):
     def ack(self, job_id: int, worker: str, claim: int, now_us: int) -> Statement:
         return Statement(f"DELETE FROM {self.jobs} WHERE id = $1", (job_id,), Fetch.ROWCOUNT)
+
+
+class AckForgettingHistory(SqliteDialect):
+    def ack_history(
+        self, job_id: int, worker: str, claim: int, now_us: int, prune_at_us: int
+    ) -> tuple[Statement, ...]:
+        return (self.ack(job_id, worker, claim, now_us),)  # deletes, keeps nothing
+
+
+class PgAckForgettingHistory(PostgresDialect):
+    def ack_history(
+        self, job_id: int, worker: str, claim: int, now_us: int, prune_at_us: int
+    ) -> tuple[Statement, ...]:
+        return (self.ack(job_id, worker, claim, now_us),)
 
 
 class PgLockIgnoringExpiry(PostgresDialect):
@@ -350,6 +375,12 @@ BROKEN = {
         PgTickWithoutGuards,
         Config(jobs=0, producers=0, workers=0, tickers=2, ticks=1, crashes=0, clock_jumps=0),
         "fired twice",
+    ),
+    "ack-forgetting-history": (
+        AckForgettingHistory,
+        PgAckForgettingHistory,
+        Config(keep_history=True),
+        "history holds",
     ),
     "claim-without-row-lock": (
         None,

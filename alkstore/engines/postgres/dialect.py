@@ -50,21 +50,29 @@ from .rules import (
     ATTEMPTS_LEFT,
     CLAIM_ORDER,
     SCHEDULE_RUNNING,
+    TOKEN_FLOOR_KEY,
     claimable,
+    dead_prune_at,
     fencing_token,
     fire_time_unchanged,
     hidden,
+    history_retention,
     keep_fire_time,
     keep_higher_offset,
     lock_free,
+    lock_free_since,
     lock_held,
+    new_lock_token,
     owned,
+    protected_floor,
+    prune_due,
     queue_running,
     schedule_due,
     sweep_exhausted,
     sweep_expired,
+    within_age,
 )
-from .schema import DEFAULT_SCHEMA, qualified
+from .schema import DEFAULT_SCHEMA, lock_guard_key, qualified
 
 if TYPE_CHECKING:
     from ...protocol.dialect import Dialect
@@ -76,6 +84,17 @@ _EVENT_COLS = column_list(EVENT_COLUMNS)
 _HISTORY_COLS = column_list(HISTORY_COLUMNS)
 _SCHEDULE_COLS = column_list(SCHEDULE_COLUMNS)
 _SWEEP_COLS = "id, state, visible_at, expires_at, attempts, max_attempts"
+# The columns a finished job's move into history fills (the read shape,
+# HISTORY_COLUMNS, leaves out its metadata and prune time).
+_HISTORY_INSERT_COLS = (
+    "id, queue, outcome, payload, priority, attempts, max_attempts, run_at, created_at, "
+    "finished_at, worker, last_error, headers, prune_at"
+)
+# What a finished job takes from its live row into history.
+_FINISHED = (
+    "id", "queue", "payload", "priority", "attempts", "max_attempts", "run_at", "created_at",
+    "claimed_by", "last_error", "headers",
+)  # fmt: skip
 
 
 def _names(cte: str, table: str, column: str) -> str:
@@ -112,7 +131,24 @@ class PostgresDialect:
         self.schedules = qualified(self.schema, "schedules")
         self.queues = qualified(self.schema, "queues")
         self.history = qualified(self.schema, "history")
+        self.meta = qualified(self.schema, "meta")
+        self._lock_key = lock_guard_key(self.schema)
         self._build()
+
+    def _to_history(
+        self, delete: str, outcome: str, finished: str, prune_at: str, *, row: str = ""
+    ) -> str:
+        """One statement moves the rows ``delete`` removes into history (its
+        row count, or with ``row`` its rows, the ids moved)."""
+        returning = column_list(_FINISHED, table=row)
+        ids = " RETURNING id" if row else ""
+        return (
+            f"WITH gone AS ({delete} RETURNING {returning}) "
+            f"INSERT INTO {self.history} ({_HISTORY_INSERT_COLS}) "
+            f"SELECT id, queue, '{outcome}', payload, priority, attempts, max_attempts, run_at, "
+            f"created_at, {finished}::bigint, claimed_by, last_error, headers, {prune_at}::bigint "
+            f"FROM gone{ids}"
+        )
 
     def _build(self) -> None:
         """The SQL text of every statement for this schema, built once."""
@@ -185,19 +221,24 @@ class PostgresDialect:
             SET state = {STATE_PROCESSING}, attempts = j.attempts + 1, claims = j.claims + 1,
                 claimed_by = $4, run_at = j.visible_at, visible_at = $5
             FROM picked WHERE j.id = picked.id
-            RETURNING {column_list(JOB_COLUMNS, table="j")}"""
+            RETURNING {column_list(JOB_COLUMNS, table="j")}, {history_retention(queues, '$1')}"""
+        # Each claimed row carries its queue's history retention (above), so
+        # the ack knows whether to keep the job with no round trip of its own.
         self._ack = f"DELETE FROM {jobs} WHERE id = $1 AND {owned('$2', '$3', '$4')}"
+        self._ack_history = self._to_history(self._ack, "acked", "$4", "$5")
         # The batch form has ids but no claim numbers: the worker's live claim.
         self._ack_batch = (
             f"DELETE FROM {jobs} WHERE id = ANY($1::bigint[]) AND queue = $2 "
             f"AND {owned('$3', None, '$4')}"
         )
+        self._ack_batch_history = self._to_history(self._ack_batch, "acked", "$4", "$5")
         # The (id, claim number) pairs are matched by the join.
-        self._ack_claims = (
+        ack_claims = (
             f"DELETE FROM {jobs} j USING unnest($1::bigint[], $2::bigint[]) AS c(id, claims) "
-            f"WHERE j.id = c.id AND j.claims = c.claims AND {owned('$3', None, '$4', row='j')} "
-            "RETURNING j.id"
+            f"WHERE j.id = c.id AND j.claims = c.claims AND {owned('$3', None, '$4', row='j')}"
         )
+        self._ack_claims = f"{ack_claims} RETURNING j.id"
+        self._ack_claims_history = self._to_history(ack_claims, "acked", "$4", "$5", row="j")
         # retry and fail read the row, decide, then write: the row lock taken
         # here keeps a concurrent reclaim or cancel from slipping in between.
         self._owned = (
@@ -219,16 +260,19 @@ class PostgresDialect:
             f"UPDATE {jobs} SET visible_at = $1 WHERE id = $2 AND {owned('$3', '$4', '$5')}"
         )
         # One statement moves the row: delete it from the live table and
-        # insert what was deleted into the dead one.
+        # insert what was deleted into the dead one (with a prune time if its
+        # queue has a dead retention).
         self._bury = (
             f"WITH gone AS (DELETE FROM {jobs} WHERE id = $1 RETURNING id, queue, payload, "
             "priority, attempts, max_attempts, run_at, created_at, expires_at, claimed_by, "
-            f"last_error, claims, headers) INSERT INTO {dead} ({_DEAD_COLS}, claims, headers) "
-            "SELECT id, queue, payload, priority, attempts, max_attempts, run_at, created_at, "
-            "expires_at, claimed_by, COALESCE($2::text, last_error), $3::text, $4::bigint, "
-            "claims, headers FROM gone"
+            f"last_error, claims, headers) INSERT INTO {dead} ({_DEAD_COLS}, claims, headers, "
+            "prune_at) SELECT id, queue, payload, priority, attempts, max_attempts, run_at, "
+            "created_at, expires_at, claimed_by, COALESCE($2::text, last_error), $3::text, "
+            f"$4::bigint, claims, headers, {dead_prune_at('$4::bigint', queues, 'gone.queue')} "
+            "FROM gone"
         )
         self._cancel = f"DELETE FROM {jobs} WHERE id = $1 AND queue = $2"
+        self._cancel_history = self._to_history(self._cancel, "cancelled", "$3", "$4")
         self._get_job = f"SELECT {_JOB_COLS} FROM {jobs} WHERE id = $1 AND queue = $2"
         self._get_job_any = f"SELECT {_JOB_COLS} FROM {jobs} WHERE id = $1"
         self._get_dead = f"SELECT {_DEAD_COLS} FROM {dead} WHERE id = $1 AND queue = $2"
@@ -270,6 +314,12 @@ class PostgresDialect:
             "ON CONFLICT (name) DO UPDATE SET paused = EXCLUDED.paused"
         )
         self._queue_paused = f"SELECT paused FROM {queues} WHERE name = $1"
+        self._set_retention = (
+            f"INSERT INTO {queues} (name, history_us, dead_us) VALUES ($1, $2, $3) "
+            "ON CONFLICT (name) DO UPDATE SET history_us = EXCLUDED.history_us, "
+            "dead_us = EXCLUDED.dead_us"
+        )
+        self._queue_retention = f"SELECT history_us, dead_us FROM {queues} WHERE name = $1"
         self._dead_count = f"SELECT COUNT(*) FROM {dead} WHERE queue = $1"
         self._dead_letters = (
             f"SELECT {_DEAD_COLS} FROM {dead} WHERE queue = $1 ORDER BY died_at, id LIMIT $2"
@@ -335,6 +385,17 @@ class PostgresDialect:
             f"SELECT {_HISTORY_COLS} FROM {history} "
             "WHERE queue = $1 AND outcome = $2 AND id > $3 ORDER BY id LIMIT $4"
         )
+        # Housekeeping: a batch at a time, oldest prune time first, on the
+        # prune indexes (the dead one is partial: only letters with a prune
+        # time). SKIP LOCKED: concurrent prunes take disjoint batches.
+        self._prune_history = (
+            f"DELETE FROM {self.history} WHERE id IN (SELECT id FROM {self.history} "
+            f"WHERE {prune_due('$1')} ORDER BY prune_at LIMIT $2 FOR UPDATE SKIP LOCKED)"
+        )
+        self._prune_dead = (
+            f"DELETE FROM {dead} WHERE id IN (SELECT id FROM {dead} "
+            f"WHERE {prune_due('$1')} ORDER BY prune_at LIMIT $2 FOR UPDATE SKIP LOCKED)"
+        )
 
         # -- streams ---------------------------------------------------------
         # The counter row of the stream is created or bumped, and stays
@@ -387,6 +448,41 @@ class PostgresDialect:
             f'SELECT consumer, "offset", keep FROM {self.offsets} '
             "WHERE stream = $1 ORDER BY consumer"
         )
+        # A stream's retention lives in its counter row, created at offset 0
+        # (no event yet) if need be; publishing later continues from it.
+        self._set_stream_retention = (
+            f"INSERT INTO {self.streams} (name, last_offset, max_age_us, max_events) "
+            "VALUES ($1, 0, $2, $3) ON CONFLICT (name) DO UPDATE SET "
+            "max_age_us = EXCLUDED.max_age_us, max_events = EXCLUDED.max_events"
+        )
+        self._protect_consumer = (
+            f'INSERT INTO {self.offsets} AS o (stream, consumer, "offset", keep) '
+            "VALUES ($1, $2, 0, true) ON CONFLICT (stream, consumer) DO UPDATE SET keep = true "
+            "WHERE NOT o.keep"
+        )
+        self._unprotect_consumer = (
+            f"UPDATE {self.offsets} SET keep = false WHERE stream = $1 AND consumer = $2 AND keep"
+        )
+        # A plain read: the counter rows stay free for publishers.
+        self._retained_streams = (
+            f"SELECT name, last_offset, max_age_us, max_events FROM {self.streams} "
+            "WHERE (max_age_us IS NOT NULL OR max_events IS NOT NULL) AND name > $1 "
+            "ORDER BY name LIMIT $2"
+        )
+        # Walks the primary key from the stream's oldest event: it passes
+        # only the events old enough to go.
+        self._first_young_event = (
+            f'SELECT "offset" FROM {self.events} '
+            f'WHERE stream = $1 AND {within_age("$2")} ORDER BY "offset" LIMIT 1'
+        )
+        # Never past a protected consumer: its saved offset is read in the
+        # delete itself, so a protect() that committed before it is obeyed.
+        self._prune_events = (
+            f'DELETE FROM {self.events} WHERE stream = $1 AND "offset" IN '
+            f'(SELECT "offset" FROM {self.events} WHERE stream = $1 AND "offset" <= $2 AND '
+            f'"offset" <= COALESCE({protected_floor(self.offsets, "$1")}, "offset") '
+            'ORDER BY "offset" LIMIT $3 FOR UPDATE SKIP LOCKED)'
+        )
 
         # -- schedules -------------------------------------------------------
         sched = self.schedules
@@ -434,12 +530,25 @@ class PostgresDialect:
 
         # -- locks -----------------------------------------------------------
         locks = self.locks
+        # An acquisition reads the token floor in its statement's snapshot: if
+        # a prune that deletes the name's row and raises the floor committed
+        # after that snapshot, the insert would find no row and start below
+        # the floor. So acquisitions hold a shared advisory lock and prunes an
+        # exclusive one, taken in a statement of its own before the rest
+        # (the next statement's snapshot is then taken after the other side
+        # committed). Fetch.NONE: it rides with the next round trip.
+        self._lock_guard = (
+            (Statement("SELECT pg_advisory_xact_lock_shared($1::bigint)", (self._lock_key,)),),
+            (Statement("SELECT pg_advisory_xact_lock($1::bigint)", (self._lock_key,)),),
+        )
         # One statement: take a free or lapsed lock (new token), refresh one we
         # hold (same token), or change nothing and return no row. A conflict
         # whose WHERE is false returns no row (the row is locked until commit,
-        # which is harmless in a one-statement transaction).
+        # which is harmless in a one-statement transaction). A name with no
+        # row (never taken, or pruned) starts above the token floor.
         self._acquire_lock = (
-            f"INSERT INTO {locks} AS l (name, owner, token, expires_at) VALUES ($1, $2, 1, $3) "
+            f"INSERT INTO {locks} AS l (name, owner, token, expires_at) "
+            f"VALUES ($1, $2, {new_lock_token(self.meta)}, $3) "
             "ON CONFLICT (name) DO UPDATE SET "
             f"token = {fencing_token('EXCLUDED.owner', '$4', row='l')}, "
             "owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at "
@@ -449,15 +558,32 @@ class PostgresDialect:
         self._renew_lock = (
             f"UPDATE {locks} SET expires_at = $1 WHERE name = $2 AND {lock_held('$3', '$4', '$5')}"
         )
-        # The row stays (owner cleared) so the next token continues the sequence.
+        # The row stays (owner cleared, the release time in expires_at) so the
+        # next token continues the sequence; housekeeping prunes it a grace
+        # period later.
         self._release_lock = (
-            f"UPDATE {locks} SET owner = NULL, expires_at = 0 "
+            f"UPDATE {locks} SET owner = NULL, expires_at = $4 "
             f"WHERE name = $1 AND {lock_held('$2', '$3', '$4')}"
         )
         # Held: anything but free, by the rule acquisitions go by.
         self._list_locks = (
             f"SELECT name, owner, token, expires_at, NOT {lock_free('$1')} "
             f"FROM {locks} ORDER BY name"
+        )
+        # Looked at before the guard, so a store with nothing to prune never
+        # makes acquisitions wait.
+        self._stale_lock = f"SELECT name FROM {locks} WHERE {lock_free_since('$1')} LIMIT 1"
+        # The caller holds the exclusive guard and raises the token floor to
+        # the highest token returned, in the same transaction.
+        self._prune_locks = (
+            f"DELETE FROM {locks} WHERE name IN (SELECT name FROM {locks} "
+            f"WHERE {lock_free_since('$1')} ORDER BY expires_at, name LIMIT $2 "
+            "FOR UPDATE SKIP LOCKED) RETURNING token"
+        )
+        self._token_floor = f"SELECT value FROM {self.meta} WHERE key = $1"
+        self._set_token_floor = (
+            f"INSERT INTO {self.meta} (key, value) VALUES ($1, $2) "
+            "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value"
         )
 
     # -- wakes ---------------------------------------------------------------
@@ -518,10 +644,22 @@ class PostgresDialect:
     def ack(self, job_id: int, worker: str, claim: int, now_us: int) -> Statement:
         return Statement(self._ack, (job_id, worker, claim, now_us), Fetch.ROWCOUNT)
 
+    def ack_history(
+        self, job_id: int, worker: str, claim: int, now_us: int, prune_at_us: int
+    ) -> tuple[Statement, ...]:
+        params = (job_id, worker, claim, now_us, prune_at_us)
+        return (Statement(self._ack_history, params, Fetch.ROWCOUNT),)
+
     def ack_batch(self, queue: str, job_ids: Sequence[int], worker: str, now_us: int) -> Statement:
         # A list is dumped as an int2/int4/int8 array by its largest element;
         # the cast makes it bigint[] whatever psycopg picked ('{}' included).
         return Statement(self._ack_batch, (list(job_ids), queue, worker, now_us), Fetch.ROWCOUNT)
+
+    def ack_batch_history(
+        self, queue: str, job_ids: Sequence[int], worker: str, now_us: int, prune_at_us: int
+    ) -> tuple[Statement, ...]:
+        params = (list(job_ids), queue, worker, now_us, prune_at_us)
+        return (Statement(self._ack_batch_history, params, Fetch.ROWCOUNT),)
 
     def ack_claims(
         self, worker: str, claims: Sequence[tuple[int, int]], now_us: int
@@ -529,6 +667,14 @@ class PostgresDialect:
         ids = [job_id for job_id, _ in claims]
         numbers = [claim for _, claim in claims]
         return Statement(self._ack_claims, (ids, numbers, worker, now_us), Fetch.ALL)
+
+    def ack_claims_history(
+        self, worker: str, claims: Sequence[tuple[int, int]], now_us: int, prune_at_us: int
+    ) -> tuple[Statement, ...]:
+        ids = [job_id for job_id, _ in claims]
+        numbers = [claim for _, claim in claims]
+        params = (ids, numbers, worker, now_us, prune_at_us)
+        return (Statement(self._ack_claims_history, params, Fetch.ALL),)
 
     def owned(self, job_id: int, worker: str, claim: int, now_us: int) -> Statement:
         return Statement(self._owned, (job_id, worker, claim, now_us), Fetch.ONE)
@@ -563,6 +709,12 @@ class PostgresDialect:
     def cancel(self, queue: str, job_id: int) -> Statement:
         return Statement(self._cancel, (job_id, queue), Fetch.ROWCOUNT)
 
+    def cancel_history(
+        self, queue: str, job_id: int, now_us: int, prune_at_us: int
+    ) -> tuple[Statement, ...]:
+        params = (job_id, queue, now_us, prune_at_us)
+        return (Statement(self._cancel_history, params, Fetch.ROWCOUNT),)
+
     def get_job(self, queue: str | None, job_id: int) -> Statement:
         if queue is None:
             return Statement(self._get_job_any, (job_id,), Fetch.ONE)
@@ -594,6 +746,12 @@ class PostgresDialect:
 
     def queue_paused(self, queue: str) -> Statement:
         return Statement(self._queue_paused, (queue,), Fetch.ONE)
+
+    def set_retention(self, queue: str, history_us: int | None, dead_us: int | None) -> Statement:
+        return Statement(self._set_retention, (queue, history_us, dead_us))
+
+    def queue_retention(self, queue: str) -> Statement:
+        return Statement(self._queue_retention, (queue,), Fetch.ONE)
 
     def dead_count(self, queue: str) -> Statement:
         return Statement(self._dead_count, (queue,), Fetch.ONE)
@@ -628,6 +786,12 @@ class PostgresDialect:
     def history_page(self, queue: str, outcome: str, after: int, limit: int) -> Statement:
         return Statement(self._history_page, (queue, outcome, after, limit), Fetch.ALL)
 
+    def prune_history(self, now_us: int, limit: int) -> Statement:
+        return Statement(self._prune_history, (now_us, limit), Fetch.ROWCOUNT)
+
+    def prune_dead(self, now_us: int, limit: int) -> Statement:
+        return Statement(self._prune_dead, (now_us, limit), Fetch.ROWCOUNT)
+
     # -- streams -------------------------------------------------------------
     def next_offset(self, stream: str) -> Statement:
         return Statement(self._next_offset, (stream,), Fetch.ONE)
@@ -661,6 +825,26 @@ class PostgresDialect:
     def stream_consumers(self, stream: str) -> Statement:
         return Statement(self._stream_consumers, (stream,), Fetch.ALL)
 
+    def set_stream_retention(
+        self, stream: str, max_age_us: int | None, max_events: int | None
+    ) -> Statement:
+        return Statement(self._set_stream_retention, (stream, max_age_us, max_events))
+
+    def protect_consumer(self, stream: str, consumer: str) -> Statement:
+        return Statement(self._protect_consumer, (stream, consumer))
+
+    def unprotect_consumer(self, stream: str, consumer: str) -> Statement:
+        return Statement(self._unprotect_consumer, (stream, consumer), Fetch.ROWCOUNT)
+
+    def retained_streams(self, after: str, limit: int) -> Statement:
+        return Statement(self._retained_streams, (after, limit), Fetch.ALL)
+
+    def first_young_event(self, stream: str, cutoff_us: int) -> Statement:
+        return Statement(self._first_young_event, (stream, cutoff_us), Fetch.ONE)
+
+    def prune_events(self, stream: str, upto: int, limit: int) -> Statement:
+        return Statement(self._prune_events, (stream, upto, limit), Fetch.ROWCOUNT)
+
     # -- schedules -----------------------------------------------------------
     def upsert_schedule(self, schedule: NewSchedule) -> Statement:
         return Statement(self._upsert_schedule, tuple(schedule))
@@ -692,6 +876,9 @@ class PostgresDialect:
         )
 
     # -- locks ---------------------------------------------------------------
+    def lock_guard(self, exclusive: bool) -> tuple[Statement, ...]:
+        return self._lock_guard[1 if exclusive else 0]
+
     def acquire_lock(self, name: str, owner: str, now_us: int, until_us: int) -> Statement:
         return Statement(self._acquire_lock, (name, owner, until_us, now_us), Fetch.ONE)
 
@@ -705,6 +892,18 @@ class PostgresDialect:
 
     def list_locks(self, now_us: int) -> Statement:
         return Statement(self._list_locks, (now_us,), Fetch.ALL)
+
+    def stale_lock(self, cutoff_us: int) -> Statement:
+        return Statement(self._stale_lock, (cutoff_us,), Fetch.ONE)
+
+    def prune_locks(self, cutoff_us: int, limit: int) -> Statement:
+        return Statement(self._prune_locks, (cutoff_us, limit), Fetch.ALL)
+
+    def token_floor(self) -> Statement:
+        return Statement(self._token_floor, (TOKEN_FLOOR_KEY,), Fetch.ONE)
+
+    def set_token_floor(self, token: int) -> Statement:
+        return Statement(self._set_token_floor, (TOKEN_FLOOR_KEY, str(token)))
 
 
 if TYPE_CHECKING:

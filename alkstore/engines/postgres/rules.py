@@ -99,6 +99,29 @@ def queue_running(queues: str, queue: str) -> str:
     return f"NOT EXISTS (SELECT 1 FROM {queues} WHERE name = {queue} AND paused)"
 
 
+# -- retention ---------------------------------------------------------------
+def history_retention(queues: str, queue: str) -> str:
+    """How long ``queue`` keeps its finished jobs, in microseconds (NULL:
+    none are kept, the default). The claim returns it with each job, so the
+    ack moves the job to history or deletes it with no extra round trip: a
+    change applies to jobs claimed after it. Inputs: queue. Model:
+    QueueModel.claim."""
+    return f"(SELECT history_us FROM {queues} WHERE name = {queue})"
+
+
+def dead_prune_at(died_at: str, queues: str, queue: str) -> str:
+    """When a dead letter buried at ``died_at`` is pruned: its queue's dead
+    retention later (NULL: it stays until purged, the default). Inputs:
+    died_at, queue. Model: QueueModel._bury."""
+    return f"{died_at} + (SELECT dead_us FROM {queues} WHERE name = {queue})"
+
+
+def prune_due(now: str) -> str:
+    """A history row or dead letter whose prune time has come (a dead letter
+    without one never is). Inputs: now. Model: QueueModel.prune."""
+    return f"prune_at <= {now}"
+
+
 # -- ownership ---------------------------------------------------------------
 def owned(worker: str, claim: str | None, now: str, *, row: str = "") -> str:
     """The job is held by ``worker`` under claim number ``claim``, and the
@@ -167,6 +190,29 @@ def fencing_token(owner: str, now: str, *, row: str = "") -> str:
     return f"CASE WHEN {lock_held(owner, None, now, row=row)} THEN {p}token ELSE {p}token + 1 END"
 
 
+def lock_free_since(cutoff: str) -> str:
+    """Nobody has held the lock since ``cutoff``: released at or before it
+    (a release sets ``expires_at`` to its own time) or lapsed at or before
+    it. What housekeeping prunes, with ``cutoff`` a grace period ago; a held
+    lock never qualifies. Inputs: cutoff. Model: LockState.free_since."""
+    return f"expires_at <= {cutoff}"
+
+
+# The meta row holding the highest fencing token housekeeping has pruned.
+TOKEN_FLOOR_KEY = "lock_token_floor"
+
+
+def new_lock_token(meta: str) -> str:
+    """The fencing token of a name's first row (a scalar subquery): one above
+    the floor, the highest token housekeeping ever pruned, so a name pruned
+    and taken again never repeats or lowers its token. No inputs.
+    Model: LockModel.try_lock."""
+    return (
+        f"(SELECT COALESCE(MAX(value::bigint), 0) + 1 FROM {meta} "
+        f"WHERE key = '{TOKEN_FLOOR_KEY}')"
+    )
+
+
 # -- streams -----------------------------------------------------------------
 def keep_higher_offset(*, row: str = "") -> str:
     """A consumer's saved offset never moves back: what follows ``ON
@@ -178,6 +224,20 @@ def keep_higher_offset(*, row: str = "") -> str:
         f'"offset" = GREATEST({p}"offset", EXCLUDED."offset") '
         f'WHERE EXCLUDED."offset" > {p}"offset"'
     )
+
+
+def protected_floor(offsets: str, stream: str) -> str:
+    """The lowest saved offset among ``stream``'s protected consumers (a
+    scalar subquery; NULL: none): retention never drops an event above it,
+    and a protected consumer that never saved holds everything (offset 0).
+    Inputs: stream. Model: StreamModel.prune."""
+    return f'(SELECT MIN("offset") FROM {offsets} WHERE stream = {stream} AND keep)'
+
+
+def within_age(cutoff: str) -> str:
+    """An event created at or after ``cutoff`` (now less the stream's max
+    age): young enough to keep. Inputs: cutoff. Model: StreamModel.prune."""
+    return f"created_at >= {cutoff}"
 
 
 # -- schedules ---------------------------------------------------------------

@@ -42,6 +42,15 @@ def migration_lock_key(schema: str) -> int:
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
+def lock_guard_key(schema: str) -> int:
+    """The advisory-lock key that keeps lock acquisitions (shared) and prunes
+    of lock rows (exclusive) of ``schema`` apart, so no acquisition reads the
+    token floor while a prune that raises it is uncommitted. Derived like
+    :func:`migration_lock_key`, from another text."""
+    digest = hashlib.sha256(f"alkstore.locks:{check_schema(schema)}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
 def _v1(schema: str) -> tuple[str, ...]:
     s = quote_ident(schema)
     return (
@@ -208,6 +217,10 @@ def _v3(schema: str) -> tuple[str, ...]:
         f"""CREATE INDEX IF NOT EXISTS jobs_list ON {s}.jobs (queue, state, id)""",
         f"""CREATE INDEX IF NOT EXISTS dead_list ON {s}.dead (queue, id)""",
         f"""CREATE INDEX IF NOT EXISTS history_list ON {s}.history (queue, outcome, id)""",
+        # Housekeeping finds lock rows nobody has held for a while (released
+        # or lapsed long ago) without scanning the table
+        # (rules.lock_free_since).
+        f"""CREATE INDEX IF NOT EXISTS locks_expiry ON {s}.locks (expires_at)""",
     )
 
 

@@ -36,19 +36,27 @@ from .rules import (
     ATTEMPTS_LEFT,
     CLAIM_ORDER,
     SCHEDULE_RUNNING,
+    TOKEN_FLOOR_KEY,
     claimable,
+    dead_prune_at,
     fencing_token,
     fire_time_unchanged,
     hidden,
+    history_retention,
     keep_fire_time,
     keep_higher_offset,
     lock_free,
+    lock_free_since,
     lock_held,
+    new_lock_token,
     owned,
+    protected_floor,
+    prune_due,
     queue_running,
     schedule_due,
     sweep_exhausted,
     sweep_expired,
+    within_age,
 )
 
 # -- column lists (the row shapes of protocol.dialect) -----------------------
@@ -58,6 +66,12 @@ _EVENT_COLS = column_list(EVENT_COLUMNS)
 _HISTORY_COLS = column_list(HISTORY_COLUMNS)
 _SCHEDULE_COLS = column_list(SCHEDULE_COLUMNS)
 _SWEEP_COLS = "id, state, visible_at, expires_at, attempts, max_attempts"
+# The columns a finished job's move into history fills (the read shape,
+# HISTORY_COLUMNS, leaves out its metadata and prune time).
+_HISTORY_INSERT_COLS = (
+    "id, queue, outcome, payload, priority, attempts, max_attempts, run_at, created_at, "
+    "finished_at, worker, last_error, headers, prune_at"
+)
 
 # -- wakes -------------------------------------------------------------------
 # Wakes for other processes go through a table that their watchers poll.
@@ -66,7 +80,13 @@ _NOTIFICATIONS_SINCE = (
     "SELECT id, channel, origin FROM __alkstore_notifications WHERE id > ? ORDER BY id LIMIT ?"
 )
 _LAST_NOTIFICATION_ID = "SELECT COALESCE(MAX(id), 0) FROM __alkstore_notifications"
-_PRUNE_NOTIFICATIONS = "DELETE FROM __alkstore_notifications WHERE created_at < ?"
+# Rows older than the retention, oldest first, a batch at a time (the age
+# index): see docs/wakes.md for why no live watcher still needs them.
+_PRUNE_NOTIFICATIONS = (
+    "DELETE FROM __alkstore_notifications WHERE id IN (SELECT id FROM "
+    "__alkstore_notifications INDEXED BY __alkstore_notifications_age "
+    "WHERE created_at < ? ORDER BY created_at LIMIT ?)"
+)
 
 # -- queues ------------------------------------------------------------------
 # Jobs without headers (the usual case: nothing instrumented) leave the
@@ -97,7 +117,8 @@ _CLAIM_PRELUDE: tuple[Statement, ...] = ()
 # Claim = pick and update in one statement; SQLite's single writer means no
 # other claim runs between the pick and the update. Reclaim of lapsed claims
 # is the same predicate: a processing job whose visible_at passed, with
-# attempts left, is claimable again.
+# attempts left, is claimable again. Each row carries its queue's history
+# retention, so the ack knows whether to keep the job (no round trip of its own).
 _CLAIM = f"""UPDATE __alkstore_jobs
     SET state = {STATE_PROCESSING}, attempts = attempts + 1, claims = claims + 1,
         claimed_by = ?, run_at = visible_at, visible_at = ?
@@ -106,19 +127,44 @@ _CLAIM = f"""UPDATE __alkstore_jobs
         WHERE queue = ? AND {claimable('?')} AND {queue_running('__alkstore_queues', '?')}
         ORDER BY {CLAIM_ORDER}
         LIMIT ?)
-    RETURNING {_JOB_COLS}"""
+    RETURNING {_JOB_COLS}, {history_retention('__alkstore_queues', '?')}"""
 _ACK = f"DELETE FROM __alkstore_jobs WHERE id = ? AND {owned('?', '?', '?')}"
+
+
+def _to_history(outcome: str, where: str, returning: str = "") -> str:
+    """Copy the live rows ``where`` selects into history; the statement that
+    deletes them follows in the same transaction, selecting the same rows
+    (the write lock is held throughout). Binds: finished_at, prune_at, then
+    ``where``'s."""
+    return (
+        f"INSERT INTO __alkstore_history ({_HISTORY_INSERT_COLS}) "
+        f"SELECT id, queue, '{outcome}', payload, priority, attempts, max_attempts, run_at, "
+        "created_at, ?, claimed_by, last_error, headers, ? "
+        f"FROM __alkstore_jobs WHERE {where}{returning}"
+    )
+
+
+_ACK_HISTORY = _to_history("acked", f"id = ? AND {owned('?', '?', '?')}")
 # The batch form has ids but no claim numbers: the worker's live claim.
 _ACK_BATCH = (
     "DELETE FROM __alkstore_jobs WHERE id IN (SELECT value FROM json_each(?)) "
     f"AND queue = ? AND {owned('?', None, '?')}"
 )
-# The (id, claim number) pairs are matched by the row-value IN.
-_ACK_CLAIMS = (
-    "DELETE FROM __alkstore_jobs WHERE (id, claims) IN "
-    "(SELECT value ->> 0, value ->> 1 FROM json_each(?)) "
-    f"AND {owned('?', None, '?')} RETURNING id"
+_ACK_BATCH_HISTORY = _to_history(
+    "acked",
+    f"id IN (SELECT value FROM json_each(?)) AND queue = ? AND {owned('?', None, '?')}",
 )
+# The (id, claim number) pairs are matched by the row-value IN.
+_OWNED_CLAIMS = (
+    "(id, claims) IN (SELECT value ->> 0, value ->> 1 FROM json_each(?)) "
+    f"AND {owned('?', None, '?')}"
+)
+_ACK_CLAIMS_DELETE = f"DELETE FROM __alkstore_jobs WHERE {_OWNED_CLAIMS}"
+_ACK_CLAIMS = f"{_ACK_CLAIMS_DELETE} RETURNING id"
+# An INSERT's rows come back as the statement is stepped, so the ids are
+# read from the copy; the delete that follows returns nothing (unread
+# RETURNING rows would leave it half done).
+_ACK_CLAIMS_HISTORY = _to_history("acked", _OWNED_CLAIMS, " RETURNING id")
 # retry and fail read the row, decide, then write, all under the write lock.
 _OWNED = (
     f"SELECT attempts, max_attempts FROM __alkstore_jobs WHERE id = ? AND {owned('?', '?', '?')}"
@@ -139,15 +185,18 @@ _RESCHEDULE = (
 _EXTEND_CLAIM = (
     f"UPDATE __alkstore_jobs SET visible_at = ? WHERE id = ? AND {owned('?', '?', '?')}"
 )
-# Two statements move the row: copy it into the dead table, delete it.
+# Two statements move the row: copy it into the dead table (with a prune
+# time if its queue has a dead retention), delete it.
 _BURY_COPY = (
-    f"INSERT INTO __alkstore_dead ({_DEAD_COLS}, claims, headers) "
+    f"INSERT INTO __alkstore_dead ({_DEAD_COLS}, claims, headers, prune_at) "
     "SELECT id, queue, payload, priority, attempts, max_attempts, run_at, "
-    "created_at, expires_at, claimed_by, COALESCE(?, last_error), ?, ?, claims, headers "
+    "created_at, expires_at, claimed_by, COALESCE(?, last_error), ?, ?, claims, headers, "
+    f"{dead_prune_at('?', '__alkstore_queues', '__alkstore_jobs.queue')} "
     "FROM __alkstore_jobs WHERE id = ?"
 )
 _BURY_DELETE = "DELETE FROM __alkstore_jobs WHERE id = ?"
 _CANCEL = "DELETE FROM __alkstore_jobs WHERE id = ? AND queue = ?"
+_CANCEL_HISTORY = _to_history("cancelled", "id = ? AND queue = ?")
 _GET_JOB = f"SELECT {_JOB_COLS} FROM __alkstore_jobs WHERE id = ? AND queue = ?"
 _GET_JOB_ANY = f"SELECT {_JOB_COLS} FROM __alkstore_jobs WHERE id = ?"
 _GET_DEAD = f"SELECT {_DEAD_COLS} FROM __alkstore_dead WHERE id = ? AND queue = ?"
@@ -197,6 +246,12 @@ _SET_PAUSED = (
     "ON CONFLICT (name) DO UPDATE SET paused = excluded.paused"
 )
 _QUEUE_PAUSED = "SELECT paused FROM __alkstore_queues WHERE name = ?"
+_SET_RETENTION = (
+    "INSERT INTO __alkstore_queues (name, history_us, dead_us) VALUES (?, ?, ?) "
+    "ON CONFLICT (name) DO UPDATE SET history_us = excluded.history_us, "
+    "dead_us = excluded.dead_us"
+)
+_QUEUE_RETENTION = "SELECT history_us, dead_us FROM __alkstore_queues WHERE name = ?"
 _DEAD_COUNT = "SELECT COUNT(*) FROM __alkstore_dead WHERE queue = ?"
 _DEAD_LETTERS = (
     f"SELECT {_DEAD_COLS} FROM __alkstore_dead WHERE queue = ? ORDER BY died_at, id LIMIT ?"
@@ -215,6 +270,16 @@ _REQUEUE_COPY = (
 _REQUEUE_DELETE = "DELETE FROM __alkstore_dead WHERE id = ? AND queue = ?"
 _PURGE_ALL = "DELETE FROM __alkstore_dead WHERE queue = ?"
 _PURGE_BEFORE = "DELETE FROM __alkstore_dead WHERE queue = ? AND died_at < ?"
+# Housekeeping: a batch at a time, oldest prune time first, on the prune
+# indexes (the dead one is partial: only letters with a prune time).
+_PRUNE_HISTORY = (
+    "DELETE FROM __alkstore_history WHERE id IN (SELECT id FROM __alkstore_history "
+    f"INDEXED BY __alkstore_history_prune WHERE {prune_due('?')} ORDER BY prune_at LIMIT ?)"
+)
+_PRUNE_DEAD = (
+    "DELETE FROM __alkstore_dead WHERE id IN (SELECT id FROM __alkstore_dead "
+    f"INDEXED BY __alkstore_dead_prune WHERE {prune_due('?')} ORDER BY prune_at LIMIT ?)"
+)
 
 
 def _names(cte: str, table: str, column: str) -> str:
@@ -323,6 +388,39 @@ _STREAM_SUMMARY = (
 _STREAM_CONSUMERS = (
     'SELECT consumer, "offset", keep FROM __alkstore_offsets WHERE stream = ? ORDER BY consumer'
 )
+# A stream's retention lives in its counter row, created at offset 0 (no
+# event yet) if need be; publishing later continues from it.
+_SET_STREAM_RETENTION = (
+    "INSERT INTO __alkstore_streams (name, last_offset, max_age_us, max_events) "
+    "VALUES (?, 0, ?, ?) ON CONFLICT (name) DO UPDATE SET "
+    "max_age_us = excluded.max_age_us, max_events = excluded.max_events"
+)
+_PROTECT_CONSUMER = (
+    'INSERT INTO __alkstore_offsets (stream, consumer, "offset", keep) VALUES (?, ?, 0, 1) '
+    "ON CONFLICT (stream, consumer) DO UPDATE SET keep = 1"
+)
+_UNPROTECT_CONSUMER = (
+    "UPDATE __alkstore_offsets SET keep = 0 WHERE stream = ? AND consumer = ? AND keep"
+)
+_RETAINED_STREAMS = (
+    "SELECT name, last_offset, max_age_us, max_events FROM __alkstore_streams "
+    "WHERE (max_age_us IS NOT NULL OR max_events IS NOT NULL) AND name > ? "
+    "ORDER BY name LIMIT ?"
+)
+# Walks the primary key from the stream's oldest event: it passes only the
+# events old enough to go.
+_FIRST_YOUNG_EVENT = (
+    'SELECT "offset" FROM __alkstore_events '
+    f'WHERE stream = ? AND {within_age("?")} ORDER BY "offset" LIMIT 1'
+)
+# Never past a protected consumer: its saved offset is read in the delete
+# itself, so a protect() that committed before it is always obeyed.
+_PRUNE_EVENTS = (
+    'DELETE FROM __alkstore_events WHERE stream = ? AND "offset" IN '
+    '(SELECT "offset" FROM __alkstore_events WHERE stream = ? AND "offset" <= ? AND '
+    '"offset" <= COALESCE(' + protected_floor("__alkstore_offsets", "?") + ', "offset") '
+    'ORDER BY "offset" LIMIT ?)'
+)
 
 # -- schedules ---------------------------------------------------------------
 # Same expression: keep the pending fire time (re-registration at every
@@ -364,10 +462,15 @@ _RESUME_SCHEDULE = (
 )
 
 # -- locks -------------------------------------------------------------------
+# The single writer keeps an acquisition from reading the token floor while a
+# prune raises it: nothing to take first.
+_LOCK_GUARD: tuple[Statement, ...] = ()
 # One statement: take a free or lapsed lock (new token), refresh one we hold
-# (same token), or change nothing and return no row.
+# (same token), or change nothing and return no row. A name with no row
+# (never taken, or pruned) starts above the token floor.
 _ACQUIRE_LOCK = (
-    "INSERT INTO __alkstore_locks (name, owner, token, expires_at) VALUES (?, ?, 1, ?) "
+    "INSERT INTO __alkstore_locks (name, owner, token, expires_at) "
+    f"VALUES (?, ?, {new_lock_token('__alkstore_meta')}, ?) "
     "ON CONFLICT (name) DO UPDATE SET "
     f"token = {fencing_token('excluded.owner', '?')}, "
     "owner = excluded.owner, expires_at = excluded.expires_at "
@@ -377,15 +480,32 @@ _ACQUIRE_LOCK = (
 _RENEW_LOCK = (
     f"UPDATE __alkstore_locks SET expires_at = ? WHERE name = ? AND {lock_held('?', '?', '?')}"
 )
-# The row stays (owner cleared) so the next token continues the sequence.
+# The row stays (owner cleared, the release time in expires_at) so the next
+# token continues the sequence; housekeeping prunes it a grace period later.
 _RELEASE_LOCK = (
-    "UPDATE __alkstore_locks SET owner = NULL, expires_at = 0 "
+    "UPDATE __alkstore_locks SET owner = NULL, expires_at = ? "
     f"WHERE name = ? AND {lock_held('?', '?', '?')}"
 )
 # Held: anything but free, by the rule acquisitions go by.
 _LIST_LOCKS = (
     f"SELECT name, owner, token, expires_at, NOT {lock_free('?')} "
     "FROM __alkstore_locks ORDER BY name"
+)
+_STALE_LOCK = (
+    "SELECT name FROM __alkstore_locks INDEXED BY __alkstore_locks_expiry "
+    f"WHERE {lock_free_since('?')} LIMIT 1"
+)
+# The caller raises the token floor to the highest token returned, in the
+# same transaction.
+_PRUNE_LOCKS = (
+    "DELETE FROM __alkstore_locks WHERE name IN (SELECT name FROM __alkstore_locks "
+    f"INDEXED BY __alkstore_locks_expiry WHERE {lock_free_since('?')} "
+    "ORDER BY expires_at, name LIMIT ?) RETURNING token"
+)
+_TOKEN_FLOOR = "SELECT value FROM __alkstore_meta WHERE key = ?"
+_SET_TOKEN_FLOOR = (
+    "INSERT INTO __alkstore_meta (key, value) VALUES (?, ?) "
+    "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
 )
 
 
@@ -407,8 +527,8 @@ class SqliteDialect:
     def last_notification_id(self) -> Statement:
         return Statement(_LAST_NOTIFICATION_ID, fetch=Fetch.ONE)
 
-    def prune_notifications(self, before_us: int) -> Statement:
-        return Statement(_PRUNE_NOTIFICATIONS, (before_us,), Fetch.ROWCOUNT)
+    def prune_notifications(self, before_us: int, limit: int) -> Statement:
+        return Statement(_PRUNE_NOTIFICATIONS, (before_us, limit), Fetch.ROWCOUNT)
 
     # -- queues --------------------------------------------------------------
     def enqueue(self, job: NewJob, now_us: int) -> Statement:
@@ -443,21 +563,48 @@ class SqliteDialect:
         return _CLAIM_PRELUDE
 
     def claim(self, queue: str, worker: str, n: int, now_us: int, until_us: int) -> Statement:
-        params = (worker, until_us, queue, now_us, now_us, queue, n)
+        params = (worker, until_us, queue, now_us, now_us, queue, n, queue)
         return Statement(_CLAIM, params, Fetch.ALL)
 
     def ack(self, job_id: int, worker: str, claim: int, now_us: int) -> Statement:
         return Statement(_ACK, (job_id, worker, claim, now_us), Fetch.ROWCOUNT)
 
+    def ack_history(
+        self, job_id: int, worker: str, claim: int, now_us: int, prune_at_us: int
+    ) -> tuple[Statement, ...]:
+        owner = (job_id, worker, claim, now_us)
+        return (
+            Statement(_ACK_HISTORY, (now_us, prune_at_us, *owner), Fetch.ROWCOUNT),
+            Statement(_ACK, owner),
+        )
+
     def ack_batch(self, queue: str, job_ids: Sequence[int], worker: str, now_us: int) -> Statement:
         ids = orjson.dumps(list(job_ids)).decode()
         return Statement(_ACK_BATCH, (ids, queue, worker, now_us), Fetch.ROWCOUNT)
+
+    def ack_batch_history(
+        self, queue: str, job_ids: Sequence[int], worker: str, now_us: int, prune_at_us: int
+    ) -> tuple[Statement, ...]:
+        params = (orjson.dumps(list(job_ids)).decode(), queue, worker, now_us)
+        return (
+            Statement(_ACK_BATCH_HISTORY, (now_us, prune_at_us, *params), Fetch.ROWCOUNT),
+            Statement(_ACK_BATCH, params),
+        )
 
     def ack_claims(
         self, worker: str, claims: Sequence[tuple[int, int]], now_us: int
     ) -> Statement:
         pairs = orjson.dumps(list(claims)).decode()
         return Statement(_ACK_CLAIMS, (pairs, worker, now_us), Fetch.ALL)
+
+    def ack_claims_history(
+        self, worker: str, claims: Sequence[tuple[int, int]], now_us: int, prune_at_us: int
+    ) -> tuple[Statement, ...]:
+        params = (orjson.dumps(list(claims)).decode(), worker, now_us)
+        return (
+            Statement(_ACK_CLAIMS_HISTORY, (now_us, prune_at_us, *params), Fetch.ALL),
+            Statement(_ACK_CLAIMS_DELETE, params),
+        )
 
     def owned(self, job_id: int, worker: str, claim: int, now_us: int) -> Statement:
         return Statement(_OWNED, (job_id, worker, claim, now_us), Fetch.ONE)
@@ -486,12 +633,20 @@ class SqliteDialect:
         self, job_id: int, reason: str, error: str | None, now_us: int
     ) -> tuple[Statement, ...]:
         return (
-            Statement(_BURY_COPY, (error, reason, now_us, job_id), Fetch.ROWCOUNT),
+            Statement(_BURY_COPY, (error, reason, now_us, now_us, job_id), Fetch.ROWCOUNT),
             Statement(_BURY_DELETE, (job_id,), Fetch.ROWCOUNT),
         )
 
     def cancel(self, queue: str, job_id: int) -> Statement:
         return Statement(_CANCEL, (job_id, queue), Fetch.ROWCOUNT)
+
+    def cancel_history(
+        self, queue: str, job_id: int, now_us: int, prune_at_us: int
+    ) -> tuple[Statement, ...]:
+        return (
+            Statement(_CANCEL_HISTORY, (now_us, prune_at_us, job_id, queue), Fetch.ROWCOUNT),
+            Statement(_CANCEL, (job_id, queue)),
+        )
 
     def get_job(self, queue: str | None, job_id: int) -> Statement:
         if queue is None:
@@ -526,6 +681,12 @@ class SqliteDialect:
 
     def queue_paused(self, queue: str) -> Statement:
         return Statement(_QUEUE_PAUSED, (queue,), Fetch.ONE)
+
+    def set_retention(self, queue: str, history_us: int | None, dead_us: int | None) -> Statement:
+        return Statement(_SET_RETENTION, (queue, history_us, dead_us))
+
+    def queue_retention(self, queue: str) -> Statement:
+        return Statement(_QUEUE_RETENTION, (queue,), Fetch.ONE)
 
     def dead_count(self, queue: str) -> Statement:
         return Statement(_DEAD_COUNT, (queue,), Fetch.ONE)
@@ -563,6 +724,12 @@ class SqliteDialect:
     def history_page(self, queue: str, outcome: str, after: int, limit: int) -> Statement:
         return Statement(_HISTORY_PAGE, (queue, outcome, after, limit), Fetch.ALL)
 
+    def prune_history(self, now_us: int, limit: int) -> Statement:
+        return Statement(_PRUNE_HISTORY, (now_us, limit), Fetch.ROWCOUNT)
+
+    def prune_dead(self, now_us: int, limit: int) -> Statement:
+        return Statement(_PRUNE_DEAD, (now_us, limit), Fetch.ROWCOUNT)
+
     # -- streams -------------------------------------------------------------
     def next_offset(self, stream: str) -> Statement:
         return Statement(_NEXT_OFFSET, (stream,), Fetch.ONE)
@@ -596,6 +763,26 @@ class SqliteDialect:
     def stream_consumers(self, stream: str) -> Statement:
         return Statement(_STREAM_CONSUMERS, (stream,), Fetch.ALL)
 
+    def set_stream_retention(
+        self, stream: str, max_age_us: int | None, max_events: int | None
+    ) -> Statement:
+        return Statement(_SET_STREAM_RETENTION, (stream, max_age_us, max_events))
+
+    def protect_consumer(self, stream: str, consumer: str) -> Statement:
+        return Statement(_PROTECT_CONSUMER, (stream, consumer))
+
+    def unprotect_consumer(self, stream: str, consumer: str) -> Statement:
+        return Statement(_UNPROTECT_CONSUMER, (stream, consumer), Fetch.ROWCOUNT)
+
+    def retained_streams(self, after: str, limit: int) -> Statement:
+        return Statement(_RETAINED_STREAMS, (after, limit), Fetch.ALL)
+
+    def first_young_event(self, stream: str, cutoff_us: int) -> Statement:
+        return Statement(_FIRST_YOUNG_EVENT, (stream, cutoff_us), Fetch.ONE)
+
+    def prune_events(self, stream: str, upto: int, limit: int) -> Statement:
+        return Statement(_PRUNE_EVENTS, (stream, stream, upto, stream, limit), Fetch.ROWCOUNT)
+
     # -- schedules -----------------------------------------------------------
     def upsert_schedule(self, schedule: NewSchedule) -> Statement:
         return Statement(_UPSERT_SCHEDULE, tuple(schedule))
@@ -626,6 +813,9 @@ class SqliteDialect:
         return Statement(_RESUME_SCHEDULE, (next_fire_us, name, fire_at_us), Fetch.ROWCOUNT)
 
     # -- locks ---------------------------------------------------------------
+    def lock_guard(self, exclusive: bool) -> tuple[Statement, ...]:
+        return _LOCK_GUARD
+
     def acquire_lock(self, name: str, owner: str, now_us: int, until_us: int) -> Statement:
         return Statement(_ACQUIRE_LOCK, (name, owner, until_us, now_us, now_us), Fetch.ONE)
 
@@ -635,7 +825,19 @@ class SqliteDialect:
         return Statement(_RENEW_LOCK, (until_us, name, owner, token, now_us), Fetch.ROWCOUNT)
 
     def release_lock(self, name: str, owner: str, token: int, now_us: int) -> Statement:
-        return Statement(_RELEASE_LOCK, (name, owner, token, now_us), Fetch.ROWCOUNT)
+        return Statement(_RELEASE_LOCK, (now_us, name, owner, token, now_us), Fetch.ROWCOUNT)
 
     def list_locks(self, now_us: int) -> Statement:
         return Statement(_LIST_LOCKS, (now_us,), Fetch.ALL)
+
+    def stale_lock(self, cutoff_us: int) -> Statement:
+        return Statement(_STALE_LOCK, (cutoff_us,), Fetch.ONE)
+
+    def prune_locks(self, cutoff_us: int, limit: int) -> Statement:
+        return Statement(_PRUNE_LOCKS, (cutoff_us, limit), Fetch.ALL)
+
+    def token_floor(self) -> Statement:
+        return Statement(_TOKEN_FLOOR, (TOKEN_FLOOR_KEY,), Fetch.ONE)
+
+    def set_token_floor(self, token: int) -> Statement:
+        return Statement(_SET_TOKEN_FLOOR, (TOKEN_FLOOR_KEY, str(token)))

@@ -180,6 +180,10 @@ _V3: tuple[str, ...] = (
         ON __alkstore_dead (queue, id)""",
     """CREATE INDEX IF NOT EXISTS __alkstore_history_list
         ON __alkstore_history (queue, outcome, id)""",
+    # Housekeeping finds lock rows nobody has held for a while (released or
+    # lapsed long ago) without scanning the table (rules.lock_free_since).
+    """CREATE INDEX IF NOT EXISTS __alkstore_locks_expiry
+        ON __alkstore_locks (expires_at)""",
 )
 
 # (version, statements). Append only: a released migration never changes.

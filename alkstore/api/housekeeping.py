@@ -1,0 +1,92 @@
+"""Housekeeping: ``Store.prune`` (one pass now) and the background task that
+every open store runs (``housekeeping_interval`` in the engine options).
+
+Each part deletes in bounded batches, one short transaction each, until a
+batch comes back short (``protocol/housekeeping.py``); any number of
+processes may do so at once.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ..protocol import housekeeping as hk
+from ..protocol import locks, streams
+from ..protocol.errors import AlkstoreError
+from ..protocol.plan import Plan
+
+if TYPE_CHECKING:
+    from .store import Store
+
+log = logging.getLogger("alkstore.housekeeping")
+
+# Streams under a retention policy read per page.
+_STREAM_PAGE = 100
+
+
+async def _drain(store: Store, plan: Callable[[], Plan[int]]) -> int:
+    """Run ``plan`` again until a batch comes back short; rows removed."""
+    total = 0
+    while True:
+        count = await store._run(plan(), bulk=True)
+        total += count
+        if not hk.full(count):
+            return total
+
+
+def _stream_batch(d: Any, stream: streams.Retained, now_us: int) -> Callable[[], Plan[int]]:
+    return lambda: streams.prune_stream(d, stream, now_us, hk.PRUNE_BATCH)
+
+
+async def _prune_streams(store: Store, now_us: int) -> int:
+    d = store._dialect
+    total = 0
+    after = ""
+    while True:
+        page = await store._run(streams.retained_streams(d, after, _STREAM_PAGE), bulk=True)
+        for stream in page:
+            total += await _drain(store, _stream_batch(d, stream, now_us))
+        if len(page) < _STREAM_PAGE:
+            return total
+        after = page[-1].name
+
+
+async def prune(store: Store) -> hk.PruneReport:
+    """One housekeeping pass, as of the store's clock now."""
+    d = store._dialect
+    now = store._now_us()
+    history = await _drain(store, lambda: hk.prune_history(d, now))
+    dead = await _drain(store, lambda: hk.prune_dead(d, now))
+    events = await _prune_streams(store, now)
+    notifications = 0
+    retention_us = store._notification_retention_us
+    if retention_us is not None:
+        before = now - retention_us
+        notifications = await _drain(store, lambda: hk.prune_notifications(d, before))
+    cutoff = now - locks.PRUNE_GRACE_US
+    pruned_locks = await _drain(store, lambda: locks.prune(d, cutoff, hk.PRUNE_BATCH))
+    return hk.PruneReport(history, dead, events, notifications, pruned_locks)
+
+
+async def run_housekeeping(store: Store, interval: float) -> None:
+    """Prune every ``interval`` seconds (jittered) until cancelled; a failed
+    pass is logged and tried again sooner. Owned by the store's task group."""
+    loop = hk.HousekeepingLoop(interval)
+    runtime = store._runtime
+    wait = loop.next_wait(store._draw())
+    while True:
+        await runtime.sleep(wait)
+        try:
+            report = await prune(store)
+        except AlkstoreError as exc:
+            wait = loop.failed()
+            first = loop.first_failure
+            log.warning("housekeeping pass failed (%s); trying again in %.1f s",
+                        exc if not first else type(exc).__name__, wait,
+                        exc_info=first)  # fmt: skip
+            continue
+        if any((report.history, report.dead, report.events, report.locks)):
+            log.debug("housekeeping removed %s", report)
+        wait = loop.next_wait(store._draw())
