@@ -109,7 +109,7 @@ def job_record(row: Row) -> JobRecord:
     """A row returned by a claim (``CLAIM_COLUMNS``)."""
     # The common case, checked in one pass (``type(x) is int`` also refuses
     # bool); anything unusual takes the field-by-field path for its error.
-    if type(row) is tuple and len(row) == 15:
+    if type(row) is tuple and len(row) == len(CLAIM_COLUMNS):
         (id_, queue, text, priority, attempts, max_attempts, run_at, created_at, expires_at,
          claimed_by, visible_at, _state, _error, claims, headers,
          history_us) = row  # fmt: skip

@@ -137,6 +137,16 @@ def test_sweep_row_decodes() -> None:
     assert claim.sweep_decision(candidate, 10) == "claim_expired"
 
 
+def test_claim_row_of_a_live_job_row_shape_is_codec_error() -> None:
+    """A claim row one column short (a live job row without the queue's
+    history retention) took the fast path and failed to unpack (ValueError)."""
+    row = (1, "q", '"x"', 0, 1, 3, 5, 4, None, "w", 9, 1, None, 1, None)
+    with pytest.raises(CodecError):
+        rows.job_record(row)
+    record = rows.job_record((*row, 60_000_000))
+    assert record.history_us == 60_000_000 and record.headers is None
+
+
 # -- fuzz_options ------------------------------------------------------------
 
 
