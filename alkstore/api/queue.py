@@ -395,12 +395,21 @@ class Queue:
         )
         return await store._run(plan)
 
-    async def purge_dead(self, before: datetime | None = None) -> int:
-        """Delete this queue's dead jobs (those that died before ``before``, if given); returns how
-        many."""
+    async def purge_dead(
+        self, before: datetime | None = None, *, ids: Sequence[int] | None = None
+    ) -> int:
+        """Delete this queue's dead jobs: every one, those that died before
+        ``before``, or those among ``ids`` (other ids are left alone); returns
+        how many. Give ``before`` or ``ids``, not both."""
+        store = self._store
+        if ids is not None:
+            if before is not None:
+                raise InvalidArgument("give before or ids, not both")
+            plan = queues.purge_dead_ids(store._dialect, self.name, queues.check_job_ids(ids))
+            return await store._run(plan, bulk=True)
         before_us = None if before is None else instant_us(before, "before")
-        plan = queues.purge_dead(self._store._dialect, self.name, before_us)
-        return await self._store._run(plan, bulk=True)
+        plan = queues.purge_dead(store._dialect, self.name, before_us)
+        return await store._run(plan, bulk=True)
 
     async def next_due(self) -> datetime | None:
         """When the next job becomes claimable; ``None`` when the queue is empty."""

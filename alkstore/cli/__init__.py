@@ -1,22 +1,22 @@
 """The ``alkstore`` command line (also ``python -m alkstore``).
 
 The group and ``demo`` live here; each family of commands has its own
-module (``target.py`` holds the options every command shares).
+module: ``queues.py`` (queues, jobs, job, cancel, pause, resume),
+``dead.py``, ``streams.py``, ``schedules.py``, ``locks.py``, ``watch.py``,
+``admin.py`` (migrate, prune), ``worker.py`` (with ``handlers.py``
+and ``metrics.py``). ``target.py`` holds the options every command
+shares and the exit codes; ``shapes.py`` the documented ``--json`` shapes;
+``render.py`` the tables. docs/cli.md is the reference.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 
 import click
-import trio
 from rich.console import Console
-from rich.table import Table
 
 from .. import __version__
-from ..protocol.errors import AlkstoreError
-from ..protocol.types import JobInfo, QueueStats
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -58,66 +58,29 @@ def demo(db: str | None, jobs: int, seed: int, timeout: float) -> None:
         sys.exit(1)
 
 
-@main.command()
-@click.option(
-    "--db",
-    "db",
-    required=True,
-    type=click.Path(exists=True, dir_okay=False),
-    help="SQLite database file.",
-)
-@click.option("--outbox", is_flag=True, help="QUEUE names an outbox, not a queue.")
-@click.option(
-    "--dead",
-    type=click.IntRange(0, 10_000),
-    default=0,
-    show_default=True,
-    help="Also list up to this many dead letters.",
-)
-@click.argument("queue")
-def stats(db: str, outbox: bool, dead: int, queue: str) -> None:
-    """Print the job counts of QUEUE (ready, scheduled, processing, dead)."""
-    console = Console()
-    try:
-        counts, letters = trio.run(_read_stats, db, queue, outbox, dead)
-    except AlkstoreError as exc:
-        raise click.ClickException(str(exc)) from exc
-    kind = "outbox" if outbox else "queue"
-    table = Table(title=f"{kind} {queue!r} in {os.path.basename(db)}", title_justify="left")
-    for column in ("ready", "scheduled", "processing", "dead"):
-        table.add_column(column, justify="right")
-    table.add_row(
-        *(str(v) for v in (counts.ready, counts.scheduled, counts.processing, counts.dead))
+def _register() -> None:
+    from .admin import migrate_command, prune_command
+    from .dead import dead_group
+    from .locks import locks_command
+    from .queues import (
+        cancel_command,
+        job_command,
+        jobs_command,
+        pause_command,
+        queues_command,
+        resume_command,
     )
-    console.print(table)
-    if letters:
-        listing = Table(title="dead letters", title_justify="left")
-        for column in ("id", "attempts", "reason", "died at", "last error"):
-            listing.add_column(column)
-        for info in letters:
-            listing.add_row(
-                str(info.id),
-                f"{info.attempts}/{info.max_attempts}",
-                info.dead_reason or "",
-                "" if info.died_at is None else f"{info.died_at:%Y-%m-%d %H:%M:%S}",
-                info.last_error or "",
-            )
-        console.print(listing)
+    from .schedules import schedules_command
+    from .streams import streams_command
+    from .watch import watch_command
+    from .worker import worker
+
+    for command in (
+        queues_command, jobs_command, job_command, dead_group, pause_command, resume_command,
+        cancel_command, streams_command, schedules_command, locks_command, watch_command,
+        migrate_command, prune_command, worker,
+    ):  # fmt: skip
+        main.add_command(command)
 
 
-async def _read_stats(
-    db: str, name: str, outbox: bool, dead: int
-) -> tuple[QueueStats, list[JobInfo]]:
-    from ..io_trio import open_sqlite
-
-    async with open_sqlite(db) as store:
-        queue = store.outbox(name).queue if outbox else store.queue(name)
-        counts = await queue.stats()
-        letters = await queue.dead_letters(dead) if dead else []
-    return counts, letters
-
-
-
-from .worker import worker  # noqa: E402  (registered on the group above)
-
-main.add_command(worker)
+_register()

@@ -201,7 +201,7 @@ class WorkerRun:
         except AlkstoreError as exc:
             if opened:
                 raise
-            raise Unusable(f"cannot open {_where(target)}: {exc}") from exc
+            raise Unusable(f"cannot open {target.where}: {exc}") from exc
 
     async def serve(self, store: Store, runtime: Runtime) -> None:
         """A ``Queue.work`` per queue (and the scheduler) in one task group,
@@ -230,7 +230,7 @@ class WorkerRun:
             if self.settings.scheduler:
                 group.start_soon(self._schedule, store, runtime)
             self.serving = True
-            log.info("worker running on %s (%s driver): %s%s", _where(self.settings.target),
+            log.info("worker running on %s (%s driver): %s%s", self.settings.target.where,
                      self.driver.name,
                      ", ".join(f"{s.queue} (concurrency {s.concurrency})" for s in specs),
                      "; scheduler on" if self.settings.scheduler else "")  # fmt: skip
@@ -298,12 +298,6 @@ class WorkerRun:
             ],
             "error": error,
         }
-
-
-def _where(target: Target) -> str:
-    if target.db is not None:
-        return f"SQLite {target.db}"
-    return f"PostgreSQL (schema {target.schema or 'alkstore'})"
 
 
 def _first_error(exc: BaseException) -> BaseException:

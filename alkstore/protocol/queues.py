@@ -186,6 +186,15 @@ def purge_dead(d: Dialect, queue: str, before_us: int | None) -> Plan[int]:
     return int(count)
 
 
+def purge_dead_ids(d: Dialect, queue: str, job_ids: list[int]) -> Plan[int]:
+    """Delete the dead letters of ``queue`` among ``job_ids`` (ids that are
+    not, live jobs included, are left alone); returns how many."""
+    if not job_ids:
+        return 0
+    count = yield from fetch_count(d.purge_dead_ids(queue, job_ids))
+    return int(count)
+
+
 def check_job_id(job_id: object) -> int:
     return check_int(job_id, "job id")
 

@@ -79,6 +79,30 @@ class Expression:
         return instant_us(nxt.astimezone(UTC))
 
 
+def _duration_us(text: str) -> int | None:
+    """``1h30m``-style text already matched by the grammar, in microseconds
+    (None: longer than any duration alkstore stores)."""
+    parts = [float(n) * _UNITS[u] for n, u in _PART.findall(text)]
+    total = sum(round(p) for p in parts) if all(map(math.isfinite, parts)) else None
+    return None if total is None or total > MAX_DURATION_US else total
+
+
+_DURATION = re.compile(r"^(?:\d+(?:\.\d+)?(?:ms|s|m|h|d)\s*)+$")
+
+
+def parse_duration(text: object) -> int:
+    """A duration written as in ``@every``: ``90s``, ``1h30m``, ``7d``,
+    ``250ms``; in microseconds. Raises ``InvalidArgument``."""
+    if not isinstance(text, str) or not _DURATION.match(text.strip()):
+        raise InvalidArgument(
+            f"bad duration {brief(text)}: use e.g. '90s', '15m', '1h30m' or '7d'"
+        )
+    total = _duration_us(text.strip())
+    if total is None:
+        raise InvalidArgument(f"duration {brief(text)} is too long")
+    return total
+
+
 def parse(text: object) -> Expression:
     """Parse ``@every 30s``/``@every 1h30m``, a 5-field cron (minutes) or a
     6-field cron (seconds first), or an alias such as ``@hourly``."""
@@ -87,9 +111,8 @@ def parse(text: object) -> Expression:
     expr = " ".join(text.split())
     every = _EVERY.match(expr)
     if every:
-        parts = [float(n) * _UNITS[u] for n, u in _PART.findall(every.group(1))]
-        total = sum(round(p) for p in parts) if all(map(math.isfinite, parts)) else None
-        if total is None or total > MAX_DURATION_US:
+        total = _duration_us(every.group(1))
+        if total is None:
             raise InvalidArgument(f"@every interval is too long: {brief(text)}")
         if total < 1_000:
             raise InvalidArgument("@every interval must be at least 1 ms")

@@ -159,3 +159,23 @@ async def test_purge_dead_before_removes_only_older_letters(
     with pytest.raises(InvalidArgument):
         await q.purge_dead(before=cutoff.replace(tzinfo=None))
     assert [d.id for d in await q.dead_letters()] == [new]
+
+
+async def test_purge_dead_by_ids_removes_only_those_dead_letters_of_the_queue(
+    store: Store, clock: ManualClock
+) -> None:
+    q, other = store.queue("jobs"), store.queue("other")
+    first, second, third = [await bury(q, i) for i in range(3)]
+    elsewhere = await bury(other, "x")
+    live = await q.enqueue("live")
+    # Ids that are not dead letters here (live, another queue's, unknown) are left alone.
+    assert await q.purge_dead(ids=[first, third, live, elsewhere, 999_999]) == 2
+    assert [d.id for d in await q.dead_letters()] == [second]
+    assert [d.id for d in await other.dead_letters()] == [elsewhere]
+    assert await q.get_job(live) is not None
+    assert await q.purge_dead(ids=[]) == 0
+    with pytest.raises(InvalidArgument):
+        await q.purge_dead(before=at(clock), ids=[second])
+    with pytest.raises(InvalidArgument):
+        await q.purge_dead(ids=["1"])  # type: ignore[list-item]
+    assert [d.id for d in await q.dead_letters()] == [second]

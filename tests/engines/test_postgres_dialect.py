@@ -386,6 +386,7 @@ SAMPLE_CALLS: dict[str, tuple[Any, ...]] = {
     "dead_letters": ("q", 10),
     "requeue_dead": ("q", 1, T0),
     "purge_dead": ("q", T0),
+    "purge_dead_ids": ("q", [1, 2]),
     "queue_names": (),
     "queue_summary": ("q", T0),
     "job_page": ("q", "ready", 0, 10, T0),

@@ -1,4 +1,5 @@
-"""The ``alkstore demo`` and ``alkstore stats`` commands, run in-process and as a module."""
+"""The ``alkstore demo`` command, run in-process and as a module, and the
+inspection commands on the database it leaves."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import orjson
 import pytest
 from click.testing import CliRunner
 
@@ -95,22 +97,21 @@ def test_demo_exits_nonzero_when_it_times_out(tmp_path: Path) -> None:
     assert "not finished within" in out
 
 
-def test_stats_reads_the_demo_database(tmp_path: Path) -> None:
-    db = str(tmp_path / "stats.db")
+def test_the_inspection_commands_read_the_demo_database(tmp_path: Path) -> None:
+    """The README's tour: run the demo on a kept file, then look inside."""
+    db = str(tmp_path / "inspect.db")
     code, out = _demo("--db", db, "--jobs", "10")
     assert code == 0, out
     runner = CliRunner()
-    result = runner.invoke(main, ["stats", "--db", db, "--dead", "5", "demo.orders"])
+    result = runner.invoke(main, ["queues", "--db", db, "--json"])
     assert result.exit_code == 0, result.output
-    assert "processing" in result.output
+    queues = {q["display_name"]: q for q in orjson.loads(result.output)["queues"]}
+    assert queues["demo.orders"]["dead"] >= 1  # the poison job
+    result = runner.invoke(main, ["dead", "demo.orders", "--db", db])
+    assert result.exit_code == 0, result.output
     assert "PoisonError" in result.output  # the poison job's last error
-    result = runner.invoke(main, ["stats", "--db", db, "--outbox", "demo.receipts"])
-    assert result.exit_code == 0, result.output
-    result = runner.invoke(main, ["stats", "--db", db, "__alkstore_nope"])
-    assert result.exit_code != 0
-    assert "reserved" in result.output
-    result = runner.invoke(main, ["stats", "--db", str(tmp_path / "missing.db"), "q"])
-    assert result.exit_code != 0
+    result = runner.invoke(main, ["queues", "--db", str(tmp_path / "missing.db")])
+    assert result.exit_code == 2
 
 
 @pytest.mark.slow

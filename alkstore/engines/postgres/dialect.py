@@ -339,6 +339,7 @@ class PostgresDialect:
         )
         self._purge_all = f"DELETE FROM {dead} WHERE queue = $1"
         self._purge_before = f"DELETE FROM {dead} WHERE queue = $1 AND died_at < $2"
+        self._purge_ids = f"DELETE FROM {dead} WHERE queue = $1 AND id = ANY($2::bigint[])"
         self._queue_names = (
             f"WITH RECURSIVE {_names('live', jobs, 'queue')}, "
             f"{_names('buried', dead, 'queue')}, {_names('finished', history, 'queue')} "
@@ -766,6 +767,9 @@ class PostgresDialect:
         if before_us is None:
             return Statement(self._purge_all, (queue,), Fetch.ROWCOUNT)
         return Statement(self._purge_before, (queue, before_us), Fetch.ROWCOUNT)
+
+    def purge_dead_ids(self, queue: str, job_ids: Sequence[int]) -> Statement:
+        return Statement(self._purge_ids, (queue, list(job_ids)), Fetch.ROWCOUNT)
 
     def queue_names(self) -> Statement:
         return Statement(self._queue_names, fetch=Fetch.ALL)

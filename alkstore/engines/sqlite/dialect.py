@@ -270,6 +270,9 @@ _REQUEUE_COPY = (
 _REQUEUE_DELETE = "DELETE FROM __alkstore_dead WHERE id = ? AND queue = ?"
 _PURGE_ALL = "DELETE FROM __alkstore_dead WHERE queue = ?"
 _PURGE_BEFORE = "DELETE FROM __alkstore_dead WHERE queue = ? AND died_at < ?"
+_PURGE_IDS = (
+    "DELETE FROM __alkstore_dead WHERE queue = ? AND id IN (SELECT value FROM json_each(?))"
+)
 # Housekeeping: a batch at a time, oldest prune time first, on the prune
 # indexes (the dead one is partial: only letters with a prune time).
 _PRUNE_HISTORY = (
@@ -704,6 +707,10 @@ class SqliteDialect:
         if before_us is None:
             return Statement(_PURGE_ALL, (queue,), Fetch.ROWCOUNT)
         return Statement(_PURGE_BEFORE, (queue, before_us), Fetch.ROWCOUNT)
+
+    def purge_dead_ids(self, queue: str, job_ids: Sequence[int]) -> Statement:
+        ids = orjson.dumps(list(job_ids)).decode()
+        return Statement(_PURGE_IDS, (queue, ids), Fetch.ROWCOUNT)
 
     def queue_names(self) -> Statement:
         return Statement(_QUEUE_NAMES, fetch=Fetch.ALL)

@@ -1,0 +1,239 @@
+"""Queue commands: ``queues``, ``jobs``, ``job``, ``cancel``, ``pause``, ``resume``."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import click
+
+from ..api.store import Store
+from ..protocol.types import JobInfo, QueueSummary
+from . import render, shapes
+from .target import Target, not_found, run, target_options
+
+JOB_STATES = ("ready", "scheduled", "pending", "processing", "dead", "acked", "cancelled")
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+async def find_queue(store: Store, name: str) -> QueueSummary:
+    """The summary of queue ``name``; exits 1 when no such queue exists (a
+    mistyped name must not read as an empty queue)."""
+    store.queue(name)  # the name rules first: a bad name is a usage error
+    for summary in await store.list_queues():
+        if summary.name == name:
+            return summary
+    not_found(f"no queue named {name!r}")
+
+
+@click.command("queues")
+@target_options
+def queues_command(target: Target) -> None:
+    """Every queue: ready, scheduled, processing and dead jobs, the oldest
+    ready job's age, and whether it is paused."""
+    summaries = run(target, lambda store: store.list_queues())
+    at = now()
+    if target.json:
+        click.echo(shapes.dumps({"queues": [shapes.queue_doc(q, at) for q in summaries]}))
+        return
+    out = render.console()
+    rows = []
+    for q in summaries:
+        kind, shown = shapes.queue_kind(q)
+        rows.append(
+            (
+                shown if kind == "queue" else f"{shown} (outbox)",
+                q.ready,
+                q.scheduled,
+                q.processing,
+                q.dead,
+                q.history,
+                render.duration(shapes.age(q.oldest_ready_at, at)),
+                "paused" if q.paused else "",
+            )
+        )
+    columns = ("queue", "ready", "scheduled", "processing", "dead", "history", "oldest", "")
+    numbers = columns[1:7]
+    out.print(render.table("queues", columns, rows, out=out, right=numbers))
+    if not summaries and out.is_terminal:
+        out.print("no queues yet")
+
+
+@click.command("jobs")
+@target_options
+@click.argument("queue")
+@click.option(
+    "--state",
+    type=click.Choice(JOB_STATES),
+    default=None,
+    help="Only jobs in this state (default: live and dead jobs).",
+)
+@click.option(
+    "--limit", type=click.IntRange(1, 10_000), default=50, show_default=True, help="Jobs per page."
+)
+@click.option(
+    "--after", type=click.IntRange(0), default=None, help="Start after this job id (paging)."
+)
+def jobs_command(
+    target: Target, queue: str, state: str | None, limit: int, after: int | None
+) -> None:
+    """List QUEUE's jobs in id order, a page at a time (--after the last id
+    shown for the next page)."""
+
+    async def work(store: Store) -> list[JobInfo]:
+        await find_queue(store, queue)
+        return await store.queue(queue).list_jobs(state=state, limit=limit, after=after)
+
+    jobs = run(target, work)
+    next_after = jobs[-1].id if len(jobs) == limit else None
+    if target.json:
+        doc = {
+            "queue": queue,
+            "state": state,
+            "jobs": [shapes.job_doc(j) for j in jobs],
+            "next_after": next_after,
+        }
+        click.echo(shapes.dumps(doc))
+        return
+    out = render.console()
+    columns = ("id", "state", "attempts", "priority", "run at", "claimed by", "payload", "error")
+    rows = [
+        (
+            j.id,
+            j.state,
+            f"{j.attempts}/{j.max_attempts}",
+            j.priority,
+            render.when(j.run_at),
+            j.claimed_by,
+            render.brief_json(j.payload),
+            _short(j.last_error),
+        )
+        for j in jobs
+    ]
+    out.print(render.table(f"jobs of {queue!r}", columns, rows, out=out, right=("id", "priority")))
+    if next_after is not None and out.is_terminal:
+        out.print(f"more: --after {next_after}")
+
+
+@click.command("job")
+@target_options
+@click.argument("job_id", metavar="ID", type=click.IntRange(1))
+def job_command(target: Target, job_id: int) -> None:
+    """Everything about one job: payload, attempts, last error, claim holder
+    and deadline, and what became of it (while its queue keeps history)."""
+
+    async def work(store: Store) -> JobInfo:
+        info = await store.get_job(job_id)
+        if info is None:
+            not_found(
+                f"no job {job_id} (never existed, or acked/cancelled in a queue that keeps no "
+                "history)"
+            )
+        return info
+
+    info = run(target, work)
+    if target.json:
+        click.echo(shapes.dumps({"job": shapes.job_doc(info)}))
+        return
+    out = render.console()
+    at = now()
+    fields: list[tuple[str, object]] = [
+        ("id", info.id),
+        ("queue", info.queue),
+        ("state", info.state),
+        ("priority", info.priority),
+        ("attempts", f"{info.attempts} of {info.max_attempts}"),
+        ("created", render.when(info.created_at)),
+        ("run at", render.when(info.run_at)),
+        ("expires", render.when(info.expires_at)),
+    ]
+    if info.state == "processing":
+        fields.append(("claimed by", info.claimed_by))
+        left = None if info.claim_expires_at is None else (info.claim_expires_at - at)
+        lapse = render.when(info.claim_expires_at)
+        if left is not None:
+            lapse += f" (in {render.duration(max(0.0, left.total_seconds()))})"
+        fields.append(("claim lapses", lapse))
+    if info.state == "dead":
+        fields.append(("died", f"{render.when(info.died_at)} ({info.dead_reason})"))
+    if info.finished_at is not None:
+        fields.append(("finished", f"{render.when(info.finished_at)} ({info.state})"))
+        fields.append(("worker", info.claimed_by))
+    fields.append(("last error", info.last_error))
+    out.print(render.table(None, ("field", "value"), fields, out=out))
+    out.print(shapes.dumps(info.payload) if not out.is_terminal else _pretty(info.payload))
+
+
+@click.command("cancel")
+@target_options
+@click.argument("job_id", metavar="ID", type=click.IntRange(1))
+def cancel_command(target: Target, job_id: int) -> None:
+    """Cancel a pending or processing job (a processing job's worker finds
+    its claim gone when it settles)."""
+
+    async def work(store: Store) -> JobInfo:
+        info = await store.get_job(job_id)
+        if info is None:
+            not_found(f"no job {job_id}")
+        if info.state not in ("pending", "processing"):
+            not_found(f"job {job_id} is {info.state}, not pending or processing: nothing to cancel")
+        if not await store.queue(info.queue).cancel(job_id):
+            not_found(f"job {job_id} finished before it could be cancelled")
+        return info
+
+    info = run(target, work, read_only=False)
+    if target.json:
+        click.echo(shapes.dumps({"job": job_id, "queue": info.queue, "cancelled": True}))
+    else:
+        click.echo(f"cancelled job {job_id} of {info.queue!r}")
+
+
+def _pause_command(pause: bool) -> click.Command:
+    verb = "pause" if pause else "resume"
+
+    @click.command(verb)
+    @target_options
+    @click.argument("queue")
+    @click.option(
+        "--force",
+        is_flag=True,
+        help="Act on a queue alkstore has not seen yet (no jobs, never configured).",
+    )
+    def command(target: Target, queue: str, force: bool) -> None:
+        async def work(store: Store) -> None:
+            if not force:
+                await find_queue(store, queue)
+            handle = store.queue(queue)
+            await (handle.pause() if pause else handle.resume())
+
+        run(target, work, read_only=False)
+        if target.json:
+            click.echo(shapes.dumps({"queue": queue, "paused": pause}))
+        else:
+            click.echo(f"{'paused' if pause else 'resumed'} {queue!r}")
+
+    command.help = (
+        "Stop QUEUE's claims in every process (enqueues still land)."
+        if pause
+        else "Let QUEUE's jobs be claimed again; its workers wake at once."
+    )
+    return command
+
+
+pause_command = _pause_command(True)
+resume_command = _pause_command(False)
+
+
+def _short(text: str | None, limit: int = 50) -> str | None:
+    if text is None:
+        return None
+    line = text.splitlines()[0] if text else text
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _pretty(payload: object) -> str:
+    import orjson
+
+    return orjson.dumps(payload, option=orjson.OPT_INDENT_2).decode()

@@ -1,0 +1,405 @@
+"""The inspection and steering commands, run as the real ``alkstore`` command
+in a subprocess against a real SQLite file and the real Postgres server."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+import psycopg
+import pytest
+import trio
+
+from alkstore import Store
+from tests.backends import BACKENDS, PG_DSN, selected_backends
+
+ROOT = Path(__file__).resolve().parents[2]
+ENGINES = sorted({BACKENDS[n].engine for n in selected_backends(driver="trio")})
+
+pytestmark = pytest.mark.slow
+
+
+@dataclass(frozen=True)
+class Db:
+    engine: str
+    location: str  # a file path, or a Postgres schema name
+
+    @property
+    def args(self) -> list[str]:
+        if self.engine == "sqlite":
+            return ["--db", self.location]
+        return ["--dsn", PG_DSN, "--schema", self.location]
+
+    def open(self, **kw: Any) -> Any:
+        return BACKENDS[f"{self.engine}-trio"].open(self.location, **kw)
+
+
+@dataclass(frozen=True)
+class Result:
+    code: int
+    out: str
+    err: str
+
+    @property
+    def doc(self) -> Any:
+        assert self.code == 0, self.err
+        return orjson.loads(self.out)
+
+
+def cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> Result:
+    """``python -m alkstore ARGS`` in a subprocess, on this tree."""
+    full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    done = subprocess.run(
+        [sys.executable, "-m", "alkstore", *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        cwd=cwd,
+        timeout=60,
+    )
+    return Result(done.returncode, done.stdout, done.stderr)
+
+
+def new_db(engine: str, tmp_path: Path) -> Db:
+    return Db(engine, BACKENDS[f"{engine}-trio"].new_location(tmp_path))
+
+
+def make(db: Db, fill: Any) -> Db:
+    async def main() -> None:
+        async with db.open() as store:
+            await fill(store)
+
+    trio.run(main)
+    return db
+
+
+async def fill_everything(store: Store) -> None:
+    """Every kind of thing the commands show, in known states."""
+    emails = store.queue("emails")
+    for i in range(5):
+        await emails.enqueue({"to": f"user{i}@example.com"})
+    await emails.enqueue({"later": True}, delay=3600)
+    claimed = await emails.claim_one("worker-1")
+    assert claimed is not None
+    doomed = await emails.claim_one("worker-1")
+    assert doomed is not None
+    await doomed.fail("SMTP 550: no such user")
+    reports = store.queue("reports")
+    await reports.enqueue({"r": 1})
+    await reports.pause()
+    orders = store.stream("orders")
+    for i in range(3):
+        await orders.publish({"n": i})
+    await orders.save_offset("billing", 1)
+    assert await store.try_lock("nightly", "host-a", 600) is not None
+    await store.schedule("cleanup", "reports", "@every 1h", {"kind": "cleanup"})
+    await store.outbox("webhooks").enqueue({"url": "https://example.com/hook"})
+
+
+@pytest.fixture(scope="module", params=ENGINES)
+def filled(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Db]:
+    """One database per engine, filled once, that the read-only tests share."""
+    db = make(new_db(request.param, tmp_path_factory.mktemp("cli")), fill_everything)
+    yield db
+    drop(db)
+
+
+@pytest.fixture(params=ENGINES)
+def engine(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def fresh(engine: str, tmp_path: Path) -> Iterator[Db]:
+    """A filled database of this test's own (for commands that change it)."""
+    db = make(new_db(engine, tmp_path), fill_everything)
+    yield db
+    drop(db)
+
+
+def drop(db: Db) -> None:
+    if db.engine == "postgres":
+        with psycopg.connect(PG_DSN, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{db.location}" CASCADE')
+
+
+def by_name(items: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {item["name"]: item for item in items}
+
+
+# -- reading ------------------------------------------------------------------
+
+
+def test_queues_lists_every_queue_with_its_counts(filled: Db) -> None:
+    queues = by_name(cli("queues", *filled.args, "--json").doc["queues"])
+    emails = queues["emails"]
+    assert (emails["ready"], emails["scheduled"], emails["processing"], emails["dead"]) == (
+        3, 1, 1, 1,
+    )  # fmt: skip
+    assert emails["kind"] == "queue" and emails["paused"] is False
+    assert emails["oldest_ready_age_s"] is not None and emails["oldest_ready_age_s"] >= 0
+    assert queues["reports"]["paused"] is True
+    outbox = [q for q in queues.values() if q["kind"] == "outbox"]
+    assert [q["display_name"] for q in outbox] == ["webhooks"]
+
+
+def test_jobs_pages_by_id_and_filters_by_state(filled: Db) -> None:
+    first = cli("jobs", "emails", *filled.args, "--limit", "2", "--json").doc
+    assert len(first["jobs"]) == 2 and first["next_after"] == first["jobs"][-1]["id"]
+    rest = cli("jobs", "emails", *filled.args, "--after", str(first["next_after"]), "--json").doc
+    ids = [j["id"] for j in first["jobs"] + rest["jobs"]]
+    assert ids == sorted(ids) and len(ids) == 6 and rest["next_after"] is None
+    states = {
+        state: [j["id"] for j in cli("jobs", "emails", *filled.args, "--state", state,
+                                     "--json").doc["jobs"]]
+        for state in ("ready", "scheduled", "processing", "dead")
+    }  # fmt: skip
+    assert [len(states[s]) for s in ("ready", "scheduled", "processing", "dead")] == [3, 1, 1, 1]
+
+
+def test_job_shows_payload_attempts_claim_holder_and_error(filled: Db) -> None:
+    processing = cli("jobs", "emails", *filled.args, "--state", "processing", "--json").doc
+    job_id = processing["jobs"][0]["id"]
+    job = cli("job", str(job_id), *filled.args, "--json").doc["job"]
+    assert job["state"] == "processing" and job["claimed_by"] == "worker-1"
+    assert job["attempts"] == 1 and job["claim_expires_at"] is not None
+    assert job["payload"] == {"to": "user0@example.com"}
+    dead = cli("jobs", "emails", *filled.args, "--state", "dead", "--json").doc["jobs"][0]
+    shown = cli("job", str(dead["id"]), *filled.args, "--json").doc["job"]
+    assert shown["last_error"] == "SMTP 550: no such user" and shown["dead_reason"] == "failed"
+    table = cli("job", str(dead["id"]), *filled.args)
+    assert table.code == 0 and "SMTP 550" in table.out and "failed" in table.out
+
+
+def test_streams_schedules_and_locks(filled: Db) -> None:
+    streams = by_name(cli("streams", *filled.args, "--json").doc["streams"])
+    orders = streams["orders"]
+    assert orders["head_offset"] == 3 and orders["events"] == 3
+    assert orders["consumers"] == [{"name": "billing", "offset": 1, "lag": 2, "protected": False}]
+    schedules = by_name(cli("schedules", *filled.args, "--json").doc["schedules"])
+    cleanup = schedules["cleanup"]
+    assert cleanup["queue"] == "reports" and cleanup["expression"] == "@every 1h"
+    assert cleanup["paused"] is False and cleanup["next_fire_at"] is not None
+    locks = by_name(cli("locks", *filled.args, "--json").doc["locks"])
+    nightly = locks["nightly"]
+    assert nightly["owner"] == "host-a" and nightly["held"] is True and nightly["token"] >= 1
+    assert 0 < nightly["ttl_left_s"] <= 600
+
+
+def test_tables_in_a_pipe_are_plain_lines(filled: Db) -> None:
+    out = cli("queues", *filled.args)
+    assert out.code == 0, out.err
+    lines = [line.split() for line in out.out.splitlines() if line.strip()]
+    assert lines[1][:5] == ["emails", "3", "1", "1", "1"] or any(
+        row[:5] == ["emails", "3", "1", "1", "1"] for row in lines
+    )
+    assert not any(ch in out.out for ch in "│─┃━"), "no box drawing outside a terminal"
+
+
+def test_watch_prints_one_document_per_refresh(filled: Db) -> None:
+    out = cli("watch", *filled.args, "--json", "--count", "2", "--interval", "0.1")
+    assert out.code == 0, out.err
+    docs = [orjson.loads(line) for line in out.out.splitlines()]
+    assert len(docs) == 2
+    assert {"at", "queues", "streams", "schedules", "locks"} <= docs[0].keys()
+
+
+def test_names_that_do_not_exist_say_so(filled: Db) -> None:
+    for args in (
+        ("jobs", "emials"),
+        ("dead", "emials"),
+        ("streams", "ordres"),
+        ("job", "999999"),
+        ("pause", "emials"),
+    ):
+        out = cli(*args, *filled.args, "--json")
+        assert out.code == 1, (args, out)
+        assert out.out == "" and "no " in out.err, (args, out)
+
+
+def test_bad_usage_exits_2(filled: Db, tmp_path: Path) -> None:
+    assert cli("queues").code == 2  # no database, no $ALKSTORE_DSN
+    both = cli("queues", "--db", str(tmp_path / "x.db"), "--dsn", PG_DSN)
+    assert both.code == 2 and "not both" in both.err
+    assert cli("jobs", "emails", *filled.args, "--state", "lost").code == 2
+    assert cli("jobs", "__alkstore_x", *filled.args).code == 2
+
+
+def test_dsn_defaults_to_the_environment(tmp_path: Path) -> None:
+    db = make(new_db("postgres", tmp_path), fill_everything)
+    try:
+        out = cli("queues", "--schema", db.location, "--json", env={"ALKSTORE_DSN": PG_DSN})
+        assert "emails" in by_name(out.doc["queues"])
+    finally:
+        drop(db)
+
+
+# -- inspection never writes ------------------------------------------------------
+
+
+def snapshot(folder: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir())}
+
+
+def test_inspection_leaves_a_sqlite_file_byte_for_byte(tmp_path: Path) -> None:
+    db = make(Db("sqlite", str(tmp_path / "app.db")), fill_everything)
+    before = snapshot(tmp_path)
+    for args in (
+        ("queues",), ("jobs", "emails"), ("job", "1"), ("dead", "emails"), ("streams",),
+        ("schedules",), ("locks",), ("watch", "--count", "1"), ("migrate", "--check"),
+    ):  # fmt: skip
+        out = cli(*args, *db.args, "--json")
+        assert out.code == 0, (args, out.err)
+    after = snapshot(tmp_path)
+    assert after["app.db"] == before["app.db"]
+    # Reading a WAL database needs its -shm index: a reader may create it and
+    # an empty -wal beside the file (SQLite's, not alkstore's), nothing else.
+    assert set(after) - set(before) <= {"app.db-wal", "app.db-shm"}
+    wal = tmp_path / "app.db-wal"
+    assert not wal.exists() or "app.db-wal" in before or wal.stat().st_size == 0
+
+
+def test_a_plain_sqlite_file_is_refused_and_left_alone(tmp_path: Path) -> None:
+    path = tmp_path / "plain.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY, total INTEGER)")
+        conn.execute("INSERT INTO orders (total) VALUES (42)")
+    conn.close()
+    before = snapshot(tmp_path)
+    for args in (("queues",), ("jobs", "emails"), ("streams",), ("locks",)):
+        out = cli(*args, "--db", str(path))
+        assert out.code == 2, (args, out)
+        assert "no alkstore schema" in out.err, out.err
+    assert snapshot(tmp_path) == before
+    with sqlite3.connect(path) as conn:
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+    conn.close()
+    assert tables == ["orders"]
+
+
+def test_a_missing_file_is_refused_not_created(tmp_path: Path) -> None:
+    out = cli("queues", "--db", str(tmp_path / "nope.db"))
+    assert out.code == 2 and "no such database file" in out.err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_newer_schema_is_refused(engine: str, tmp_path: Path) -> None:
+    db = make(new_db(engine, tmp_path), fill_everything)
+    try:
+        set_version(db, 99)
+        out = cli("queues", *db.args)
+        assert out.code == 2 and "newer" in out.err, out
+        assert cli("migrate", "--check", *db.args).code == 2
+    finally:
+        drop(db)
+
+
+def set_version(db: Db, version: int) -> None:
+    if db.engine == "sqlite":
+        with sqlite3.connect(db.location) as conn:
+            conn.execute(
+                "UPDATE __alkstore_meta SET value = ? WHERE key = 'schema_version'", (str(version),)
+            )
+        conn.close()
+    else:
+        with psycopg.connect(PG_DSN, autocommit=True) as conn:
+            conn.execute(
+                f"UPDATE \"{db.location}\".meta SET value = %s WHERE key = 'schema_version'",
+                (str(version),),
+            )
+
+
+# -- steering ---------------------------------------------------------------------
+
+
+async def _read(db: Db, fn: Any) -> Any:
+    async with db.open() as store:
+        return await fn(store)
+
+
+def read(db: Db, fn: Any) -> Any:
+    return trio.run(_read, db, fn)
+
+
+def test_pause_and_resume(fresh: Db) -> None:
+    assert cli("pause", "emails", *fresh.args, "--json").doc == {"queue": "emails", "paused": True}
+    assert read(fresh, lambda s: s.queue("emails").is_paused()) is True
+    assert cli("resume", "emails", *fresh.args).code == 0
+    assert read(fresh, lambda s: s.queue("emails").is_paused()) is False
+    assert cli("pause", "not-yet", *fresh.args).code == 1
+    assert cli("pause", "not-yet", *fresh.args, "--force").code == 0
+    assert read(fresh, lambda s: s.queue("not-yet").is_paused()) is True
+
+
+def test_cancel_a_pending_job(fresh: Db) -> None:
+    ready = cli("jobs", "emails", *fresh.args, "--state", "ready", "--json").doc["jobs"]
+    job_id = ready[0]["id"]
+    assert cli("cancel", str(job_id), *fresh.args, "--json").doc["cancelled"] is True
+    assert read(fresh, lambda s: s.queue("emails").get_job(job_id)) is None
+    again = cli("cancel", str(job_id), *fresh.args)
+    assert again.code == 1 and "no job" in again.err
+    dead = cli("jobs", "emails", *fresh.args, "--state", "dead", "--json").doc["jobs"][0]
+    refused = cli("cancel", str(dead["id"]), *fresh.args)
+    assert refused.code == 1 and "dead" in refused.err
+
+
+def test_dead_requeue_and_purge(fresh: Db) -> None:
+    dead = cli("dead", "emails", *fresh.args, "--json").doc["dead"]
+    assert [d["dead_reason"] for d in dead] == ["failed"]
+    job_id = dead[0]["id"]
+    moved = cli("dead", "requeue", "emails", "--id", str(job_id), *fresh.args, "--json").doc
+    assert moved == {"queue": "emails", "requeued": [job_id], "missing": []}
+    info = read(fresh, lambda s: s.queue("emails").get_job(job_id))
+    assert info.state == "pending" and info.attempts == 0
+    missing = cli("dead", "requeue", "emails", "--id", str(job_id), *fresh.args)
+    assert missing.code == 1
+
+    # Kill it again, then purge: --yes is required.
+    async def kill(store: Store) -> None:
+        queue = store.queue("emails")
+        while (job := await queue.claim_one("w")) is not None:
+            if job.id == job_id:
+                await job.fail("again")
+                return
+            await job.release()
+
+    read(fresh, kill)
+    refused = cli("dead", "purge", "emails", "--all", *fresh.args)
+    assert refused.code == 2 and "--yes" in refused.err
+    assert cli("dead", "purge", "emails", "--before", "1h", "--yes", *fresh.args,
+               "--json").doc["purged"] == 0  # fmt: skip
+    assert cli("dead", "purge", "emails", "--all", "--yes", *fresh.args,
+               "--json").doc["purged"] == 1  # fmt: skip
+    assert cli("dead", "emails", *fresh.args, "--json").doc["dead"] == []
+    assert cli("dead", "requeue", "emails", *fresh.args).code == 2  # no selection
+
+
+def test_migrate_creates_then_checks(engine: str, tmp_path: Path) -> None:
+    db = new_db(engine, tmp_path)
+    try:
+        assert cli("migrate", "--check", *db.args).code == 1
+        if engine == "sqlite":
+            assert not Path(db.location).exists()  # --check never creates the file
+        done = cli("migrate", *db.args, "--json").doc
+        assert done["from_version"] == 0 and done["migrated"] is True
+        check = cli("migrate", "--check", *db.args, "--json").doc
+        assert check["current"] is True and check["version"] == done["to_version"]
+        assert cli("migrate", *db.args, "--json").doc["migrated"] is False
+    finally:
+        drop(db)
+
+
+def test_prune_reports_what_it_removed(fresh: Db) -> None:
+    doc = cli("prune", *fresh.args, "--json").doc
+    assert set(doc) == {"history", "dead", "events", "notifications", "locks"}
+    assert all(isinstance(v, int) and v >= 0 for v in doc.values())
