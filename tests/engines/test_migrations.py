@@ -29,6 +29,13 @@ RELEASED = {
             "1dd0b0a0a8a0b596", "68e67c1a8c6897d8", "b6d473858729b9da",
         ),
         2: ("7faff9c7573d178d",),
+        3: (
+            "9745a2c8279a84a0", "937d6c3f0f2127f9", "b863c457360abd61", "1ff3ac7593dd6986",
+            "4e354d24e1c1db6a", "5d0ef4df6ad135f2", "5a6291c5064c5f68", "bdea5b50a900e125",
+            "22b6ff1705751b11", "f9fe2b5a98762087", "8ce55befe582cd26", "4813cacab8077871",
+            "03b8808182eefa67", "8d5b8ee5fe94b1e4", "9f5223d541f3fbcf", "2f7f351ee1b1779f",
+            "c68c8258449e4e3d", "95bb64b7fe8c26eb",
+        ),
     },
     # For the default schema; other schemas differ only by the schema name.
     "postgres": {
@@ -39,6 +46,13 @@ RELEASED = {
             "dc0764be2dfc4d6a",
         ),
         2: ("70d726b721ab6c33",),
+        3: (
+            "d4c6ef1be65098da", "0b4aa9d43d037657", "19880159507ac35d", "1108adacd2c0d23b",
+            "0d6f37d65f095dca", "fe3ff7e39ec86900", "72b1f3f2689efc63", "6c7bf0b95a93e52a",
+            "f1098fe7ddf2a60e", "8cdcbfd4f9f893cc", "0b1ae7748c611d27", "d7e9c50e099ba366",
+            "8fd87733488038fb", "760ea64d0f6f46e2", "e5fd646064041fcb", "1a1b5e16e929e2ec",
+            "c854a37483f84ab3", "d57c52145ebaa4de",
+        ),
     },
 }  # fmt: skip
 
