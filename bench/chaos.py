@@ -28,6 +28,7 @@ import argparse
 import os
 import random
 import sqlite3
+import subprocess
 import sys
 import tempfile
 import time
@@ -37,6 +38,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import psycopg
 import trio
@@ -61,7 +63,7 @@ from alkstore.io_trio import (  # noqa: E402
 )
 from tests.chaos.proxy import FaultyProxy, faulty_proxy  # noqa: E402
 from tests.chaos.test_pg_connection_limit import every_free_connection  # noqa: E402
-from tests.chaos.test_pg_restart import cluster, wait_for_server  # noqa: E402
+from tests.postgres.private_cluster import wait_for_server  # noqa: E402
 
 DSN = os.environ.get("ALKSTORE_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 
@@ -214,6 +216,17 @@ async def network_fault(
             _, detected, recovered = await under_load(load, worker, inject)
     note = f"held {hold:.0f} s, then healed" if hold else ""
     return Row(name, detected, recovered, load.lost(), load.duplicates(), note)
+
+
+def cluster(dsn: str) -> tuple[str, str]:
+    """The (version, name) of the local Debian cluster serving ``dsn``'s port."""
+    port = str(urlsplit(dsn).port or 5432)
+    out = subprocess.run(["pg_lsclusters", "-h"], capture_output=True, text=True, check=True)
+    for line in out.stdout.splitlines():
+        version, name, cluster_port = line.split()[:3]
+        if cluster_port == port:
+            return version, name
+    raise SystemExit(f"no local cluster listens on port {port}: {out.stdout!r}")
 
 
 async def pg_restart(dsn: str, quick: bool) -> Row:

@@ -1,7 +1,11 @@
 """Rule: when another client has taken every connection the server allows,
 opening a store fails at once with a clear DatabaseError, and a running
 store retries with backoff (no hot loop) and resumes by itself once
-connections free up (docs/reliability.md)."""
+connections free up (docs/reliability.md).
+
+The server filled is a cluster of the test's own
+(``tests/postgres/private_cluster.py``): filling the shared one would fail
+the tests running beside this one."""
 
 from __future__ import annotations
 
@@ -10,12 +14,14 @@ from contextlib import contextmanager, suppress
 from functools import partial
 
 import psycopg
+import pytest
 import trio
 
 from alkstore import DatabaseError, Job
 from alkstore.io_trio import ListenerOptions, PostgresOptions, open_postgres
 from tests.backends import PG_DSN
 from tests.postgres.pg import fresh_schema, wait_until
+from tests.postgres.private_cluster import Cluster, private_cluster
 
 from .proxy import faulty_proxy
 
@@ -41,7 +47,15 @@ def every_free_connection(dsn: str = PG_DSN) -> Iterator[list[psycopg.Connection
                 conn.close()
 
 
-async def test_a_full_server_refuses_new_stores_clearly_and_running_ones_back_off() -> None:
+@pytest.fixture
+def server() -> Iterator[Cluster]:
+    with private_cluster(max_connections=20) as cluster:
+        yield cluster
+
+
+async def test_a_full_server_refuses_new_stores_clearly_and_running_ones_back_off(
+    server: Cluster,
+) -> None:
     """The server is full: ``open_postgres`` raises DatabaseError saying so;
     a running worker whose connections were cut tries again a bounded number
     of times (not a hot loop), and runs the job that came due meanwhile once
@@ -58,9 +72,9 @@ async def test_a_full_server_refuses_new_stores_clearly_and_running_ones_back_of
         connect_timeout=2.0,
         listener=ListenerOptions(connect_timeout=2.0, reconnect_cap=1.0),
     )
-    with faulty_proxy(PG_DSN) as proxy:
+    with faulty_proxy(server.dsn) as proxy:
         async with (
-            open_postgres(proxy.dsn(PG_DSN), options=options) as store,
+            open_postgres(proxy.dsn(server.dsn), options=options) as store,
             trio.open_nursery() as nursery,
         ):
             q = store.queue("q")
@@ -74,9 +88,9 @@ async def test_a_full_server_refuses_new_stores_clearly_and_running_ones_back_of
             proxy.refuse = True
             proxy.cut()
             await trio.sleep(0.5)  # the server notices the closed sockets
-            with every_free_connection():
+            with every_free_connection(server.dsn):
                 try:
-                    async with open_postgres(PG_DSN, options=PostgresOptions(schema=schema)):
+                    async with open_postgres(server.dsn, options=PostgresOptions(schema=schema)):
                         raise AssertionError("a store opened on a full server")
                 except DatabaseError as exc:
                     assert "too many clients" in str(exc)

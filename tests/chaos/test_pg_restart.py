@@ -3,27 +3,26 @@ processes, subscribers and listeners resume by themselves, every receiver is
 told to re-check, no job is lost and none is left stranded
 (docs/reliability.md).
 
-The test restarts the developer's (or CI's) own cluster with
-``pg_ctlcluster`` and waits until it answers again, so it leaves the server
-running. Jobs whose handler ran while the server went away may run twice (an
-ack lost with its connection); any other duplicate fails the test.
+The test restarts a cluster of its own (``tests/postgres/private_cluster.py``),
+never the shared server the rest of the suite is using at the same time.
+Jobs whose handler ran while the server went away may run twice (an ack lost
+with its connection); any other duplicate fails the test.
 """
 
 from __future__ import annotations
 
-import subprocess
-import time
+from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import psycopg
+import pytest
 import trio
 
 from alkstore import LISTENER_RECONNECTED, CommitUnknown, DatabaseError
 from alkstore.io_trio import PostgresOptions, open_postgres
-from tests.backends import PG_DSN
 from tests.faults.procs import STARTUP, process
-from tests.postgres.pg import fresh_schema, sql
+from tests.postgres.pg import fresh_schema
+from tests.postgres.private_cluster import Cluster, private_cluster
 
 from . import pg_worker
 from .logs import read_log, wait_for_lines
@@ -31,46 +30,16 @@ from .logs import read_log, wait_for_lines
 WORKERS = 2
 
 
-def cluster(dsn: str = PG_DSN) -> tuple[str, str]:
-    """The (version, name) of the local cluster serving ``dsn``'s port."""
-    port = str(urlsplit(dsn).port or 5432)
-    out = subprocess.run(["pg_lsclusters", "-h"], capture_output=True, text=True, check=True)
-    for line in out.stdout.splitlines():
-        version, name, cluster_port = line.split()[:3]
-        if cluster_port == port:
-            return version, name
-    raise AssertionError(f"no local cluster listens on port {port}: {out.stdout!r}")
-
-
-def restart_server() -> float:
-    """Restart the cluster; return the time.time() it answered again."""
-    version, name = cluster()
-    subprocess.run(
-        ["pg_ctlcluster", "--skip-systemctl-redirect", version, name, "restart", "-m", "fast"],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
-    wait_for_server(PG_DSN)
-    return time.time()
-
-
-def wait_for_server(dsn: str, timeout: float = 60.0) -> None:
-    """Return once the server at ``dsn`` answers a query."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            with psycopg.connect(dsn, connect_timeout=2) as conn:
-                conn.execute("SELECT 1")
-            return
-        except psycopg.OperationalError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
+@pytest.fixture
+def server() -> Iterator[Cluster]:
+    """A cluster of the test's own: restarting the shared one would fail the
+    tests running beside this one."""
+    with private_cluster() as cluster:
+        yield cluster
 
 
 async def test_workers_subscribers_and_listeners_resume_after_a_server_restart(
-    tmp_path: Path,
+    tmp_path: Path, server: Cluster
 ) -> None:
     """Two worker processes under a steady enqueue load; the server restarts:
     each process gets the reconnect wake, works on, receives a stream event
@@ -78,11 +47,11 @@ async def test_workers_subscribers_and_listeners_resume_after_a_server_restart(
     most the handlers in flight, and no job is left behind."""
     schema = fresh_schema()
     log = str(tmp_path / "log")
-    argv = ["-m", "tests.chaos.pg_worker", PG_DSN, schema, log]
+    argv = ["-m", "tests.chaos.pg_worker", server.dsn, schema, log]
     options = PostgresOptions(schema=schema, pool_size=1, connect_timeout=2.0)
     acked: set[int] = set()
     maybe: set[int] = set()
-    async with open_postgres(PG_DSN, options=options) as producer:
+    async with open_postgres(server.dsn, options=options) as producer:
         queue = producer.queue(pg_worker.QUEUE)
         async with process(argv) as first, process(argv) as second:
             procs = {first.pid, second.pid}
@@ -106,7 +75,7 @@ async def test_workers_subscribers_and_listeners_resume_after_a_server_restart(
             await produce(100)
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(produce, 300)
-                back = await trio.to_thread.run_sync(restart_server)
+                back = await trio.to_thread.run_sync(server.restart)
             await produce(100)
             await producer.stream(pg_worker.STREAM).publish("after")
 
@@ -117,7 +86,8 @@ async def test_workers_subscribers_and_listeners_resume_after_a_server_restart(
             await wait_for_lines(log, finished, 60)
             await trio.sleep(pg_worker.VISIBILITY_TIMEOUT + 1)  # any late re-run shows now
             lines = read_log(log)
-        stranded = sql(f'SELECT id, state FROM "{schema}".jobs')
+        with psycopg.connect(server.dsn) as conn:
+            stranded = conn.execute(f'SELECT id, state FROM "{schema}".jobs').fetchall()
 
     done = [int(x[1]) for x in lines.of("done")]
     assert acked <= set(done)

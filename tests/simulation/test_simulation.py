@@ -35,7 +35,7 @@ from alkstore.testing.sim_postgres import PostgresSimBackend
 from alkstore.testing.sim_sqlite import SqliteSimBackend
 
 from ..backends import BACKENDS, PG_DSN, PG_TEST_SCHEMA_PREFIX, selected_backends
-from .conftest import EXPLORED
+from .conftest import explored
 
 # Everything at once: producers with committed and rolled-back transactions,
 # workers that ack, retry, fail, heartbeat, release or walk away, lock
@@ -109,9 +109,8 @@ def test_seeded_simulations_within_budget(
     while time.monotonic() < deadline:
         steps += run_seed(RICH, runs, backend=engine, shrink_failures=True)
         runs += 1
-    EXPLORED[f"{engine.name}: seeded (rich config)"] = (
-        f"{runs} seeds, {steps} steps in {BUDGET_S:g} s"
-    )
+    explored(request, f"{engine.name}: seeded (rich config)",
+             f"{runs} seeds, {steps} steps in {BUDGET_S:g} s")  # fmt: skip
     assert runs > 0
 
 
@@ -220,15 +219,14 @@ EXHAUSTIVE_CASES = [
 
 @pytest.mark.parametrize(("engine_name", "name"), EXHAUSTIVE_CASES)
 def test_every_interleaving_keeps_the_invariants(
-    engine_name: str, name: str, engines: Engines
+    engine_name: str, name: str, engines: Engines, request: pytest.FixtureRequest
 ) -> None:
     """Each small configuration's every schedule, crash point and clock jump is run once."""
     config = (EXHAUSTIVE if engine_name == "sqlite" else EXHAUSTIVE_PG)[name]
     result = explore(config, limit=50_000, backend=engines[engine_name])
-    EXPLORED[f"{engine_name}: {name}"] = (
-        f"{result.interleavings} interleavings, {result.steps} steps, "
-        f"up to {result.max_depth} choices deep"
-    )
+    explored(request, f"{engine_name}: {name}",
+             f"{result.interleavings} interleavings, {result.steps} steps, "
+             f"up to {result.max_depth} choices deep")  # fmt: skip
     assert result.interleavings > 1
 
 
