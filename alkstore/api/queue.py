@@ -82,6 +82,13 @@ class Job:
         return self._record.id
 
     @property
+    def store(self) -> Store:
+        """The store the job was claimed from: a handler's way back to the
+        database (its own SQL in ``store.transaction()``, follow-up jobs,
+        publishes), also when ``alkstore worker`` opened the store."""
+        return self._queue._store
+
+    @property
     def queue(self) -> str:
         """The name of the job's queue."""
         return self._record.queue

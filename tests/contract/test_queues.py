@@ -74,6 +74,7 @@ async def test_claim_sets_owner_attempts_and_claim_expiry(store: Store, clock: M
     assert job.created_at == at(clock, -1)
     assert job.expires_at is None
     assert job.claim_expires_at == at(clock, 30)
+    assert job.store is store
     got = await info(q, job_id)
     assert got.state == "processing"
     assert got.attempts == 1
