@@ -1,0 +1,68 @@
+"""examples/trio_app run as its README says: ``python app.py``, Starlette under
+hypercorn's trio worker with the alkstore worker in the same nursery, on one SQLite
+file or one Postgres schema; stopped by SIGTERM, which drains it."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import pytest
+
+from .harness import (
+    ENGINES,
+    EXAMPLES,
+    SOON,
+    STARTUP,
+    database,
+    free_port,
+    http,
+    processes,
+    until,
+    wait_for_http,
+)
+
+pytestmark = pytest.mark.slow
+
+APP = EXAMPLES / "trio_app"
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_an_order_is_processed_in_process_and_a_failed_one_leaves_no_job(
+    engine: str, tmp_path: Path
+) -> None:
+    with database(engine, tmp_path) as db, processes(tmp_path) as run:
+        port = free_port()
+        base = f"http://127.0.0.1:{port}"
+        app = run.start("app", ["app.py", "--bind", f"127.0.0.1:{port}"], cwd=APP, env=db.env)
+        wait_for_http(f"{base}/queue", run)
+
+        status, body = http("POST", f"{base}/orders", {"id": "A-1", "item": "book"})
+        assert status == 201, body
+
+        def processed() -> bool:
+            status, order = http("GET", f"{base}/orders/A-1")
+            assert status == 200, order
+            return bool(order["status"] == "processed")
+
+        until(processed, STARTUP, "order A-1 processed by the app's worker", run)
+
+        # Pause the queue, as an operator would, so that what it holds stays put: the
+        # duplicate's job was enqueued before its INSERT failed; the rollback took it.
+        pause = run.start(
+            "pause", ["-m", "alkstore", "pause", "orders", "--force", *db.cli],
+            cwd=APP, env=db.env,
+        )  # fmt: skip
+        assert pause.wait() == 0, run.describe()
+        status, body = http("POST", f"{base}/orders", {"id": "A-1", "item": "lamp"})
+        assert status == 409, body
+        status, body = http("POST", f"{base}/orders", {"id": "B-2", "item": "lamp"})
+        assert status == 201, body
+        status, stats = http("GET", f"{base}/queue")
+        assert status == 200 and stats["paused"], stats
+        assert (stats["ready"], stats["processing"]) == (1, 0), stats
+        status, order = http("GET", f"{base}/orders/A-1")
+        assert (order["item"], order["status"]) == ("book", "processed")
+
+        assert app.stop(signal.SIGTERM, SOON) == 0, run.describe()  # drained cleanly
+        assert "worker drained" in app.output()
