@@ -9,14 +9,10 @@ The database comes from the environment, as the ``alkstore`` command reads it:
   connection's ``search_path`` puts it (``public`` unless the DSN says otherwise).
 """
 
-import asyncio
 import os
-import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
-
-import psycopg
 
 from alkstore import Store
 from alkstore.io_asyncio import PostgresOptions, open_postgres, open_sqlite
@@ -47,10 +43,10 @@ async def open_store() -> AsyncIterator[Store]:
             yield store
 
 
-def sql(statement: str) -> str:
+def sql(store: Store, statement: str) -> str:
     """``statement`` with the store's placeholders: ``?`` on SQLite, ``$1, $2, ...`` on
     Postgres (``tx.execute`` passes SQL through untranslated)."""
-    if DSN is None:
+    if store.engine == "sqlite":
         return statement
     first, *rest = statement.split("?")
     return first + "".join(f"${n}{part}" for n, part in enumerate(rest, start=1))
@@ -64,7 +60,8 @@ async def create_tables(store: Store) -> None:
 async def find_order(store: Store, order_id: str) -> dict[str, Any] | None:
     async with store.transaction() as tx:
         rows = await tx.execute(
-            sql("SELECT id, item, quantity, status, job_id FROM orders WHERE id = ?"), (order_id,)
+            sql(store, "SELECT id, item, quantity, status, job_id FROM orders WHERE id = ?"),
+            (order_id,),
         )
     if not rows:
         return None
@@ -72,25 +69,12 @@ async def find_order(store: Store, order_id: str) -> dict[str, Any] | None:
     return {"id": id_, "item": item, "quantity": quantity, "status": status, "job_id": job_id}
 
 
-# -- the worker's side: the handler writes through a connection of its own ------------
+# -- the worker's side ------------------------------------------------------------------
 
 
-async def mark_processed(order_id: str) -> None:
-    """Set the order's status to ``processed``; running it twice does no harm (a job runs
-    at least once)."""
-    if DSN is not None:
-        async with await psycopg.AsyncConnection.connect(DSN) as conn:  # commits on exit
-            await conn.execute(
-                "UPDATE orders SET status = 'processed' WHERE id = %s", (order_id,)
-            )
-    else:
-        await asyncio.to_thread(_mark_processed_sqlite, order_id)
-
-
-def _mark_processed_sqlite(order_id: str) -> None:
-    conn = sqlite3.connect(DB, timeout=10)
-    try:
-        with conn:  # commits
-            conn.execute("UPDATE orders SET status = 'processed' WHERE id = ?", (order_id,))
-    finally:
-        conn.close()
+async def mark_processed(store: Store, order_id: str) -> None:
+    """Set the order's status to ``processed``, on the store the worker opened (the
+    handler's ``job.store``); running it twice does no harm (a job runs at least once)."""
+    async with store.transaction() as tx:
+        await tx.execute(sql(store, "UPDATE orders SET status = 'processed' WHERE id = ?"),
+                         (order_id,))  # fmt: skip

@@ -48,8 +48,9 @@ async def create_order(order: NewOrder, store: StoreDep) -> dict[str, Any]:
             job_id = await tx.enqueue("orders", {"order_id": order.id})
             await tx.execute(
                 db.sql(
+                    store,
                     "INSERT INTO orders (id, item, quantity, status, job_id)"
-                    " VALUES (?, ?, ?, 'new', ?)"
+                    " VALUES (?, ?, ?, 'new', ?)",
                 ),
                 (order.id, order.item, order.quantity, job_id),
             )

@@ -17,7 +17,7 @@ class OrderJob:
 async def process_order(job: Job) -> None:
     order = job.payload_as(OrderJob)
     # ... charge, ship, send the e-mail: the real work goes here ...
-    await db.mark_processed(order.order_id)
+    await db.mark_processed(job.store, order.order_id)  # the worker's own store
     # Returning acks the job; raising retries it with backoff.
 
 
