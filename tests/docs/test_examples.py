@@ -78,7 +78,10 @@ def docs_database() -> Iterator[str]:
             pid = stale.removeprefix(DOCS_DB_PREFIX)
             if stale == name or (pid.isdigit() and not _alive(int(pid))):
                 conn.execute(f'DROP DATABASE IF EXISTS "{stale}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE template0')
+        # FILE_COPY (PostgreSQL 15+): creating and dropping take milliseconds
+        # instead of a WAL-logged copy and a checkpoint.
+        fast = " STRATEGY FILE_COPY" if conn.info.server_version >= 150000 else ""
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE template0{fast}')
     try:
         yield make_conninfo(PG_DSN, dbname=name)
     finally:
