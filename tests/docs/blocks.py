@@ -155,7 +155,7 @@ def programs(found: list[Block]) -> list[Program]:
     return [Program(tuple(parts)) for parts in out]
 
 
-def test_files(found: list[Block]) -> dict[str, list[Block]]:
+def file_blocks(found: list[Block]) -> dict[str, list[Block]]:
     """Per page, its blocks that are files of a pytest run (tests and config)."""
     out: dict[str, list[Block]] = {}
     for block in found:

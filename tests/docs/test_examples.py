@@ -23,11 +23,11 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from tests.backends import PG_DSN
 
-from .blocks import PYTHON_ALIASES, ROOT, Block, Program, all_blocks, pages, programs, test_files
+from .blocks import PYTHON_ALIASES, ROOT, Block, Program, all_blocks, file_blocks, pages, programs
 
 BLOCKS = all_blocks()
 PROGRAMS = programs(BLOCKS)
-TEST_FILES = test_files(BLOCKS)
+TEST_FILES = file_blocks(BLOCKS)
 TEST_FILE_BLOCKS = [
     b for bs in TEST_FILES.values() for b in bs if (b.file_name or "").startswith("test_")
 ]
@@ -38,9 +38,7 @@ def test_the_collector_finds_every_python_block() -> None:
     """Counted independently of the parser: every ```python fence (indented
     or not) is a program's part or a test file, so none is left out, and a
     pattern change cannot silently collect nothing."""
-    fences = sum(
-        len(re.findall(r"^ *```python *$", p.read_text(), re.M)) for p in pages()
-    )
+    fences = sum(len(re.findall(r"^ *```python *$", p.read_text(), re.M)) for p in pages())
     collected = sum(len(p.parts) for p in PROGRAMS) + sum(
         1 for bs in TEST_FILES.values() for b in bs if b.lang == "python"
     )
@@ -152,7 +150,9 @@ def _pytest_run(page: str, tmp: pytest.TempPathFactory) -> str:
 
 
 @pytest.mark.parametrize(
-    "block", TEST_FILE_BLOCKS, ids=[f"{b.page.removeprefix('docs/')}:{b.file_name}" for b in TEST_FILE_BLOCKS]
+    "block",
+    TEST_FILE_BLOCKS,
+    ids=[f"{b.page.removeprefix('docs/')}:{b.file_name}" for b in TEST_FILE_BLOCKS],
 )
 def test_test_file_passes_under_plain_pytest(
     block: Block, tmp_path_factory: pytest.TempPathFactory
