@@ -15,7 +15,8 @@ The rules, for anyone writing a page:
   holding the page's other such files and its config blocks (a block of
   any language whose first line is ``# pyproject.toml``, ``# pytest.ini``
   or ``# conftest.py``), with nothing else of this repository's config.
-- A program that mentions ``postgres`` runs with ``$ALKSTORE_PG_DSN``
+- A program that opens Postgres (``open_postgres``, ``psycopg``,
+  ``PostgresSimBackend``, ``ALKSTORE_PG_DSN``) runs with ``$ALKSTORE_PG_DSN``
   naming a database of this test session's own (created empty, emptied
   after each program, dropped at the end), so it may create tables and
   use alkstore's default schema: write the DSN as a user would,
@@ -75,7 +76,7 @@ def pages() -> list[Path]:
 def blocks(path: Path) -> list[Block]:
     """Every fenced block of a page, in order (indented ones included)."""
     lines = path.read_text().split("\n")
-    page = path.relative_to(ROOT).as_posix()
+    page = path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else path.name
     found: list[Block] = []
     i = 0
     while i < len(lines):
@@ -135,7 +136,7 @@ class Program:
 
     @property
     def uses_postgres(self) -> bool:
-        return "postgres" in self.code.lower()
+        return re.search(r"open_postgres|PG_DSN|PostgresSimBackend|psycopg", self.code) is not None
 
 
 def programs(found: list[Block]) -> list[Program]:

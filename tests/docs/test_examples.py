@@ -9,6 +9,7 @@ nothing of this repository's.
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import re
 import runpy
@@ -32,6 +33,7 @@ TEST_FILE_BLOCKS = [
     b for bs in TEST_FILES.values() for b in bs if (b.file_name or "").startswith("test_")
 ]
 DOCS_DB_PREFIX = "alk_docs_"
+PROGRAM_TIMEOUT = 120  # seconds; each program takes well under one
 
 
 def test_the_collector_finds_every_python_block() -> None:
@@ -114,9 +116,13 @@ def test_program_runs(
         dsn = request.getfixturevalue("docs_database")
         monkeypatch.setenv("ALKSTORE_PG_DSN", dsn)
     monkeypatch.chdir(tmp_path)
+    # A program that hangs ends the run with every thread's traceback
+    # instead of holding CI until its own timeout.
+    faulthandler.dump_traceback_later(PROGRAM_TIMEOUT, exit=True)
     try:
         runpy.run_path(str(script), run_name="__main__")
     finally:
+        faulthandler.cancel_dump_traceback_later()
         if dsn is not None:
             _empty(dsn)
 
