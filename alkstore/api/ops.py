@@ -23,7 +23,7 @@ from typing import Any, Protocol, TypeVar
 from ..protocol import codec, inspection, queues, streams
 from ..protocol import wakes as wake_plans
 from ..protocol.dialect import Dialect
-from ..protocol.errors import InvalidArgument, PayloadTooLarge, brief
+from ..protocol.errors import InvalidArgument, PayloadTooLarge, UsageError, brief
 from ..protocol.names import check_identifier, check_key, check_name, outbox_queue_name
 from ..protocol.plan import Plan
 from ..protocol.queues import check_limit
@@ -78,6 +78,14 @@ class OutboxHandle:
 
     __slots__ = ()
     queue: QueueHandle
+
+
+def read_only_refusal(what: str) -> UsageError:
+    """What a store opened with ``read_only=True`` raises for ``what``, which writes."""
+    return UsageError(
+        f"{what} writes, and this store was opened read-only "
+        "(open it without read_only=True to write)"
+    )
 
 
 # -- enqueue ------------------------------------------------------------------------

@@ -107,10 +107,7 @@ class Store:
     def _check_writable(self, what: str) -> None:
         """``UsageError`` if this store was opened read-only."""
         if self._read_only:
-            raise UsageError(
-                f"{what} writes, and this store was opened read-only "
-                "(open it without read_only=True to write)"
-            )
+            raise ops.read_only_refusal(what)
 
     @property
     def closed(self) -> bool:
