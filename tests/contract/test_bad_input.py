@@ -27,7 +27,6 @@ from alkstore import (
     Stream,
     Transaction,
 )
-
 from tests.sync_adapter import NotOnSync
 
 from . import aio
