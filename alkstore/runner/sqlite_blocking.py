@@ -187,6 +187,6 @@ def _open_transaction(conn: sqlite3.Connection) -> None:
             return
     raise UsageError(
         "join() needs the connection inside a transaction: it is in autocommit mode with none "
-        "open, so every statement would commit on its own (open one first; with Django, join inside "
-        "transaction.atomic())"
+        "open, so every statement would commit on its own (open one first; with Django, join "
+        "inside transaction.atomic())"
     )
