@@ -114,12 +114,31 @@ BACKENDS: dict[str, Backend] = {
 }
 
 
-def selected_backends(*, driver: str | None = None) -> list[str]:
+
+def _sync_backend(engine: str, companion: Opener) -> Backend:
+    from .sync_adapter import opener
+
+    new_location = _sqlite_location if engine == "sqlite" else _pg_location
+    return Backend(f"{engine}-sync", engine, "sync", opener(engine, companion), new_location)
+
+
+# The blocking stores of ``alkstore.sync`` (tests/sync_adapter.py): only the
+# tests marked ``producer`` run on them; their consumer side (claims,
+# workers, subscriptions, listening) is an async trio store on the same
+# database.
+BACKENDS["sqlite-sync"] = _sync_backend("sqlite", _sqlite_trio)
+BACKENDS["postgres-sync"] = _sync_backend("postgres", _postgres_trio)
+
+
+def selected_backends(*, driver: str | None = None, sync: bool = False) -> list[str]:
     """All backends, or those named in ALKSTORE_BACKENDS (comma-separated);
-    only those of ``driver`` when it is given."""
+    only those of ``driver`` when it is given; the blocking ``*-sync`` ones
+    only when ``sync`` (or ``driver="sync"``)."""
     wanted = os.environ.get("ALKSTORE_BACKENDS")
     names = [n.strip() for n in wanted.split(",") if n.strip()] if wanted else list(BACKENDS)
     unknown = [n for n in names if n not in BACKENDS]
     if unknown:
         raise RuntimeError(f"unknown backends in ALKSTORE_BACKENDS: {unknown}")
-    return [n for n in names if driver is None or BACKENDS[n].driver == driver]
+    if driver is not None:
+        return [n for n in names if BACKENDS[n].driver == driver]
+    return [n for n in names if sync or BACKENDS[n].driver != "sync"]

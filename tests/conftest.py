@@ -57,7 +57,7 @@ def _postgres_test_schemas() -> Iterator[None]:
     _drop_test_schemas(only_pid=os.getpid())
 
 
-@pytest.fixture(params=selected_backends())
+@pytest.fixture(params=selected_backends(sync=True))
 def backend(request: pytest.FixtureRequest) -> Backend:
     return BACKENDS[request.param]
 
@@ -96,8 +96,31 @@ def _on_asyncio(node: Any) -> bool:
     return isinstance(name, str) and BACKENDS[name].driver == "asyncio"
 
 
+def _on_sync(node: Any) -> bool:
+    callspec = getattr(node, "callspec", None)
+    name = callspec.params.get("backend") if callspec is not None else None
+    return isinstance(name, str) and BACKENDS[name].driver == "sync"
+
+
+def _producer_case(item: pytest.Item) -> bool:
+    """Marked ``producer``, and not one of the parameters the mark's
+    ``exclude`` names (the cases of a parametrised test that call what only
+    the async stores have)."""
+    mark = item.get_closest_marker("producer")
+    if mark is None:
+        return False
+    callspec = getattr(item, "callspec", None)
+    params = callspec.params.values() if callspec is not None else ()
+    return not any(isinstance(v, str) and v in mark.kwargs.get("exclude", ()) for v in params)
+
+
 @pytest.hookimpl(trylast=True)  # after pytest-trio has marked every async test
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # The blocking backends (``*-sync``) run the tests marked ``producer`` only.
+    dropped = {i for i in items if _on_sync(i) and not _producer_case(i)}
+    if dropped:
+        config.hook.pytest_deselected(items=[i for i in items if i in dropped])
+        items[:] = [i for i in items if i not in dropped]
     for item in items:
         if _on_asyncio(item):
             item.own_markers[:] = [m for m in item.own_markers if m.name != "trio"]

@@ -13,6 +13,7 @@ from ..protocol.errors import AlkstoreError
 from ..protocol.names import check_identifier, outbox_queue_name
 from ..protocol.types import EnqueueOptions, JobInfo, QueueOptions, QueueStats, WorkerReport
 from ..protocol.worker import settle_bound
+from . import ops
 from .queue import Job, Queue
 from .worker import check_handler, default_worker_id, log_refused_acks, retry_failed
 
@@ -25,7 +26,7 @@ Deliver = Callable[[codec.JSON], Awaitable[Any]]
 log = logging.getLogger("alkstore.worker")
 
 
-class Outbox:
+class Outbox(ops.OutboxHandle):
     """Messages to deliver, backed by the reserved queue ``__alkstore_outbox:{name}``.
 
     Enqueue inside a transaction (``tx.outbox_enqueue``) so the message exists
@@ -35,7 +36,7 @@ class Outbox:
 
     def __init__(self, store: Store, name: str, options: QueueOptions) -> None:
         self.name = name
-        self.queue = Queue(store, outbox_queue_name(name), options)
+        self.queue: Queue = Queue(store, outbox_queue_name(name), options)
 
     def __repr__(self) -> str:
         return f"Outbox({self.name!r})"

@@ -8,11 +8,11 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 
-from ..protocol import claim, codec, inspection, queues
+from ..protocol import claim, codec, queues
 from ..protocol.errors import InvalidArgument, brief
 from ..protocol.ints import check_bool
 from ..protocol.names import check_identifier
-from ..protocol.timeconv import Duration, duration_us, instant_us, to_datetime
+from ..protocol.timeconv import Duration, duration_us, to_datetime
 from ..protocol.types import (
     EnqueueOptions,
     JobInfo,
@@ -20,9 +20,9 @@ from ..protocol.types import (
     QueueOptions,
     QueueStats,
     WorkerReport,
-    resolve_enqueue,
-    resolve_enqueue_many,
 )
+from . import ops
+from .ops import INLINE_MAX
 
 if TYPE_CHECKING:
     from .drain import Drain
@@ -32,10 +32,6 @@ T = TypeVar("T")
 
 
 log = logging.getLogger("alkstore.queue")
-
-# Operations on more rows than this are ``bulk`` (off the event loop's thread
-# on SQLite: their work grows with their size).
-INLINE_MAX = 200
 
 
 def log_buried(queue: str, buried: Sequence[tuple[int, str]]) -> None:
@@ -210,7 +206,7 @@ class Job:
         return await store._run(plan)
 
 
-class Queue:
+class Queue(ops.QueueHandle):
     """A named queue. Creating the handle does no IO."""
 
     def __init__(self, store: Store, name: str, options: QueueOptions) -> None:
@@ -227,12 +223,12 @@ class Queue:
         deadline for the first claim)."""
         store = self._store
         now = store._now_us()
-        job = resolve_enqueue(self.name, payload, now, self._options, **options)
+        job = ops.new_job(self.name, payload, now, self._options, **options)
         if store._telemetry is not None:
             return await store._telemetry.enqueue(
-                job, lambda j: store._run(queues.enqueue(store._dialect, j, store._origin, now))
+                job, lambda j: store._run(ops.insert(store, j, now))
             )
-        return await store._run(queues.enqueue(store._dialect, job, store._origin, now))
+        return await store._run(ops.insert(store, job, now))
 
     async def enqueue_batch(
         self, payloads: Iterable[codec.JSON], **options: Unpack[EnqueueOptions]
@@ -240,23 +236,14 @@ class Queue:
         """Add many jobs with the same options in one transaction."""
         store = self._store
         now = store._now_us()
-        if isinstance(payloads, str | bytes | dict) or not isinstance(payloads, Iterable):
-            raise InvalidArgument(f"payloads must be a list (or iterable) of payloads, got "
-                                  f"{brief(payloads)}")  # fmt: skip
-        jobs = resolve_enqueue_many(self.name, payloads, now, self._options, **options)
+        jobs = ops.new_jobs(self.name, self._options, payloads, now, options)
         if not jobs:
             return []
-        bulk = len(jobs) > INLINE_MAX
         if store._telemetry is not None:
             return await store._telemetry.enqueue_many(
-                self.name,
-                jobs,
-                lambda js: store._run(
-                    queues.enqueue_many(store._dialect, js, store._origin, now), bulk=bulk
-                ),
+                self.name, jobs, lambda js: store._run(*ops.insert_many(store, js, now))
             )
-        plan = queues.enqueue_many(store._dialect, jobs, store._origin, now)
-        return await store._run(plan, bulk=bulk)
+        return await store._run(*ops.insert_many(store, jobs, now))
 
     async def claim_one(self, worker_id: str) -> Job | None:
         """Claim the next claimable job for ``worker_id``, or ``None`` when there is none."""
@@ -296,19 +283,14 @@ class Queue:
         """Delete a pending or processing job (into history, outcome ``cancelled``, when the queue
         keeps history); ``False`` if there was none (a processing job's worker then gets
         ``False`` when it settles)."""
-        job_id = queues.check_job_id(job_id)
-        store = self._store
-        plan = queues.cancel(store._dialect, self.name, job_id, store._now_us())
-        return await store._run(plan)
+        return await self._store._run(ops.cancel(self._store, self.name, job_id))
 
     async def get_job(self, job_id: int) -> JobInfo | None:
         """Job ``job_id`` of this queue: live (``pending``, ``processing``),
         ``dead``, or finished (``acked``, ``cancelled``) while the queue keeps
         history; ``None`` when it is none of these (finished with no history
         kept, or not this queue's)."""
-        job_id = queues.check_job_id(job_id)
-        plan = queues.get_job(self._store._dialect, self.name, job_id)
-        return await self._store._run(plan)
+        return await self._store._run(ops.get_job(self._store, self.name, job_id))
 
     async def list_jobs(
         self, *, state: str | None = None, limit: int = 100, after: int | None = None
@@ -319,14 +301,7 @@ class Queue:
         ``"pending"`` (both), ``"processing"``, ``"dead"``, or the finished
         jobs its history keeps, ``"acked"`` and ``"cancelled"``; None: every
         live and dead job. Another state is an ``InvalidArgument``."""
-        store = self._store
-        state = inspection.check_job_state(state)
-        after = inspection.check_after(after)
-        limit = queues.check_limit(limit)
-        plan = inspection.list_jobs(
-            store._dialect, self.name, state, after, limit, store._now_us()
-        )
-        return await store._run(plan, bulk=limit > INLINE_MAX)
+        return await self._store._run(*ops.list_jobs(self._store, self.name, state, limit, after))
 
     async def sweep_expired(self) -> int:
         """Move expired and stranded jobs of this queue to dead; returns how many.
@@ -357,9 +332,7 @@ class Queue:
         await self._set_paused(False)
 
     async def _set_paused(self, paused: bool) -> None:
-        store = self._store
-        plan = queues.set_paused(store._dialect, self.name, paused, store._origin, store._now_us())
-        await store._run(plan)
+        await self._store._run(ops.set_paused(self._store, self.name, paused))
 
     async def set_retention(self, *, history: Duration | None, dead: Duration | None) -> None:
         """How long this queue keeps what it is done with, for every process
@@ -379,28 +352,20 @@ class Queue:
 
     async def is_paused(self) -> bool:
         """Whether the queue is paused now."""
-        return await self._store._run(queues.is_paused(self._store._dialect, self.name))
+        return await self._store._run(ops.is_paused(self._store, self.name))
 
     async def stats(self) -> QueueStats:
         """The queue's counts, as of now."""
-        plan = queues.stats(self._store._dialect, self.name, self._store._now_us())
-        return await self._store._run(plan, bulk=True)  # counts grow with the queue
+        return await self._store._run(*ops.stats(self._store, self.name))
 
     async def dead_letters(self, limit: int = 100) -> list[JobInfo]:
         """Up to ``limit`` dead jobs of this queue, oldest first."""
-        limit = queues.check_limit(limit)
-        plan = queues.dead_letters(self._store._dialect, self.name, limit)
-        return await self._store._run(plan, bulk=limit > INLINE_MAX)
+        return await self._store._run(*ops.dead_letters(self._store, self.name, limit))
 
     async def requeue_dead(self, job_id: int) -> bool:
         """Move a dead job back to pending, due now, attempts reset, no deadline;
         ``False`` if it is not dead here."""
-        job_id = queues.check_job_id(job_id)
-        store = self._store
-        plan = queues.requeue_dead(
-            store._dialect, self.name, job_id, store._origin, store._now_us()
-        )
-        return await store._run(plan)
+        return await self._store._run(ops.requeue_dead(self._store, self.name, job_id))
 
     async def purge_dead(
         self, before: datetime | None = None, *, ids: Sequence[int] | None = None
@@ -408,15 +373,8 @@ class Queue:
         """Delete this queue's dead jobs: every one, those that died before
         ``before``, or those among ``ids`` (other ids are left alone); returns
         how many. Give ``before`` or ``ids``, not both."""
-        store = self._store
-        if ids is not None:
-            if before is not None:
-                raise InvalidArgument("give before or ids, not both")
-            plan = queues.purge_dead_ids(store._dialect, self.name, queues.check_job_ids(ids))
-            return await store._run(plan, bulk=True)
-        before_us = None if before is None else instant_us(before, "before")
-        plan = queues.purge_dead(store._dialect, self.name, before_us)
-        return await store._run(plan, bulk=True)
+        plan = ops.purge_dead(self._store, self.name, before, ids)
+        return await self._store._run(plan, bulk=True)
 
     async def next_due(self) -> datetime | None:
         """When the next job becomes claimable; ``None`` when the queue is empty."""

@@ -9,11 +9,10 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..protocol import codec, inspection, locks, queues
+from ..protocol import codec, inspection, locks
 from ..protocol import schedule as schedule_plans
-from ..protocol import wakes as wake_plans
 from ..protocol.backoff import Backoff
-from ..protocol.errors import CommitUnknown, PayloadTooLarge, UsageError
+from ..protocol.errors import CommitUnknown, UsageError
 from ..protocol.housekeeping import PruneReport
 from ..protocol.lifecycle import Lifecycle
 from ..protocol.names import check_identifier, check_name
@@ -31,6 +30,7 @@ from ..protocol.types import (
 from ..runner.executor import Executor, TxSession
 from ..runner.hub import WakeHub
 from ..runner.runtime import Clock, Runtime, TaskGroup
+from . import ops
 from .wakes import WakeReceiver
 
 if TYPE_CHECKING:
@@ -107,10 +107,7 @@ class Store:
     def _check_writable(self, what: str) -> None:
         """``UsageError`` if this store was opened read-only."""
         if self._read_only:
-            raise UsageError(
-                f"{what} writes, and this store was opened read-only "
-                "(open it without read_only=True to write)"
-            )
+            raise ops.read_only_refusal(what)
 
     @property
     def closed(self) -> bool:
@@ -128,10 +125,11 @@ class Store:
     def _dialect(self) -> Any:
         return self._executor.dialect
 
-    async def _run(self, plan: Plan[T], *, bulk: bool = False) -> T:
+    async def _run(self, plan: Plan[T], bulk: bool = False) -> T:
         """Run ``plan`` in a transaction of its own. ``bulk``: its work grows
         with its input or with the data (an engine keeps it off the event
-        loop's thread)."""
+        loop's thread). ``store._run(*ops.stats(...))`` takes an operation's
+        ``(plan, bulk)`` as it comes."""
         self._lifecycle.check(plan)
         if self._read_only and not is_read_only(plan):
             plan.close()
@@ -157,14 +155,6 @@ class Store:
             self._hub.wake(wakes)
         return value
 
-    def _check_notify_payload(self, payload: codec.JSON) -> None:
-        text = codec.encode(payload)
-        limit = self._executor.dialect.notify_payload_limit
-        if limit is not None:
-            size = len(text.encode("utf-8"))
-            if size > limit:
-                raise PayloadTooLarge(limit, size)
-
     def _subscribe_channel(self, channel: str) -> WakeReceiver:
         """A receiver on any channel, internal ones included (no name check)."""
         return WakeReceiver(self._hub, channel, self._executor, self._lifecycle)
@@ -176,10 +166,7 @@ class Store:
         The payload is validated (and size-checked on Postgres) but not
         delivered: wakes are hints; content travels by streams.
         """
-        channel = check_name(channel, "channel")
-        self._check_notify_payload(payload)
-        now = self._now_us()
-        await self._run(wake_plans.notify(self._dialect, channel, self._origin, now))
+        await self._run(ops.notify(self, channel, payload))
 
     def listen(self, channel: str) -> WakeReceiver:
         """A receiver of ``channel``'s wakes, here and from other processes. Use as ``async with``;
@@ -393,8 +380,7 @@ class Store:
     async def get_job(self, job_id: int) -> JobInfo | None:
         """Job ``job_id`` in whichever queue holds it: live, dead, or
         finished and kept in its queue's history; ``None`` when none has it."""
-        job_id = queues.check_job_id(job_id)
-        return await self._run(queues.get_job(self._dialect, None, job_id))
+        return await self._run(ops.get_job(self, None, job_id))
 
     async def list_streams(self) -> list[StreamInfo]:
         """Every stream that has events, a counter or saved offsets, sorted

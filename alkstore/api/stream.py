@@ -6,16 +6,16 @@ import logging
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from ..protocol import codec, inspection, streams
+from ..protocol import codec, streams
 from ..protocol.backoff import Pause
 from ..protocol.errors import Closed, DatabaseError
 from ..protocol.ints import check_int
-from ..protocol.names import check_identifier, check_key, stream_channel
-from ..protocol.queues import check_limit
+from ..protocol.names import check_identifier, stream_channel
+from ..protocol.plan import Plan
 from ..protocol.timeconv import Duration, duration_us
 from ..protocol.types import StreamEvent, StreamInfo
 from ..runner.timeouts import check_timeout
-from .queue import INLINE_MAX
+from . import ops
 from .wakes import WakeReceiver
 
 if TYPE_CHECKING:
@@ -37,60 +37,48 @@ class Stream:
     async def publish(self, payload: codec.JSON) -> int:
         """Append ``payload`` (JSON) and return its offset; receivers are woken once it commits.
         Raises ``CodecError`` for a payload that is not JSON."""
-        return await self._publish(None, payload)
+        return await self._published(ops.publish(self._store, self.name, None, payload))
 
     async def publish_with_key(self, key: str, payload: codec.JSON) -> int:
         """Like ``publish``, with a non-empty ``key`` stored beside the event (``InvalidName`` if
         empty)."""
-        return await self._publish(check_key(key), payload)
+        return await self._published(ops.publish_keyed(self._store, self.name, key, payload))
 
-    async def _publish(self, key: str | None, payload: codec.JSON) -> int:
+    async def _published(self, plan: Plan[int]) -> int:
         store = self._store
-        text = codec.encode(payload)
-        plan = streams.publish(store._dialect, self.name, key, text, store._origin, store._now_us())
         if store._telemetry is not None:
             return await store._telemetry.publish(self.name, store._run(plan))
         return await store._run(plan)
 
     async def read_since(self, offset: int, limit: int = 100) -> list[StreamEvent]:
         """Events with offsets above ``offset``, ascending, at most ``limit``."""
-        offset, limit = streams.check_offset(offset), check_limit(limit)
-        plan = streams.read_since(self._store._dialect, self.name, offset, limit)
-        return await self._store._run(plan, bulk=limit > INLINE_MAX)
+        return await self._store._run(*ops.read_since(self._store, self.name, offset, limit))
 
     async def read_from_consumer(self, consumer: str, limit: int = 100) -> list[StreamEvent]:
         """Events after ``consumer``'s saved offset (does not move it)."""
-        consumer = check_identifier(consumer, "consumer")
-        limit = check_limit(limit)
-        plan = streams.read_from_consumer(self._store._dialect, self.name, consumer, limit)
-        return await self._store._run(plan, bulk=limit > INLINE_MAX)
+        plan = ops.read_from_consumer(self._store, self.name, consumer, limit)
+        return await self._store._run(*plan)
 
     async def save_offset(self, consumer: str, offset: int) -> None:
         """Checkpoint ``consumer`` at ``offset``; never moves an offset back."""
-        consumer = check_identifier(consumer, "consumer")
-        offset = streams.check_offset(offset)
-        plan = streams.save_offset(self._store._dialect, self.name, consumer, offset)
-        await self._store._run(plan)
+        await self._store._run(ops.save_offset(self._store, self.name, consumer, offset))
 
     async def get_offset(self, consumer: str) -> int:
         """``consumer``'s saved offset; 0 if it never saved one."""
-        consumer = check_identifier(consumer, "consumer")
-        plan = streams.get_offset(self._store._dialect, self.name, consumer)
-        return await self._store._run(plan)
+        return await self._store._run(ops.get_offset(self._store, self.name, consumer))
 
     async def head_offset(self) -> int:
         """The offset of the last event published and committed (0 if none);
         a consumer's lag is ``head_offset() - get_offset(consumer)``. Trimming
         does not lower it."""
-        return await self._store._run(streams.head_offset(self._store._dialect, self.name))
+        return await self._store._run(ops.head_offset(self._store, self.name))
 
     async def info(self) -> StreamInfo:
         """This stream as ``Store.list_streams`` shows it: head offset,
         events held, the oldest one, retention settings, and each consumer
         with its saved offset and lag (all zeros and empty for a stream
         never used)."""
-        plan = inspection.stream_summary(self._store._dialect, self.name)
-        return await self._store._run(plan, bulk=True)  # counts the events
+        return await self._store._run(*ops.stream_info(self._store, self.name))
 
     async def trim_to(self, offset: int) -> int:
         """Drop events below ``offset`` (retention); returns how many were dropped."""

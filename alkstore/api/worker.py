@@ -52,7 +52,8 @@ from ..protocol.worker import (
     settle_bound,
 )
 from ..runner.runtime import Runtime, Signal
-from .queue import INLINE_MAX, Job, error_text
+from .ops import INLINE_MAX
+from .queue import Job, error_text
 
 if TYPE_CHECKING:
     from .drain import Drain

@@ -97,16 +97,11 @@ def read_only_sessions(dsn: str) -> str:
     return make_conninfo(dsn, options=f"{given} {setting}" if given else setting)
 
 
-@asynccontextmanager
-async def open_postgres_store(
-    runtime: Runtime,
-    dsn: str | None = None,
-    *,
-    options: PostgresOptions | None = None,
-    clock: Clock | None = None,
-    seed: int | None = None,
-    read_only: bool = False,
-) -> AsyncIterator[Store]:
+def resolve(dsn: object, options: object, read_only: object) -> tuple[PostgresOptions, str, bool]:
+    """An opener's arguments, checked: the options, the DSN to connect with
+    (``dsn``, else ``$ALKSTORE_PG_DSN``, else the local test server; with the
+    keepalive parameters, and read-only sessions for ``read_only``), and
+    ``read_only``. Shared by every Postgres opener (async and ``alkstore.sync``)."""
     opts = PostgresOptions() if options is None else options
     if not isinstance(opts, PostgresOptions):
         raise InvalidArgument(f"options must be a PostgresOptions, got {brief(options)}")
@@ -119,6 +114,20 @@ async def open_postgres_store(
     )
     if read_only:
         target = read_only_sessions(target)
+    return opts, target, read_only
+
+
+@asynccontextmanager
+async def open_postgres_store(
+    runtime: Runtime,
+    dsn: str | None = None,
+    *,
+    options: PostgresOptions | None = None,
+    clock: Clock | None = None,
+    seed: int | None = None,
+    read_only: bool = False,
+) -> AsyncIterator[Store]:
+    opts, target, read_only = resolve(dsn, options, read_only)
     dialect = PostgresDialect(opts.schema)
     pool = PgPool(
         runtime,

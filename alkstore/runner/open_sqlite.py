@@ -75,27 +75,7 @@ async def open_sqlite_store(
     seed: int | None = None,
     read_only: bool = False,
 ) -> AsyncIterator[Store]:
-    opts = SqliteOptions() if options is None else options
-    if not isinstance(opts, SqliteOptions):
-        raise InvalidArgument(f"options must be a SqliteOptions, got {brief(options)}")
-    opts.check()
-    if not isinstance(path, str | os.PathLike):
-        raise InvalidArgument(f"path must be a str or a path, got {brief(path)}")
-    target = os.fspath(path)
-    if not isinstance(target, str):
-        raise InvalidArgument(f"path must be text, got {brief(target)}")
-    read_only = check_bool(read_only, "read_only")
-    memory = target == ":memory:" or target == ""
-    if memory:
-        if read_only:
-            raise InvalidArgument("a read-only store opens an existing database file")
-        # One private in-memory database: a single connection and no watcher,
-        # since no other process can see it.
-        target = f"file:alkstore-{uuid.uuid4().hex}?mode=memory"
-    if read_only:
-        target = read_only_uri(target)
-        if file_path(target) is None:
-            raise InvalidArgument("a read-only store opens an existing database file")
+    opts, target, read_only, memory = resolve(path, options, read_only)
 
     def connect() -> sqlite3.Connection:
         return sqlite_conn.connect(
@@ -103,20 +83,7 @@ async def open_sqlite_store(
         )
 
     def open_main() -> sqlite3.Connection:
-        at = file_path(target)
-        if read_only and at is not None and not os.path.exists(at):
-            raise DatabaseError(f"cannot open SQLite database {at!r} read-only: no such file")
-        conn = connect()
-        try:
-            if read_only:
-                # Checked, never migrated: a read-only store writes nothing.
-                sqlite_conn.check_schema(conn, f"SQLite database {at!r}")
-            else:
-                sqlite_conn.ensure_schema(conn)
-        except BaseException:
-            conn.close()
-            raise
-        return conn
+        return open_main_connection(target, opts, read_only)
 
     def open_inline() -> sqlite3.Connection:
         # Set up with the store's busy timeout (another opener may hold the
@@ -182,6 +149,58 @@ async def open_sqlite_store(
             # task runs to its first checkpoint): closing is the opener's job.
             if watch_conn is not None:
                 sqlite_conn.close(watch_conn)
+
+
+def resolve(
+    path: object, options: object, read_only: object
+) -> tuple[SqliteOptions, str, bool, bool]:
+    """An opener's arguments, checked: the options, what to open (a path or
+    a ``file:`` URI; a private in-memory database for ``":memory:"``),
+    ``read_only``, and whether it is that private in-memory database. Shared
+    by every SQLite opener (async and ``alkstore.sync``)."""
+    opts = SqliteOptions() if options is None else options
+    if not isinstance(opts, SqliteOptions):
+        raise InvalidArgument(f"options must be a SqliteOptions, got {brief(options)}")
+    opts.check()
+    if not isinstance(path, str | os.PathLike):
+        raise InvalidArgument(f"path must be a str or a path, got {brief(path)}")
+    target = os.fspath(path)
+    if not isinstance(target, str):
+        raise InvalidArgument(f"path must be text, got {brief(target)}")
+    read_only = check_bool(read_only, "read_only")
+    memory = target == ":memory:" or target == ""
+    if memory:
+        if read_only:
+            raise InvalidArgument("a read-only store opens an existing database file")
+        # One private in-memory database: a single connection and no watcher,
+        # since no other process can see it.
+        target = f"file:alkstore-{uuid.uuid4().hex}?mode=memory"
+    if read_only:
+        target = read_only_uri(target)
+        if file_path(target) is None:
+            raise InvalidArgument("a read-only store opens an existing database file")
+    return opts, target, read_only, memory
+
+
+def open_main_connection(target: str, opts: SqliteOptions, read_only: bool) -> sqlite3.Connection:
+    """The store's main connection, its schema migrated (or, read-only,
+    checked). Blocking."""
+    at = file_path(target)
+    if read_only and at is not None and not os.path.exists(at):
+        raise DatabaseError(f"cannot open SQLite database {at!r} read-only: no such file")
+    conn = sqlite_conn.connect(
+        target, busy_timeout=opts.busy_timeout, pragmas=opts.pragmas, read_only=read_only
+    )
+    try:
+        if read_only:
+            # Checked, never migrated: a read-only store writes nothing.
+            sqlite_conn.check_schema(conn, f"SQLite database {at!r}")
+        else:
+            sqlite_conn.ensure_schema(conn)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
 
 
 def _watcher_connection(

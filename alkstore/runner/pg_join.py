@@ -18,7 +18,8 @@ import psycopg
 
 from ..engines.postgres import control
 from ..protocol.errors import InvalidArgument
-from ..protocol.plan import Fetch, Plan, Statement, fetch_all, run_async, run_sync, shape
+from ..protocol.plan import Fetch, Plan, Row, Statement, fetch_all, run_async, run_sync, shape
+from .blocking import Session as BlockingSession
 from .executor import Session
 from .pg_wire import wrap_error
 from .runtime import Runtime
@@ -54,16 +55,24 @@ async def _shape_async(cur: Any, fetch: Fetch) -> Any:
     return shape(fetch, rows, cur.rowcount)
 
 
-def _drive_sync(conn: psycopg.Connection[Any], plan: Plan[T]) -> T:
+def drive_cursor(cur: psycopg.Cursor[Any], plan: Plan[T]) -> T:
+    """Run ``plan``'s statements on a sync psycopg cursor, in whatever
+    transaction its connection has open."""
+
+    def execute(statement: Statement) -> Any:
+        cur.execute(*to_psycopg(statement.sql, statement.params))
+        return _shape(cur, statement.fetch)
+
+    return run_sync(plan, execute)
+
+
+def drive_sync(conn: psycopg.Connection[Any], plan: Plan[T]) -> T:
+    """``plan`` in a savepoint of the application's transaction on ``conn``
+    (opened first if none is: see ``_OPEN_IMPLICIT``)."""
     if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
         conn.execute(_OPEN_IMPLICIT)
     with conn.transaction(), conn.cursor() as cur:
-
-        def execute(statement: Statement) -> Any:
-            cur.execute(*to_psycopg(statement.sql, statement.params))
-            return _shape(cur, statement.fetch)
-
-        return run_sync(plan, execute)
+        return drive_cursor(cur, plan)
 
 
 async def _drive_async(conn: psycopg.AsyncConnection[Any], plan: Plan[T]) -> T:
@@ -78,20 +87,35 @@ async def _drive_async(conn: psycopg.AsyncConnection[Any], plan: Plan[T]) -> T:
         return await run_async(plan, execute)
 
 
+def user_statement(sql: str, params: Sequence[Any] | dict[str, Any]) -> Plan[list[Row]]:
+    """The caller's own SQL (``tx.execute``) as a plan of its rows (none for
+    a statement that returns none)."""
+    if isinstance(params, dict):
+        raise InvalidArgument("tx.execute takes positional $1, $2 ... params on Postgres")
+    return fetch_all(Statement(sql, tuple(params), Fetch.ALL))
+
+
+def check_joinable(conn: Any, *, allow_async: bool) -> bool:
+    """``InvalidArgument`` unless ``conn`` is a psycopg connection (an
+    ``AsyncConnection`` too when ``allow_async``) out of autocommit mode;
+    whether it is an async one."""
+    if allow_async and isinstance(conn, psycopg.AsyncConnection):
+        is_async = True
+    elif isinstance(conn, psycopg.Connection):
+        is_async = False
+    else:
+        kinds = "a psycopg Connection or AsyncConnection" if allow_async else "a psycopg Connection"
+        raise InvalidArgument(f"join() takes {kinds}, not {type(conn).__name__}")
+    if conn.autocommit:
+        raise InvalidArgument("join() needs a connection in a transaction (autocommit is on)")
+    return is_async
+
+
 class JoinedTx(Session):
     """A ``TxSession`` over the application's psycopg connection."""
 
     def __init__(self, runtime: Runtime, conn: Any) -> None:
-        if isinstance(conn, psycopg.AsyncConnection):
-            self._async = True
-        elif isinstance(conn, psycopg.Connection):
-            self._async = False
-        else:
-            raise InvalidArgument(
-                f"join() takes a psycopg Connection or AsyncConnection, not {type(conn).__name__}"
-            )
-        if conn.autocommit:
-            raise InvalidArgument("join() needs a connection in a transaction (autocommit is on)")
+        self._async = check_joinable(conn, allow_async=True)
         super().__init__()
         self._runtime = runtime
         self._conn = conn
@@ -105,13 +129,36 @@ class JoinedTx(Session):
         try:
             if self._async:
                 return await _drive_async(self._conn, plan)
-            return await self._runtime.run_in_thread(lambda: _drive_sync(self._conn, plan))
+            return await self._runtime.run_in_thread(lambda: drive_sync(self._conn, plan))
         except psycopg.Error as exc:
             raise wrap_error(exc, exc.sqlstate) from exc
 
     async def execute(
         self, sql: str, params: Sequence[Any] | dict[str, Any]
     ) -> list[tuple[Any, ...]]:
-        if isinstance(params, dict):
-            raise InvalidArgument("tx.execute takes positional $1, $2 ... params on Postgres")
-        return await self.run(fetch_all(Statement(sql, tuple(params), Fetch.ALL)))
+        return await self.run(user_statement(sql, params))
+
+
+class JoinedSyncTx(BlockingSession):
+    """``JoinedTx`` for ``alkstore.sync``: the same steps on the application's
+    sync psycopg connection, on the calling thread."""
+
+    def __init__(self, conn: Any) -> None:
+        check_joinable(conn, allow_async=False)
+        super().__init__()
+        self._conn = conn
+
+    def _end(self, commit: bool) -> None:
+        raise AssertionError("a joined transaction is finished by the application")
+
+    def run(self, plan: Plan[T]) -> T:
+        self.lifecycle.check(plan)
+        try:
+            return drive_sync(self._conn, plan)
+        except psycopg.Error as exc:
+            raise wrap_error(exc, exc.sqlstate) from exc
+
+    def execute(
+        self, sql: str, params: Sequence[Any] | dict[str, Any]
+    ) -> list[tuple[Any, ...]]:
+        return self.run(user_statement(sql, params))

@@ -10,8 +10,9 @@ and on the event-loop thread for what callers submitted in the same tick
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -136,3 +137,69 @@ def rolled_back(cause: BaseException | None) -> DatabaseError:
     error = DatabaseError(f"SQLite rolled back the whole transaction after an error: {cause}")
     error.__cause__ = cause
     return error
+
+
+def as_error(exc: BaseException) -> BaseException:
+    """``exc`` as the taxonomy has it: a raw ``sqlite3`` error becomes its
+    ``DatabaseError`` (chained); anything else is left as it is."""
+    if isinstance(exc, sqlite3.Error):
+        error = sqlite_conn.error(exc)
+        error.__cause__ = exc
+        return error
+    return exc
+
+
+class CallerTx:
+    """A caller's transaction on ``conn``, driven synchronously step by step:
+    by the writer thread for ``store.transaction()``, and on the caller's
+    own thread by ``alkstore.sync``. Each step runs in a savepoint
+    (``sqlite_conn.run_in_tx`` / ``execute_user``); its errors are the
+    taxonomy's.
+
+    Once SQLite rolled the whole transaction back after a failed step, later
+    steps would run in autocommit mode and a COMMIT would report success for
+    work that is gone: both fail instead."""
+
+    __slots__ = ("_conn", "_file", "_lost")
+
+    def __init__(self, conn: sqlite3.Connection, file: DatabaseFile | None) -> None:
+        self._conn = conn
+        self._file = file
+        self._lost: BaseException | None = None
+
+    def begin(self) -> None:
+        """BEGIN (the write lock), unless the file is known lost."""
+        gone = _file_lost(self._file)
+        if gone is not None:
+            raise gone
+        try:
+            sqlite_conn.begin(self._conn)
+        except BaseException as exc:
+            raise as_error(exc)  # noqa: B904 (chained to the driver error by as_error)
+
+    def step(self, fn: Callable[[sqlite3.Connection], Any]) -> Any:
+        """``fn(conn)`` inside the transaction."""
+        if self._lost is not None:
+            raise rolled_back(self._lost)
+        try:
+            return fn(self._conn)
+        except BaseException as exc:
+            if not self._conn.in_transaction:
+                self._lost = exc
+            raise as_error(exc)  # noqa: B904 (chained to the driver error by as_error)
+
+    def finish(self, commit: bool) -> None:
+        """COMMIT (then check the file is still there) or ROLLBACK. A failed
+        COMMIT leaves nothing half-done: it rolls back."""
+        conn = self._conn
+        if self._lost is not None and commit:
+            raise rolled_back(self._lost)
+        try:
+            sqlite_conn.finish(conn, commit)
+            gone = _file_lost(self._file) if commit else None
+        except BaseException as exc:
+            with contextlib.suppress(AlkstoreError):
+                sqlite_conn.finish(conn, False)
+            raise as_error(exc)  # noqa: B904 (chained to the driver error by as_error)
+        if gone is not None:
+            raise gone

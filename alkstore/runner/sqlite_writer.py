@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..engines.sqlite import control
-from ..protocol.errors import AlkstoreError, Closed, DatabaseError
+from ..protocol.errors import Closed, DatabaseError
 from ..protocol.lifecycle import Lifecycle
 from ..protocol.plan import Plan
-from . import sqlite_conn, sqlite_group
+from . import sqlite_group
 from .runtime import Completion
 from .sqlite_file import DatabaseFile
 
@@ -171,56 +171,29 @@ class SqliteWriter:
                 item.done.reject(_as_error(outcome.error))
 
     def _transaction(self, tx: TxItem) -> None:
-        conn = self._conn
-        gone = self._file_lost()
-        if gone is not None:
-            tx.done.reject(gone)
-            return
+        caller = sqlite_group.CallerTx(self._conn, self._file)
         try:
-            sqlite_conn.begin(conn)
+            caller.begin()
         except BaseException as exc:
-            tx.done.reject(_as_error(exc))
+            tx.done.reject(exc)
             return
         tx.done.resolve(None)
-        # Set when SQLite rolled the whole transaction back after a failed
-        # step: later steps would run in autocommit mode, and a COMMIT would
-        # report success for work that is gone. Both fail instead.
-        lost: BaseException | None = None
         while True:
             step = tx.steps.get()
             if step.kind == "run":
                 assert step.fn is not None
-                if lost is not None:
-                    step.done.reject(sqlite_group.rolled_back(lost))
-                    continue
                 try:
-                    step.done.resolve(step.fn(conn))
+                    step.done.resolve(caller.step(step.fn))
                 except BaseException as exc:
-                    step.done.reject(_as_error(exc))
-                    if not conn.in_transaction:
-                        lost = exc
+                    step.done.reject(exc)
                 continue
-            if lost is not None and step.kind == "commit":
-                step.done.reject(sqlite_group.rolled_back(lost))
-                return
             try:
-                sqlite_conn.finish(conn, step.kind == "commit")
-                gone = self._file_lost() if step.kind == "commit" else None
-                if gone is not None:
-                    step.done.reject(gone)
-                else:
-                    step.done.resolve(None)
+                caller.finish(step.kind == "commit")
             except BaseException as exc:
-                # A failed COMMIT leaves nothing half-done: roll back.
-                with contextlib.suppress(AlkstoreError):
-                    sqlite_conn.finish(conn, False)
-                step.done.reject(_as_error(exc))
+                step.done.reject(exc)
+            else:
+                step.done.resolve(None)
             return
 
 
-def _as_error(exc: BaseException) -> BaseException:
-    if isinstance(exc, sqlite3.Error):
-        error = sqlite_conn.error(exc)
-        error.__cause__ = exc
-        return error
-    return exc
+_as_error = sqlite_group.as_error

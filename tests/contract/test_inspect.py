@@ -99,6 +99,7 @@ async def test_a_queue_whose_jobs_all_finished_is_listed_while_history_keeps_the
     assert [s.name for s in await store.list_queues()] == ["q"]
 
 
+@pytest.mark.producer
 async def test_list_jobs_pages_through_each_state_by_id(
     store: Store, clock: ManualClock
 ) -> None:
@@ -156,6 +157,7 @@ async def test_a_listed_job_reads_as_get_job_reads_it(store: Store, clock: Manua
     assert listed[doomed].dead_reason == "failed" and listed[doomed].last_error == "boom"
 
 
+@pytest.mark.producer
 async def test_bad_list_jobs_arguments_are_refused(store: Store) -> None:
     q = store.queue("q")
     for state in ("done", "Ready", "", 1):
@@ -172,6 +174,7 @@ async def test_bad_list_jobs_arguments_are_refused(store: Store) -> None:
             await store.get_job(job_id)  # type: ignore[arg-type]
 
 
+@pytest.mark.producer
 async def test_get_job_finds_a_job_live_dead_or_in_history(
     store: Store, clock: ManualClock
 ) -> None:

@@ -66,6 +66,7 @@ async def call(fn: Callable[..., Awaitable[Any]], *args: Any) -> None:
     await fn(*args)
 
 
+@pytest.mark.producer(exclude=("try_lock", "hold_lock"))
 @pytest.mark.parametrize("entry", list(AUTO))
 async def test_bad_names_are_rejected_at_every_auto_commit_entry_point(
     store: Store, entry: str
@@ -76,6 +77,7 @@ async def test_bad_names_are_rejected_at_every_auto_commit_entry_point(
         assert caught.value.name == name  # type: ignore[attr-defined]
 
 
+@pytest.mark.producer(exclude=("try_lock", "hold_lock"))
 @pytest.mark.parametrize("entry", list(AUTO))
 async def test_names_are_checked_before_any_round_trip(
     backend: Backend, location: str, clock: ManualClock, entry: str
@@ -91,6 +93,7 @@ async def test_names_are_checked_before_any_round_trip(
             await call(AUTO[entry], store, "valid")
 
 
+@pytest.mark.producer
 @pytest.mark.parametrize("entry", list(TX))
 async def test_bad_names_are_rejected_at_every_tx_method_without_spoiling_the_tx(
     store: Store, entry: str
@@ -107,6 +110,7 @@ async def test_bad_names_are_rejected_at_every_tx_method_without_spoiling_the_tx
     assert await store.stream("s").read_since(0) == []
 
 
+@pytest.mark.producer
 @pytest.mark.parametrize("entry", list(TX))
 async def test_tx_names_are_checked_before_the_closed_check(store: Store, entry: str) -> None:
     async with store.transaction() as tx:
@@ -118,6 +122,7 @@ async def test_tx_names_are_checked_before_the_closed_check(store: Store, entry:
         await call(TX[entry], tx, "valid")
 
 
+@pytest.mark.producer
 async def test_non_string_names_are_invalid(store: Store) -> None:
     for bad in (None, 1, b"bytes", ["q"]):
         with pytest.raises(InvalidName):
@@ -230,6 +235,7 @@ async def test_names_are_data_never_sql(store: Store) -> None:
         assert job is not None and job.payload == i and job.queue == name
 
 
+@pytest.mark.producer
 async def test_nul_characters_in_names_are_invalid(store: Store) -> None:
     with pytest.raises(InvalidName):
         store.queue("a\x00b")

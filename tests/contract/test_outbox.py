@@ -26,6 +26,7 @@ class Recorder:
             raise ConnectionError(f"cannot deliver {payload}")
 
 
+@pytest.mark.producer
 async def test_run_once_delivers_in_order_and_returns_the_count(store: Store) -> None:
     ob = store.outbox("mail")
     for i in range(3):
@@ -38,6 +39,7 @@ async def test_run_once_delivers_in_order_and_returns_the_count(store: Store) ->
     assert deliver.calls == ["m0", "m1", "m2"]
 
 
+@pytest.mark.producer
 async def test_run_once_honours_enqueue_options(store: Store, clock: ManualClock) -> None:
     ob = store.outbox("mail")
     await ob.enqueue("later", delay=10)
@@ -80,6 +82,7 @@ async def test_failures_are_retried_with_backoff(store: Store, clock: ManualCloc
     assert await ob.dead_letters() == []
 
 
+@pytest.mark.producer
 async def test_exhausted_messages_are_dead_lettered_and_can_be_requeued(
     store: Store, clock: ManualClock
 ) -> None:
@@ -136,6 +139,7 @@ async def test_outboxes_are_independent_of_each_other_and_of_queues(store: Store
     assert deliver.calls == ["m"]
 
 
+@pytest.mark.producer
 async def test_the_backing_queue_name_is_reserved(store: Store) -> None:
     with pytest.raises(ReservedName):
         store.queue("__alkstore_outbox:mail")
@@ -147,6 +151,7 @@ async def test_the_backing_queue_name_is_reserved(store: Store) -> None:
     assert await store.outbox("mail").stats() == QueueStats(0, 0, 0, 0)
 
 
+@pytest.mark.producer
 async def test_tx_outbox_enqueue_with_a_handle_uses_its_options(store: Store) -> None:
     ob = store.outbox("mail", max_attempts=1)
     async with store.transaction() as tx:

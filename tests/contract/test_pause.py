@@ -6,12 +6,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from alkstore import Job, QueueStats, Store
 
 from . import aio
 from .helpers import SOON
 
 
+@pytest.mark.producer
 async def test_a_paused_queue_takes_jobs_and_gives_none_until_resumed(store: Store) -> None:
     q, other = store.queue("q"), store.queue("other")
     assert await q.is_paused() is False
@@ -35,6 +38,7 @@ async def test_a_paused_queue_takes_jobs_and_gives_none_until_resumed(store: Sto
     assert len(jobs) == 3 and jobs[0].id == first
 
 
+@pytest.mark.producer
 async def test_resuming_a_queue_never_paused_changes_nothing(store: Store) -> None:
     q = store.queue("q")
     await q.resume()
@@ -43,6 +47,7 @@ async def test_resuming_a_queue_never_paused_changes_nothing(store: Store) -> No
     assert (await q.claim_one("w")) is not None
 
 
+@pytest.mark.producer
 async def test_a_worker_on_a_paused_queue_waits_and_resume_wakes_it(store: Store) -> None:
     """The worker claims nothing while paused (its 60 s poll never comes in
     the test) and runs the jobs as soon as the queue is resumed."""

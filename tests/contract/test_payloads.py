@@ -79,6 +79,7 @@ async def assert_nothing_written(store: Store) -> None:
     assert await store.outbox("o").stats() == QueueStats(0, 0, 0, 0)
 
 
+@pytest.mark.producer
 @pytest.mark.parametrize("entry", list(ENTRY))
 async def test_unencodable_payloads_raise_codec_error_and_write_nothing(
     store: Store, entry: str
@@ -94,6 +95,7 @@ async def test_unencodable_payloads_raise_codec_error_and_write_nothing(
 @pytest.mark.parametrize(
     "method", ["tx.enqueue", "tx.publish", "tx.publish_with_key", "tx.notify", "tx.outbox_enqueue"]
 )
+@pytest.mark.producer
 async def test_unencodable_payloads_in_a_tx_raise_before_any_round_trip(
     store: Store, method: str
 ) -> None:
@@ -103,6 +105,7 @@ async def test_unencodable_payloads_in_a_tx_raise_before_any_round_trip(
     assert (await store.queue("probe").stats()).ready == 8
 
 
+@pytest.mark.producer
 async def test_json_values_round_trip_exactly(store: Store) -> None:
     payloads: list[Any] = [
         None,
@@ -142,6 +145,7 @@ async def test_json_values_round_trip_exactly(store: Store) -> None:
         assert [type(v) for v in got] == [type(v) for v in payloads]
 
 
+@pytest.mark.producer
 async def test_strings_containing_nul_round_trip(store: Store) -> None:
     # A valid JSON string; an engine must store it faithfully or refuse it
     # with CodecError before writing, never corrupt it.

@@ -18,6 +18,7 @@ async def bury(q: Queue, payload: object, error: str = "boom") -> int:
     return job_id
 
 
+@pytest.mark.producer
 async def test_dead_letters_lists_dead_jobs_with_reason_and_error(
     store: Store, clock: ManualClock
 ) -> None:
@@ -47,6 +48,7 @@ async def test_dead_letters_lists_dead_jobs_with_reason_and_error(
     assert await q.stats() == QueueStats(0, 0, 0, 3)
 
 
+@pytest.mark.producer
 async def test_dead_letters_respects_limit_and_order(store: Store, clock: ManualClock) -> None:
     q = store.queue("jobs")
     ids = []
@@ -59,6 +61,7 @@ async def test_dead_letters_respects_limit_and_order(store: Store, clock: Manual
         await q.dead_letters(limit=0)
 
 
+@pytest.mark.producer
 async def test_dead_letters_are_scoped_to_their_queue(store: Store) -> None:
     a = store.queue("a")
     b = store.queue("b")
@@ -71,6 +74,7 @@ async def test_dead_letters_are_scoped_to_their_queue(store: Store) -> None:
     assert [d.id for d in await a.dead_letters()] == [a_id]
 
 
+@pytest.mark.producer
 async def test_requeue_dead_gives_fresh_attempts_and_makes_it_claimable(
     store: Store, clock: ManualClock
 ) -> None:
@@ -106,6 +110,7 @@ async def test_requeue_dead_gives_fresh_attempts_and_makes_it_claimable(
     assert await q.get_job(job_id) is None
 
 
+@pytest.mark.producer
 async def test_requeue_dead_of_an_expired_job_drops_the_deadline(
     store: Store, clock: ManualClock
 ) -> None:
@@ -120,6 +125,7 @@ async def test_requeue_dead_of_an_expired_job_drops_the_deadline(
     assert job is not None and job.id == job_id
 
 
+@pytest.mark.producer
 async def test_requeue_dead_returns_false_for_unknown_or_live_jobs(store: Store) -> None:
     q = store.queue("jobs")
     dead = await bury(q, "dead")
@@ -131,6 +137,7 @@ async def test_requeue_dead_returns_false_for_unknown_or_live_jobs(store: Store)
     assert await q.stats() == QueueStats(2, 0, 0, 0)
 
 
+@pytest.mark.producer
 async def test_purge_dead_removes_every_dead_letter(store: Store) -> None:
     q = store.queue("jobs")
     ids = [await bury(q, i) for i in range(3)]
@@ -144,6 +151,7 @@ async def test_purge_dead_removes_every_dead_letter(store: Store) -> None:
     assert await q.stats() == QueueStats(1, 0, 0, 0)
 
 
+@pytest.mark.producer
 async def test_purge_dead_before_removes_only_older_letters(
     store: Store, clock: ManualClock
 ) -> None:
@@ -161,6 +169,7 @@ async def test_purge_dead_before_removes_only_older_letters(
     assert [d.id for d in await q.dead_letters()] == [new]
 
 
+@pytest.mark.producer
 async def test_purge_dead_by_ids_removes_only_those_dead_letters_of_the_queue(
     store: Store, clock: ManualClock
 ) -> None:

@@ -29,6 +29,7 @@ async def info(q: Queue, job_id: int) -> JobInfo:
 # -- enqueue and inspection ---------------------------------------------------
 
 
+@pytest.mark.producer
 async def test_enqueue_returns_an_id_and_get_job_reports_pending(
     store: Store, clock: ManualClock
 ) -> None:
@@ -51,6 +52,7 @@ async def test_enqueue_returns_an_id_and_get_job_reports_pending(
     assert got.dead_reason is None
 
 
+@pytest.mark.producer
 async def test_job_ids_are_distinct_and_increasing(store: Store) -> None:
     q = store.queue("jobs")
     ids = [await q.enqueue(i) for i in range(5)]
@@ -98,6 +100,7 @@ async def test_a_claimed_job_is_not_claimed_again_while_the_claim_is_live(
     assert await q.claim_one("w2") is None
 
 
+@pytest.mark.producer
 async def test_queues_are_independent(store: Store) -> None:
     a = store.queue("a")
     b = store.queue("b")
@@ -128,6 +131,7 @@ async def test_ack_deletes_the_job_and_it_is_never_delivered_again(
 # -- claim order --------------------------------------------------------------
 
 
+@pytest.mark.producer
 async def test_claim_order_is_priority_desc_then_run_at_then_id(
     store: Store, clock: ManualClock
 ) -> None:
@@ -179,6 +183,7 @@ async def test_claim_batch_rejects_a_non_positive_count(store: Store) -> None:
 # -- delay and run_at -----------------------------------------------------------
 
 
+@pytest.mark.producer
 async def test_delay_makes_a_job_claimable_only_from_its_run_at(
     store: Store, clock: ManualClock
 ) -> None:
@@ -193,6 +198,7 @@ async def test_delay_makes_a_job_claimable_only_from_its_run_at(
     assert (await claim(q)).id == job_id
 
 
+@pytest.mark.producer
 async def test_run_at_makes_a_job_claimable_only_from_then(
     store: Store, clock: ManualClock
 ) -> None:
@@ -208,12 +214,14 @@ async def test_run_at_makes_a_job_claimable_only_from_then(
     assert job.run_at == when
 
 
+@pytest.mark.producer
 async def test_run_at_in_the_past_is_due_now(store: Store, clock: ManualClock) -> None:
     q = store.queue("jobs")
     job_id = await q.enqueue("past", run_at=at(clock, -3600))
     assert (await claim(q)).id == job_id
 
 
+@pytest.mark.producer
 async def test_sub_second_and_timedelta_delays_are_honoured(
     store: Store, clock: ManualClock
 ) -> None:
@@ -232,6 +240,7 @@ async def test_sub_second_and_timedelta_delays_are_honoured(
     assert (await claim(q)).id == td
 
 
+@pytest.mark.producer
 async def test_max_attempts_per_job_overrides_the_queue_default(store: Store) -> None:
     q = store.queue("jobs", max_attempts=3)
     default = await q.enqueue("d")
@@ -240,6 +249,7 @@ async def test_max_attempts_per_job_overrides_the_queue_default(store: Store) ->
     assert (await info(q, custom)).max_attempts == 7
 
 
+@pytest.mark.producer
 async def test_enqueue_batch_adds_every_payload_in_order(store: Store, clock: ManualClock) -> None:
     q = store.queue("jobs")
     ids = await q.enqueue_batch([{"i": i} for i in range(4)], delay=1, priority=2)
@@ -253,6 +263,7 @@ async def test_enqueue_batch_adds_every_payload_in_order(store: Store, clock: Ma
     assert {j.priority for j in jobs} == {2}
 
 
+@pytest.mark.producer
 async def test_each_batch_id_names_its_own_payload_across_statements(store: Store) -> None:
     """A batch larger than one INSERT (1,000 jobs) still hands back, in
     order, the id of each payload, with expiry set or not."""
@@ -511,6 +522,7 @@ async def test_fail_keeps_the_last_retry_error_when_given_none(store: Store) -> 
 # -- cancel ---------------------------------------------------------------------
 
 
+@pytest.mark.producer
 async def test_cancel_a_pending_job(store: Store) -> None:
     q = store.queue("jobs")
     job_id = await q.enqueue("x", delay=5)
@@ -533,6 +545,7 @@ async def test_cancel_a_processing_job_then_ack_returns_false(store: Store) -> N
     assert await q.dead_letters() == []
 
 
+@pytest.mark.producer
 async def test_cancel_an_unknown_job_returns_false(store: Store) -> None:
     q = store.queue("jobs")
     assert await q.cancel(123456) is False
@@ -541,6 +554,7 @@ async def test_cancel_an_unknown_job_returns_false(store: Store) -> None:
 # -- expires --------------------------------------------------------------------
 
 
+@pytest.mark.producer
 async def test_expires_deadline_as_a_duration(store: Store, clock: ManualClock) -> None:
     q = store.queue("jobs")
     job_id = await q.enqueue("x", expires=10)
@@ -681,6 +695,7 @@ async def test_sweep_is_scoped_to_its_queue(store: Store, clock: ManualClock) ->
 # -- stats and get_job ----------------------------------------------------------
 
 
+@pytest.mark.producer
 async def test_stats_counts_each_state(store: Store, clock: ManualClock) -> None:
     q = store.queue("jobs", visibility_timeout=10)
     assert await q.stats() == QueueStats(ready=0, scheduled=0, processing=0, dead=0)
@@ -700,6 +715,7 @@ async def test_stats_counts_each_state(store: Store, clock: ManualClock) -> None
     assert await q.stats() == QueueStats(ready=0, scheduled=3, processing=2, dead=1)
 
 
+@pytest.mark.producer
 async def test_get_job_tracks_the_job_through_its_states(store: Store) -> None:
     q = store.queue("jobs", max_attempts=1)
     job_id = await q.enqueue("x")
@@ -748,6 +764,7 @@ async def test_ack_batch_after_claim_expiry_acks_nothing(store: Store, clock: Ma
 # -- invalid options --------------------------------------------------------------
 
 
+@pytest.mark.producer
 async def test_invalid_enqueue_options_raise_before_writing(
     store: Store, clock: ManualClock
 ) -> None:
@@ -772,6 +789,7 @@ async def test_invalid_enqueue_options_raise_before_writing(
     assert await q.claim_one("w") is None
 
 
+@pytest.mark.producer
 async def test_invalid_queue_options_raise(store: Store) -> None:
     with pytest.raises(InvalidArgument):
         store.queue("jobs", max_attempts=0)
@@ -858,6 +876,7 @@ async def test_sub_second_visibility_timeout_is_honoured(store: Store, clock: Ma
     assert (await claim(q, "w2")).attempts == 2
 
 
+@pytest.mark.producer
 async def test_run_at_in_another_timezone_is_the_same_instant(
     store: Store, clock: ManualClock
 ) -> None:

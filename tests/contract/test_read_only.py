@@ -227,6 +227,7 @@ async def test_an_alkstore_file_read_only_keeps_its_bytes(
         assert (await writer.queue("q").stats()).ready == 1
 
 
+@pytest.mark.producer
 async def test_a_schema_of_another_version_is_a_schema_mismatch(
     backend: Backend, location: str
 ) -> None:
@@ -255,6 +256,7 @@ async def test_read_only_never_migrates_an_older_schema(
     assert await _stored_version(backend, location) == "1"
 
 
+@pytest.mark.producer
 async def test_read_only_is_a_bool(backend: Backend, location: str, tmp_path: Path) -> None:
     for wrong in ("yes", 1, None):
         with pytest.raises(InvalidArgument, match="read_only"):

@@ -1,6 +1,9 @@
+import pytest
+
 from alkstore import Store
 
 
+@pytest.mark.producer
 async def test_enqueue_claim_ack_roundtrip(store: Store) -> None:
     q = store.queue("smoke")
     job_id = await q.enqueue({"n": 1})

@@ -11,6 +11,7 @@ from . import aio
 from .helpers import QUIET, SOON, at
 
 
+@pytest.mark.producer
 async def test_publish_returns_dense_increasing_offsets_per_stream(store: Store) -> None:
     a = store.stream("a")
     b = store.stream("b")
@@ -20,6 +21,7 @@ async def test_publish_returns_dense_increasing_offsets_per_stream(store: Store)
     assert await b.publish_with_key("k", "second of b") == 2
 
 
+@pytest.mark.producer
 async def test_events_carry_offset_stream_key_payload_and_created_at(
     store: Store, clock: ManualClock
 ) -> None:
@@ -34,6 +36,7 @@ async def test_events_carry_offset_stream_key_payload_and_created_at(
     ]
 
 
+@pytest.mark.producer
 async def test_read_since_returns_later_events_ascending_up_to_limit(store: Store) -> None:
     s = store.stream("s")
     for i in range(1, 11):
@@ -46,6 +49,7 @@ async def test_read_since_returns_later_events_ascending_up_to_limit(store: Stor
     assert await store.stream("empty").read_since(0) == []
 
 
+@pytest.mark.producer
 async def test_read_since_rejects_bad_arguments(store: Store) -> None:
     s = store.stream("s")
     await s.publish(1)
@@ -55,12 +59,14 @@ async def test_read_since_rejects_bad_arguments(store: Store) -> None:
         await s.read_since(0, limit=0)
 
 
+@pytest.mark.producer
 async def test_get_offset_is_zero_when_never_saved(store: Store) -> None:
     s = store.stream("s")
     await s.publish(1)
     assert await s.get_offset("never") == 0
 
 
+@pytest.mark.producer
 async def test_save_offset_is_monotonic(store: Store) -> None:
     s = store.stream("s")
     for i in range(10):
@@ -78,6 +84,7 @@ async def test_save_offset_is_monotonic(store: Store) -> None:
     assert await s.get_offset("c") == 8
 
 
+@pytest.mark.producer
 async def test_offsets_are_per_stream_and_per_consumer(store: Store) -> None:
     a = store.stream("a")
     b = store.stream("b")
@@ -90,6 +97,7 @@ async def test_offsets_are_per_stream_and_per_consumer(store: Store) -> None:
     assert await b.get_offset("c2") == 0
 
 
+@pytest.mark.producer
 async def test_consumer_names_may_use_the_reserved_prefix(store: Store) -> None:
     s = store.stream("s")
     await s.publish(1)
@@ -97,6 +105,7 @@ async def test_consumer_names_may_use_the_reserved_prefix(store: Store) -> None:
     assert await s.get_offset("__alkstore_consumer") == 1
 
 
+@pytest.mark.producer
 async def test_read_from_consumer_reads_after_the_saved_offset_without_moving_it(
     store: Store,
 ) -> None:
@@ -133,6 +142,7 @@ async def test_trim_to_leaves_other_streams_alone(store: Store) -> None:
     assert [e.offset for e in await b.read_since(0)] == [1]
 
 
+@pytest.mark.producer
 async def test_publish_with_key_rejects_an_empty_key(store: Store) -> None:
     s = store.stream("s")
     with pytest.raises(InvalidName):
@@ -232,6 +242,7 @@ async def test_subscribe_resumes_from_the_saved_offset(store: Store) -> None:
         assert ev is not None and ev.payload == 5
 
 
+@pytest.mark.producer
 async def test_subscribe_receives_events_published_while_it_waits(store: Store) -> None:
     s = store.stream("s")
     got: list[StreamEvent | None] = []
@@ -255,6 +266,7 @@ async def test_subscribe_receives_events_published_while_it_waits(store: Store) 
     ]
 
 
+@pytest.mark.producer
 async def test_subscribe_receives_events_published_by_another_store(
     backend: Backend, location: str, clock: ManualClock
 ) -> None:
@@ -302,6 +314,7 @@ async def test_recv_timeout_returns_an_event_or_none(store: Store) -> None:
         assert await events.recv_timeout(0) is None
 
 
+@pytest.mark.producer
 async def test_recv_timeout_wakes_on_publish(store: Store) -> None:
     s = store.stream("s")
     got: list[StreamEvent | None] = []

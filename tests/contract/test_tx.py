@@ -17,6 +17,7 @@ class Boom(Exception):
     pass
 
 
+@pytest.mark.producer
 async def test_commit_makes_every_write_visible_together(
     backend: Backend, location: str, clock: ManualClock
 ) -> None:
@@ -76,6 +77,7 @@ async def test_commit_makes_every_write_visible_together(
         assert await order_rows(observer) == [(1, "first")]
 
 
+@pytest.mark.producer
 async def test_an_exception_rolls_everything_back(store: Store) -> None:
     await create_orders_table(store)
     q = store.queue("jobs")
@@ -110,6 +112,7 @@ async def test_an_exception_rolls_everything_back(store: Store) -> None:
     assert await q.enqueue("next") > 0
 
 
+@pytest.mark.producer
 async def test_a_rolled_back_notify_wakes_no_other_store(
     backend: Backend, location: str, clock: ManualClock
 ) -> None:
@@ -137,6 +140,7 @@ async def test_cancellation_rolls_back(store: Store) -> None:
     assert await q.enqueue("after") > 0
 
 
+@pytest.mark.producer
 async def test_tx_enqueue_honours_options_and_queue_defaults(
     store: Store, clock: ManualClock
 ) -> None:
@@ -160,6 +164,7 @@ async def test_tx_enqueue_honours_options_and_queue_defaults(
     assert await q.stats() == QueueStats(1, 2, 0, 0)
 
 
+@pytest.mark.producer
 async def test_tx_save_offset_is_monotonic(store: Store) -> None:
     s = store.stream("s")
     await s.save_offset("c", 5)
@@ -168,6 +173,7 @@ async def test_tx_save_offset_is_monotonic(store: Store) -> None:
     assert await s.get_offset("c") == 5
 
 
+@pytest.mark.producer
 async def test_tx_publish_continues_the_stream_offsets(store: Store) -> None:
     s = store.stream("s")
     assert await s.publish(1) == 1
@@ -177,6 +183,7 @@ async def test_tx_publish_continues_the_stream_offsets(store: Store) -> None:
     assert await s.publish(4) == 4
 
 
+@pytest.mark.producer
 async def test_execute_returns_rows_and_binds_parameters(store: Store) -> None:
     await create_orders_table(store)
     a, b = placeholders(store, 2)
@@ -193,6 +200,7 @@ async def test_execute_returns_rows_and_binds_parameters(store: Store) -> None:
     assert await order_rows(store) == [(1, tricky)]
 
 
+@pytest.mark.producer
 async def test_a_database_error_is_wrapped_and_rolls_back(store: Store) -> None:
     await create_orders_table(store)
     with pytest.raises(DatabaseError) as caught:
@@ -229,6 +237,7 @@ async def use_every_method(tx: Transaction) -> list[str]:
     return survivors
 
 
+@pytest.mark.producer
 async def test_the_handle_is_closed_after_commit(store: Store) -> None:
     async with store.transaction() as tx:
         pass
@@ -237,6 +246,7 @@ async def test_the_handle_is_closed_after_commit(store: Store) -> None:
     assert await store.stream("s").read_since(0) == []
 
 
+@pytest.mark.producer
 async def test_the_handle_is_closed_after_rollback(store: Store) -> None:
     with pytest.raises(Boom):
         async with store.transaction() as tx:
@@ -246,6 +256,7 @@ async def test_the_handle_is_closed_after_rollback(store: Store) -> None:
     assert await store.stream("s").get_offset("c") == 0
 
 
+@pytest.mark.producer
 async def test_commit_inside_the_block_commits_at_once_and_closes_the_handle(
     backend: Backend, location: str, clock: ManualClock
 ) -> None:
@@ -282,6 +293,7 @@ async def test_a_cancel_pending_when_commit_is_called_commits_nothing(store: Sto
     assert (await store.queue("jobs").stats()).ready == 0
 
 
+@pytest.mark.producer
 async def test_an_error_after_commit_leaves_the_commit_standing(store: Store) -> None:
     with pytest.raises(Boom):
         async with store.transaction() as tx:
@@ -291,6 +303,7 @@ async def test_an_error_after_commit_leaves_the_commit_standing(store: Store) ->
     assert (await store.queue("jobs").stats()).ready == 1
 
 
+@pytest.mark.producer
 async def test_rollback_inside_the_block_undoes_everything_and_closes_the_handle(
     store: Store,
 ) -> None:

@@ -11,6 +11,7 @@ from . import aio
 from .helpers import QUIET, SOON, wait_until
 
 
+@pytest.mark.producer
 async def test_notify_wakes_a_listener(store: Store) -> None:
     async with store.listen("ch") as wakes:
         assert wakes.try_recv() is None
@@ -21,6 +22,7 @@ async def test_notify_wakes_a_listener(store: Store) -> None:
         assert wake.channel == "ch"
 
 
+@pytest.mark.producer
 async def test_a_wake_reaches_a_listener_already_waiting(store: Store) -> None:
     got: list[Wake | None] = []
     async with store.listen("ch") as wakes:
@@ -36,6 +38,7 @@ async def test_a_wake_reaches_a_listener_already_waiting(store: Store) -> None:
     assert got == [Wake("ch")]
 
 
+@pytest.mark.producer
 async def test_every_listener_of_the_channel_is_woken(store: Store) -> None:
     async with store.listen("ch") as one, store.listen("ch") as two:
         await store.notify("ch")
@@ -44,6 +47,7 @@ async def test_every_listener_of_the_channel_is_woken(store: Store) -> None:
             assert await two.recv() == Wake("ch")
 
 
+@pytest.mark.producer
 async def test_listeners_of_other_channels_are_not_woken(store: Store) -> None:
     async with store.listen("a") as a, store.listen("b") as b:
         await store.notify("a")
@@ -147,6 +151,7 @@ async def test_receivers_close_when_the_store_closes(
         await wakes.recv_timeout(0.01)
 
 
+@pytest.mark.producer
 async def test_wakes_cross_stores_on_one_database(
     backend: Backend, location: str, clock: ManualClock
 ) -> None:
@@ -161,6 +166,7 @@ async def test_wakes_cross_stores_on_one_database(
         assert other.try_recv() is None
 
 
+@pytest.mark.producer
 async def test_large_notify_payloads_follow_the_engine_limit(store: Store) -> None:
     """Postgres refuses NOTIFY payloads over 8000 bytes client-side; SQLite never does."""
     big = {"blob": "x" * 9000}

@@ -21,6 +21,14 @@ STEP_SAVEPOINT = "SAVEPOINT alkstore_step"
 STEP_ROLLBACK = "ROLLBACK TO alkstore_step"
 STEP_RELEASE = "RELEASE alkstore_step"
 DATA_VERSION = "PRAGMA data_version"
+# Which files a connection has open: ``store.join(conn)`` (alkstore.sync)
+# checks that an application's connection is to the store's own file.
+DATABASE_LIST = "PRAGMA database_list"
+# The transaction Python's sqlite3 opens implicitly (its legacy
+# ``isolation_level`` mode), by the mode's name: what ``join`` opens on such
+# a connection that has none open yet.
+BEGIN_AS = {"": "BEGIN", "DEFERRED": "BEGIN DEFERRED", "IMMEDIATE": "BEGIN IMMEDIATE",
+            "EXCLUSIVE": "BEGIN EXCLUSIVE"}  # fmt: skip
 # Reader connections refuse writes outright.
 QUERY_ONLY = "PRAGMA query_only = 1"
 # The event-loop thread's connection never checkpoints (that would block the

@@ -1,0 +1,259 @@
+"""Each operation's validation and plan, written once for every facade.
+
+The async facades (``Store``, ``Queue``, ``Stream``, ``Transaction``, ...)
+and the blocking ones (``alkstore.sync``) differ only in how they run a
+plan: awaiting an executor, or blocking on a connection. What an operation
+checks, and which plan it builds from which arguments, lives here, so both
+kinds of facade raise the same errors for the same input and send the same
+statements.
+
+A function here takes the store (anything with ``_dialect``, ``_origin``
+and ``_now_us()``: ``OpContext``), checks its arguments (raising the
+taxonomy's errors before any round trip), and returns the plan; where the
+plan's work grows with its input (the facade keeps it off the event loop's
+thread), it returns ``(plan, bulk)``. Nothing here runs anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any, Protocol, TypeVar
+
+from ..protocol import codec, inspection, queues, streams
+from ..protocol import wakes as wake_plans
+from ..protocol.dialect import Dialect
+from ..protocol.errors import InvalidArgument, PayloadTooLarge, UsageError, brief
+from ..protocol.names import check_identifier, check_key, check_name, outbox_queue_name
+from ..protocol.plan import Plan
+from ..protocol.queues import check_limit
+from ..protocol.timeconv import instant_us
+from ..protocol.types import (
+    OUTBOX_OPTIONS,
+    JobInfo,
+    NewJob,
+    QueueOptions,
+    QueueStats,
+    StreamEvent,
+    StreamInfo,
+    resolve_enqueue,
+    resolve_enqueue_many,
+)
+
+T = TypeVar("T")
+
+# Operations on more rows than this are ``bulk`` (off the event loop's thread
+# on SQLite: their work grows with their size).
+INLINE_MAX = 200
+
+Call = tuple[Plan[T], bool]
+
+_DEFAULTS = QueueOptions()
+
+
+class OpContext(Protocol):
+    """What an operation needs of a store: its engine's dialect, the origin
+    its notifications carry, and its clock."""
+
+    @property
+    def _dialect(self) -> Dialect: ...
+
+    @property
+    def _origin(self) -> str: ...
+
+    def _now_us(self) -> int: ...
+
+
+class QueueHandle:
+    """What a transaction needs of a queue handle (async or blocking): its
+    name and the defaults its jobs take."""
+
+    __slots__ = ()
+    name: str
+    _options: QueueOptions
+
+
+class OutboxHandle:
+    """What a transaction needs of an outbox handle: its queue."""
+
+    __slots__ = ()
+    queue: QueueHandle
+
+
+def read_only_refusal(what: str) -> UsageError:
+    """What a store opened with ``read_only=True`` raises for ``what``, which writes."""
+    return UsageError(
+        f"{what} writes, and this store was opened read-only "
+        "(open it without read_only=True to write)"
+    )
+
+
+# -- enqueue ------------------------------------------------------------------------
+# Two steps, so that an instrumentation can set the job's headers between
+# them: ``new_job`` checks and resolves (the round trip's input), ``insert``
+# is the plan.
+new_job = resolve_enqueue
+
+
+def insert(ctx: OpContext, job: NewJob, now_us: int) -> Plan[int]:
+    """The plan inserting ``job`` (made by ``new_job`` at ``now_us``)."""
+    return queues.enqueue(ctx._dialect, job, ctx._origin, now_us)
+
+
+def new_jobs(
+    queue: str, defaults: QueueOptions, payloads: object, now_us: int, options: Mapping[str, Any]
+) -> list[NewJob]:
+    """``enqueue_batch``'s jobs: ``payloads`` must be an iterable of
+    payloads (not a str, bytes or dict), the options checked once."""
+    if isinstance(payloads, str | bytes | dict) or not isinstance(payloads, Iterable):
+        raise InvalidArgument(f"payloads must be a list (or iterable) of payloads, got "
+                              f"{brief(payloads)}")  # fmt: skip
+    return resolve_enqueue_many(queue, payloads, now_us, defaults, **options)
+
+
+def insert_many(ctx: OpContext, jobs: list[NewJob], now_us: int) -> Call[list[int]]:
+    """The plan inserting ``jobs`` (non-empty), and whether it is bulk."""
+    return queues.enqueue_many(ctx._dialect, jobs, ctx._origin, now_us), len(jobs) > INLINE_MAX
+
+
+def queue_target(queue: object) -> tuple[str, QueueOptions]:
+    """``tx.enqueue``'s ``queue``: a name (default options) or a queue handle."""
+    if isinstance(queue, QueueHandle):
+        return queue.name, queue._options
+    return check_name(queue, "queue"), _DEFAULTS
+
+
+def outbox_target(outbox: object) -> tuple[str, QueueOptions]:
+    """``tx.outbox_enqueue``'s ``outbox``: a name (the outbox defaults) or a handle."""
+    if isinstance(outbox, OutboxHandle):
+        return outbox.queue.name, outbox.queue._options
+    return outbox_queue_name(check_name(outbox, "outbox")), OUTBOX_OPTIONS
+
+
+# -- queues: inspection and steering ---------------------------------------------------
+def get_job(ctx: OpContext, queue: str | None, job_id: object) -> Plan[JobInfo | None]:
+    """Job ``job_id`` of ``queue`` (``None``: of any queue)."""
+    return queues.get_job(ctx._dialect, queue, queues.check_job_id(job_id))
+
+
+def stats(ctx: OpContext, queue: str) -> Call[QueueStats]:
+    return queues.stats(ctx._dialect, queue, ctx._now_us()), True  # counts grow with the queue
+
+
+def dead_letters(ctx: OpContext, queue: str, limit: object) -> Call[list[JobInfo]]:
+    n = check_limit(limit)
+    return queues.dead_letters(ctx._dialect, queue, n), n > INLINE_MAX
+
+
+def list_jobs(
+    ctx: OpContext, queue: str, state: object, limit: object, after: object
+) -> Call[list[JobInfo]]:
+    state = inspection.check_job_state(state)
+    after = inspection.check_after(after)
+    n = check_limit(limit)
+    return inspection.list_jobs(ctx._dialect, queue, state, after, n, ctx._now_us()), n > INLINE_MAX
+
+
+def cancel(ctx: OpContext, queue: str, job_id: object) -> Plan[bool]:
+    job_id = queues.check_job_id(job_id)
+    return queues.cancel(ctx._dialect, queue, job_id, ctx._now_us())
+
+
+def requeue_dead(ctx: OpContext, queue: str, job_id: object) -> Plan[bool]:
+    job_id = queues.check_job_id(job_id)
+    return queues.requeue_dead(ctx._dialect, queue, job_id, ctx._origin, ctx._now_us())
+
+
+def purge_dead(
+    ctx: OpContext, queue: str, before: datetime | None, ids: Sequence[int] | None
+) -> Plan[int]:
+    """Every dead job of ``queue``, those that died before ``before``, or
+    those among ``ids``; bulk."""
+    if ids is not None:
+        if before is not None:
+            raise InvalidArgument("give before or ids, not both")
+        return queues.purge_dead_ids(ctx._dialect, queue, queues.check_job_ids(ids))
+    before_us = None if before is None else instant_us(before, "before")
+    return queues.purge_dead(ctx._dialect, queue, before_us)
+
+
+def set_paused(ctx: OpContext, queue: str, paused: bool) -> Plan[None]:
+    return queues.set_paused(ctx._dialect, queue, paused, ctx._origin, ctx._now_us())
+
+
+def is_paused(ctx: OpContext, queue: str) -> Plan[bool]:
+    return queues.is_paused(ctx._dialect, queue)
+
+
+# -- streams ----------------------------------------------------------------------------
+def publish(ctx: OpContext, stream: str, key: str | None, payload: codec.JSON) -> Plan[int]:
+    """Append ``payload`` to ``stream`` (a checked name); ``key`` already checked."""
+    text = codec.encode(payload)
+    return streams.publish(ctx._dialect, stream, key, text, ctx._origin, ctx._now_us())
+
+
+def publish_keyed(ctx: OpContext, stream: str, key: object, payload: codec.JSON) -> Plan[int]:
+    """``publish`` with a key, which must be a non-empty str (``InvalidName``)."""
+    return publish(ctx, stream, check_key(key), payload)
+
+
+def read_since(
+    ctx: OpContext, stream: str, offset: object, limit: object
+) -> Call[list[StreamEvent]]:
+    after, n = streams.check_offset(offset), check_limit(limit)
+    return streams.read_since(ctx._dialect, stream, after, n), n > INLINE_MAX
+
+
+def read_from_consumer(
+    ctx: OpContext, stream: str, consumer: object, limit: object
+) -> Call[list[StreamEvent]]:
+    who = check_identifier(consumer, "consumer")
+    n = check_limit(limit)
+    return streams.read_from_consumer(ctx._dialect, stream, who, n), n > INLINE_MAX
+
+
+def save_offset(ctx: OpContext, stream: str, consumer: object, offset: object) -> Plan[None]:
+    who = check_identifier(consumer, "consumer")
+    at = streams.check_offset(offset)
+    return streams.save_offset(ctx._dialect, stream, who, at)
+
+
+def get_offset(ctx: OpContext, stream: str, consumer: object) -> Plan[int]:
+    return streams.get_offset(ctx._dialect, stream, check_identifier(consumer, "consumer"))
+
+
+def head_offset(ctx: OpContext, stream: str) -> Plan[int]:
+    return streams.head_offset(ctx._dialect, stream)
+
+
+def stream_info(ctx: OpContext, stream: str) -> Call[StreamInfo]:
+    return inspection.stream_summary(ctx._dialect, stream), True  # counts the events
+
+
+# -- wakes ------------------------------------------------------------------------------
+def check_notify_payload(dialect: Dialect, payload: codec.JSON) -> None:
+    """A notify payload must encode, and fit the engine's limit (Postgres:
+    ``PayloadTooLarge`` past 8000 bytes), though it is never delivered."""
+    text = codec.encode(payload)
+    limit = dialect.notify_payload_limit
+    if limit is not None:
+        size = len(text.encode("utf-8"))
+        if size > limit:
+            raise PayloadTooLarge(limit, size)
+
+
+def notify(ctx: OpContext, channel: object, payload: codec.JSON) -> Plan[None]:
+    """Wake listeners of ``channel`` once the transaction commits."""
+    name = check_name(channel, "channel")
+    check_notify_payload(ctx._dialect, payload)
+    return wake_plans.notify(ctx._dialect, name, ctx._origin, ctx._now_us())
+
+
+# -- a caller's own SQL -------------------------------------------------------------------
+def check_sql(sql: object, params: object) -> tuple[str, Sequence[Any] | dict[str, Any]]:
+    """``tx.execute``'s arguments: SQL text, and a sequence or dict of params."""
+    if not isinstance(sql, str):
+        raise InvalidArgument(f"sql must be a str, got {brief(sql)}")
+    if isinstance(params, str | bytes) or not isinstance(params, Sequence | dict):
+        raise InvalidArgument(f"params must be a sequence or a dict, got {brief(params)}")
+    return sql, params
