@@ -20,6 +20,8 @@ from alkstore.protocol import claim, housekeeping, locks, queues, schedule, stre
 from alkstore.testing import invariants
 from tests import model
 
+from .blocks import blocks
+
 ROOT = Path(__file__).resolve().parents[2]
 # Fenced code blocks out: their triple backticks would pair with inline ones.
 DOC = re.sub(r"```.*?```", "", (ROOT / "docs" / "internals.md").read_text(), flags=re.S)
@@ -96,3 +98,19 @@ def test_the_model_and_core_functions_named_exist() -> None:
             assert hasattr(owners[owner], attr), token
             checked += 1
     assert checked > 15
+
+
+def test_the_plan_shown_is_the_cores_own() -> None:
+    """The plan the page drives by hand is ``claim.release`` as written (its
+    docstring aside), so the page cannot show a plan the core no longer has."""
+    (block,) = [b for b in blocks(ROOT / "docs" / "internals.md") if b.lang == "python"]
+
+    def release_of(source: str) -> str:
+        tree = ast.parse(source)
+        (node,) = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "release"]
+        if ast.get_docstring(node) is not None:
+            node.body = node.body[1:]
+        return ast.dump(node)
+
+    core = (ROOT / "alkstore" / "protocol" / "claim.py").read_text()
+    assert release_of(block.code) == release_of(core)
