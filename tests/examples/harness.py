@@ -214,3 +214,33 @@ def wait_for_http(url: str, launcher: Launcher, timeout: float = STARTUP) -> Non
             return False  # not listening yet
 
     until(answers, timeout, f"{url} answering", launcher)
+
+
+# -- the order flow every web example serves ---------------------------------------------
+
+
+def check_order_flow(base: str, launcher: Launcher, worker: Process) -> None:
+    """The examples' shared story, against an app at ``base`` and a worker process:
+    an order is processed by the worker; with the worker stopped (a clean drain), a
+    duplicate order fails with 409 and its job, enqueued before the failing INSERT,
+    is rolled back with it, while a good order leaves exactly its own job."""
+    status, body = http("POST", f"{base}/orders", {"id": "A-1", "item": "book"})
+    assert status == 201, body
+
+    def processed() -> bool:
+        status, order = http("GET", f"{base}/orders/A-1")
+        assert status == 200, order
+        return bool(order["status"] == "processed")
+
+    until(processed, STARTUP, "order A-1 processed by the worker", launcher)
+    assert worker.stop(signal.SIGTERM) == 0, launcher.describe()  # drained cleanly
+
+    # With no worker left, what the queue holds is what the requests enqueued.
+    status, body = http("POST", f"{base}/orders", {"id": "A-1", "item": "lamp"})
+    assert status == 409, body
+    status, body = http("POST", f"{base}/orders", {"id": "B-2", "item": "lamp"})
+    assert status == 201, body
+    status, stats = http("GET", f"{base}/queue")
+    assert status == 200 and (stats["ready"], stats["processing"]) == (1, 0), stats
+    status, order = http("GET", f"{base}/orders/A-1")
+    assert (order["item"], order["status"]) == ("book", "processed")

@@ -1,0 +1,8 @@
+"""The WSGI application: ``hypercorn shop.wsgi:application`` (or gunicorn)."""
+
+import os
+
+from django.core.wsgi import get_wsgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "shop.settings")
+application = get_wsgi_application()
