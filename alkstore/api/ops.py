@@ -156,7 +156,7 @@ def list_jobs(
 
 def cancel(ctx: OpContext, queue: str, job_id: object) -> Plan[bool]:
     job_id = queues.check_job_id(job_id)
-    return queues.cancel(ctx._dialect, queue, job_id, ctx._now_us())
+    return queues.cancel(ctx._dialect, queue, job_id, ctx._origin, ctx._now_us())
 
 
 def requeue_dead(ctx: OpContext, queue: str, job_id: object) -> Plan[bool]:

@@ -17,6 +17,12 @@ worker directly and the engine's wake source (the SQLite watcher, Postgres
 LISTEN) carries commits from other processes. Without a wake the worker still
 looks when the next job falls due (read with each short claim), at every
 ``poll_interval`` as a backstop, and whenever one of its own jobs finishes.
+
+Live cancellation: ``Queue.cancel`` notifies the queue's cancel channel (a
+channel of its own, so enqueues never cost this look); on that wake the
+worker reads which of the jobs it holds and has not settled are gone, drops
+those claimed ahead, and cancels the handlers of those running. A worker that
+misses the wake finds out at its next heartbeat, as a lost claim.
 """
 
 from __future__ import annotations
@@ -34,8 +40,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..protocol.claim import ack_many, heartbeat_many, retry_decision
 from ..protocol.errors import AlkstoreError, Closed, CommitUnknown, InvalidArgument, brief
 from ..protocol.leases import Idle, Lapsed, Leases, Wait
-from ..protocol.names import queue_channel
+from ..protocol.names import cancel_channel, queue_channel
 from ..protocol.plan import Plan
+from ..protocol.queues import cancelled_among
 from ..protocol.timeconv import US_PER_S, Duration
 from ..protocol.types import JobRecord, WorkerReport
 from ..protocol.worker import (
@@ -64,7 +71,7 @@ log = logging.getLogger("alkstore.worker")
 
 Handler = Callable[[Job], Awaitable[Any]]
 # How a job left the worker, as its report counts it.
-Settled = Literal["acked", "retried", "dead", "handed_back", "lost"]
+Settled = Literal["acked", "retried", "dead", "handed_back", "lost", "revoked"]
 
 
 def check_handler(handler: object, what: str = "handler") -> None:
@@ -125,11 +132,11 @@ async def run_worker(
 class _Tally:
     """How jobs left the worker so far (its ``WorkerReport``)."""
 
-    __slots__ = ("acked", "dead", "handed_back", "lost", "retried", "started")
+    __slots__ = ("acked", "dead", "handed_back", "lost", "retried", "revoked", "started")
 
     def __init__(self) -> None:
         self.started = self.acked = self.retried = self.dead = 0
-        self.handed_back = self.lost = 0
+        self.handed_back = self.lost = self.revoked = 0
 
     def settled(self, outcome: Settled) -> None:
         """Count one job that left the worker so."""
@@ -143,16 +150,24 @@ class _Tally:
             self.handed_back += 1
         elif outcome == "lost":
             self.lost += 1
+        elif outcome == "revoked":
+            self.revoked += 1
 
 
 class _Slot:
     """One of the worker's ``concurrency`` handler tasks, and the job it runs."""
 
-    __slots__ = ("job", "scope")
+    __slots__ = ("job", "scope", "stopping")
 
     def __init__(self) -> None:
         self.job: _WorkerJob | None = None
         self.scope: Any = None
+        # Its scope was cancelled (``stop``): the next job needs a fresh one.
+        self.stopping = False
+
+    def stop(self) -> None:
+        self.stopping = True
+        self.scope.cancel()
 
 
 class _Worker:
@@ -215,9 +230,11 @@ class _Worker:
                 drain._attach(self)
             async with (
                 store._subscribe_channel(queue_channel(self.queue.name)) as wakes,
+                store._subscribe_channel(cancel_channel(self.queue.name)) as cancels,
                 runtime.task_group() as group,
             ):
                 group.start_soon(self._forward_wakes, wakes)
+                group.start_soon(self._watch_cancels, cancels)
                 group.start_soon(self._keeper)
                 group.start_soon(self._settler)
                 for _ in range(self.policy.concurrency):
@@ -245,7 +262,7 @@ class _Worker:
         return WorkerReport(
             queue=self.queue.name, worker_id=self.wid, started=t.started, acked=t.acked,
             retried=t.retried, dead=t.dead, handed_back=t.handed_back, lost=t.lost,
-            cancelled=self.cancelled,
+            cancelled=self.cancelled, cancelled_by_request=t.revoked,
         )  # fmt: skip
 
     # -- draining ------------------------------------------------------------------
@@ -367,15 +384,20 @@ class _Worker:
             # One scope for a run of jobs, not one per job: cancelling it
             # stops the job whose claim lapsed; a fresh one serves the next.
             with runtime.cancel_scope() as scope:
-                slot.scope = scope
+                slot.scope, slot.stopping = scope, False
                 await self._run_jobs(slot)
             job, slot.job = slot.job, None
             if job is not None:
-                # Stopped because its claim lapsed: someone else may own it.
-                log.warning("job %s on %s lost its claim while running; not settled",
-                            job.id, self.queue.name)  # fmt: skip
                 self._forget(job)
-                self.tally.lost += 1
+                if job._revoked:
+                    log.info("job %s on %s cancelled while running: handler cancelled",
+                             job.id, self.queue.name)  # fmt: skip
+                    self.tally.revoked += 1
+                else:
+                    # Stopped because its claim lapsed: someone else may own it.
+                    log.warning("job %s on %s lost its claim while running; not settled",
+                                job.id, self.queue.name)  # fmt: skip
+                    self.tally.lost += 1
                 self.policy.finished(Outcome.LOST)
                 if self.policy.draining:
                     self.kick.set()  # the drain may be waiting for this one alone
@@ -397,6 +419,10 @@ class _Worker:
             await self._run_job(slot, job)
             if ready:
                 self.work.set()  # more for the other slots too
+            if slot.stopping:
+                # Its handler ended on its own though its scope was cancelled
+                # (it swallowed the cancellation): a fresh scope for the next.
+                return
 
     async def _run_job(self, slot: _Slot, job: _WorkerJob) -> None:
         error: Exception | None = None
@@ -416,6 +442,16 @@ class _Worker:
         self.kick.set()
 
     def _finished(self, job: _WorkerJob, error: Exception | None) -> None:
+        if job._revoked and job._settled is None:
+            # Cancelled in the database and told so, but the handler ended
+            # on its own (it swallowed the cancellation, or finished inside
+            # a shield): nothing to settle, the job is gone.
+            log.info("job %s on %s cancelled while running; its handler %s", job.id,
+                     self.queue.name, "returned" if error is None else "raised")  # fmt: skip
+            self.held.pop(job.id, None)
+            self.tally.revoked += 1
+            self.policy.finished(Outcome.LOST, self.store._now_us())
+            return
         if job._settled is not None:
             if error is not None:
                 log.warning("job %s on %s raised after its handler settled it (%s)", job.id,
@@ -482,9 +518,26 @@ class _Worker:
             self.held.pop(job.id, None)
         if acked is not None:
             self.tally.acked += len(acked)
-            self.tally.lost += len(jobs) - len(acked)
-            log_refused_acks(self.queue.name, [j._record for j in jobs], acked)
+            if len(acked) < len(jobs):
+                await self._count_refused([j for j in jobs if j.id not in acked])
         return acked
+
+    async def _count_refused(self, jobs: list[_WorkerJob]) -> None:
+        """Jobs whose ack was refused: cancelled while their handler was
+        finishing (``cancelled_by_request``), or their claim was lost; each
+        counted once. Off the hot path: only after a refusal."""
+        ids = [j.id for j in jobs]
+        plan = cancelled_among(self.store._dialect, self.queue.name, ids)
+        gone = await _guard(self.store._run(plan), "cancel check")
+        cancelled = set(gone or ())
+        self.tally.revoked += len(cancelled)
+        self.tally.lost += len(jobs) - len(cancelled)
+        for job in jobs:
+            if job.id in cancelled:
+                log.info("job %s on %s was cancelled as its handler finished: not acked",
+                         job.id, self.queue.name)  # fmt: skip
+            else:
+                log.warning("ack of job %s on %s refused: claim lost", job.id, self.queue.name)
 
     # -- keeping the claims -------------------------------------------------------
     async def _keeper(self) -> None:
@@ -514,11 +567,18 @@ class _Worker:
                                 self.queue.name, exc_info=True)  # fmt: skip
                     leases.renew_failed(action.keys, store._now_us())
                     continue
+                refused = []
                 for job, ok in zip(jobs, owned, strict=True):
                     if ok:
                         job._extended(now + vt)
                     elif job.id in self.running:
-                        self._stop(job.id)  # reclaimed, cancelled, or settled meanwhile
+                        refused.append(job.id)
+                if refused:
+                    # Reclaimed, cancelled (a missed cancel wake), or settled
+                    # meanwhile: say which, so a cancel is counted as one.
+                    await self._revoke_cancelled(refused)
+                    for job_id in refused:
+                        self._stop(job_id)
 
     def _stop(self, job_id: int) -> None:
         """Stop the handler of a job whose claim is gone (or, if it had not
@@ -536,7 +596,51 @@ class _Worker:
         slot = self.running.get(job_id)
         job = None if slot is None else slot.job
         if slot is not None and job is not None and job.id == job_id and job._settled is None:
-            slot.scope.cancel()
+            slot.stop()
+
+    # -- live cancellation ---------------------------------------------------------
+    async def _watch_cancels(self, cancels: WakeReceiver) -> None:
+        """On each wake of the queue's cancel channel (a job of this queue was
+        cancelled, here or in another process), find which jobs this worker
+        holds were, and stop them. Wakes coalesce: cancels arriving while one
+        look runs lead to one more look."""
+        while await cancels.recv() is not None:
+            ids = [job.id for job in self.ready]
+            ids += [job_id for job_id, slot in self.running.items()
+                    if slot.job is not None and slot.job._settled is None]  # fmt: skip
+            if ids:
+                await self._revoke_cancelled(ids)
+
+    async def _revoke_cancelled(self, ids: list[int]) -> None:
+        """Read which of ``ids`` were cancelled, and stop each (see ``_revoke``)."""
+        plan = cancelled_among(self.store._dialect, self.queue.name, ids)
+        gone = await _guard(self.store._run(plan), "cancel check")
+        for job_id in gone or ():
+            self._revoke(job_id)
+
+    def _revoke(self, job_id: int) -> None:
+        """Job ``job_id`` was cancelled: drop it if it waits for a slot, or
+        cancel its handler if one runs it and has not settled it. A job that
+        finished meanwhile is left to its settlement (whose ack is refused
+        and counted as a cancellation then)."""
+        job = self.held.get(job_id)
+        if job is None:
+            return
+        if job in self.ready:
+            self.ready.remove(job)
+            self.held.pop(job_id, None)
+            self.leases.drop(job_id)
+            self.tally.revoked += 1
+            self.policy.dropped()
+            self.kick.set()  # a slot freed: claim another
+            log.info("job %s on %s cancelled before it started; not run", job_id,
+                     self.queue.name)  # fmt: skip
+            return
+        slot = self.running.get(job_id)
+        if slot is not None and slot.job is job and job._settled is None and not job._revoked:
+            job._revoked = True
+            self.leases.drop(job_id)
+            slot.stop()
 
     # -- wakes and shutdown --------------------------------------------------------
     async def _forward_wakes(self, wakes: WakeReceiver) -> None:
@@ -599,12 +703,15 @@ class _WorkerJob(Job):
 
     # ``_trace``: what the worker's telemetry keeps of the job (its claim's
     # and its run's span contexts); set only when the store is instrumented.
-    __slots__ = ("_settled", "_trace", "_worker")
+    __slots__ = ("_revoked", "_settled", "_trace", "_worker")
 
     def __init__(self, worker: _Worker, record: JobRecord) -> None:
         super().__init__(worker.queue, record)
         self._worker = worker
         self._settled: SelfSettled | None = None
+        # Cancelled in the database while its handler ran (``Queue.cancel``):
+        # the handler was cancelled, and the job is counted as such.
+        self._revoked = False
 
     def _extended(self, until_us: int) -> None:
         """The claim now lasts until ``until_us`` (a renewal succeeded)."""

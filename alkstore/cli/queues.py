@@ -170,8 +170,8 @@ def job_command(target: Target, job_id: int) -> None:
 @target_options
 @click.argument("job_id", metavar="ID", type=click.IntRange(1))
 def cancel_command(target: Target, job_id: int) -> None:
-    """Cancel a pending or processing job (a processing job's worker finds
-    its claim gone when it settles)."""
+    """Cancel a pending or processing job (a processing job's worker, in any
+    process, is woken and cancels its handler)."""
 
     async def work(store: Store) -> JobInfo:
         info = await store.get_job(job_id)

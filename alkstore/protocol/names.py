@@ -64,6 +64,14 @@ def queue_channel(queue: str) -> str:
     return f"{RESERVED_PREFIX}q:{queue}"
 
 
+def cancel_channel(queue: str) -> str:
+    """Internal wake channel that a cancel of one of ``queue``'s jobs
+    notifies: the queue's workers then look whether a job they hold was
+    cancelled (enqueues do not wake it, so the look costs nothing on the
+    hot path)."""
+    return f"{RESERVED_PREFIX}c:{queue}"
+
+
 def stream_channel(stream: str) -> str:
     """Internal wake channel that publishes to ``stream`` notify."""
     return f"{RESERVED_PREFIX}s:{stream}"

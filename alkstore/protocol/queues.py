@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from .dialect import Dialect
 from .errors import DatabaseError, InvalidArgument, brief
 from .ints import check_int
-from .names import queue_channel
+from .names import cancel_channel, queue_channel
 from .plan import Plan, Row, Statement, fetch_all, fetch_count, fetch_one, fetch_row, reads
 from .rows import _opt_int, _shape, dead_info, history_info, job_info
 from .timeconv import held_until_us
@@ -59,17 +59,47 @@ def get_job(d: Dialect, queue: str | None, job_id: int) -> Plan[JobInfo | None]:
     return None if row is None else history_info(row)
 
 
-def cancel(d: Dialect, queue: str, job_id: int, now_us: int) -> Plan[bool]:
+def cancel(d: Dialect, queue: str, job_id: int, origin: str, now_us: int) -> Plan[bool]:
     """Remove a live job (pending or processing); a worker's later ack
     returns False. The job moves into history (outcome ``cancelled``) when
-    its queue keeps history, read in the same transaction."""
+    its queue keeps history, read in the same transaction. A job removed
+    notifies the queue's cancel channel: a worker running it (here or in
+    another process) looks, finds it gone, and cancels its handler."""
     job_id = check_job_id(job_id)
     history_us, _ = yield from retention(d, queue)
     if history_us is None:
         count = yield from fetch_count(d.cancel(queue, job_id))
-        return bool(count)
-    moves = d.cancel_history(queue, job_id, now_us, kept_until(now_us, history_us))
-    return bool((yield from moved(moves)))
+    else:
+        moves = d.cancel_history(queue, job_id, now_us, kept_until(now_us, history_us))
+        count = yield from moved(moves)
+    if count:
+        yield d.notify(cancel_channel(queue), origin, now_us)
+    return bool(count)
+
+
+@reads
+def cancelled_among(d: Dialect, queue: str, job_ids: Sequence[int]) -> Plan[list[int]]:
+    """Which of ``job_ids`` (jobs a worker holds) were cancelled: no longer
+    live, not dead, and not in history as acked. One read transaction, a
+    statement per job (and two more for one that is gone, which is rare).
+
+    Only the worker can ack a job it holds, and it asks only about jobs it
+    has not settled, so a job gone from the live table and not swept to the
+    dead letters was cancelled. Without history, a job whose claim lapsed
+    and that another worker then claimed and acked looks the same: the
+    caller's claim was lost either way."""
+    gone: list[int] = []
+    for job_id in job_ids:
+        row = yield from fetch_one(d.get_job(queue, job_id))
+        if row is not None:
+            continue
+        if (yield from fetch_one(d.get_dead(queue, job_id))) is not None:
+            continue
+        row = yield from fetch_one(d.get_history(queue, job_id))
+        if row is not None and history_info(row).state != "cancelled":
+            continue
+        gone.append(job_id)
+    return gone
 
 
 def kept_until(now_us: int, retention_us: int) -> int:

@@ -220,10 +220,13 @@ class WorkerReport:
     dead letters: out of attempts, or ``job.fail``), ``handed_back``
     (released unfinished, due at once, attempt refunded: claimed ahead and
     never started, or cancelled), ``lost`` (its claim lapsed or was taken
-    away before it was settled; someone else runs it). ``cancelled``: of the
-    handed-back jobs, those whose handler was still running when the drain's
-    deadline passed (or ``Drain.now()`` was called) and was cancelled. A
-    settlement whose round trip got no answer is in no count."""
+    away before it was settled; someone else runs it), ``cancelled_by_request``
+    (cancelled by ``Queue.cancel`` while this worker held it: its handler was
+    cancelled, it was dropped before it started, or its ack was refused as
+    its handler finished). ``cancelled``: of the handed-back jobs, those
+    whose handler was still running when the drain's deadline passed (or
+    ``Drain.now()`` was called) and was cancelled. A settlement whose round
+    trip got no answer is in no count."""
 
     queue: str
     worker_id: str
@@ -234,6 +237,7 @@ class WorkerReport:
     handed_back: int = 0
     lost: int = 0
     cancelled: int = 0
+    cancelled_by_request: int = 0
 
 
 @dataclass(frozen=True, slots=True)

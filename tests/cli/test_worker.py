@@ -255,7 +255,8 @@ async def test_runs_the_jobs_acks_them_and_exits_0_on_a_signal(
                         "seconds", "jobs", "queues", "error"}  # fmt: skip
     assert (doc["exit_code"], doc["reason"], doc["drained_cleanly"]) == (0, "drained", True)
     assert doc["signal"] == "SIGINT" and doc["error"] is None
-    counts = {"started", "acked", "retried", "dead", "handed_back", "lost", "cancelled"}
+    counts = {"started", "acked", "retried", "dead", "handed_back", "lost", "cancelled",
+              "cancelled_by_request"}  # fmt: skip
     assert set(doc["jobs"]) == counts
     assert doc["jobs"]["started"] == doc["jobs"]["acked"] == 5
     (queue,) = doc["queues"]
@@ -322,6 +323,35 @@ async def test_a_handler_past_the_drain_timeout_is_cancelled_its_job_returns_and
     doc = child.report()
     assert (doc["exit_code"], doc["reason"], doc["drained_cleanly"]) == (4, "drain_timeout", False)
     assert (doc["jobs"]["cancelled"], doc["jobs"]["handed_back"]) == (1, 1)
+
+
+async def test_alkstore_cancel_from_another_process_cancels_the_running_handler(
+    project: Path, database: Database, driver: str
+) -> None:
+    # Live cancellation across processes: the cancel command's commit wakes
+    # the worker process (the SQLite watcher, Postgres LISTEN), long before
+    # its first heartbeat (75 s away), and it counts a cancellation.
+    async with database.store() as store:
+        q = store.queue("jobs")
+        job_id = await q.enqueue({"kind": "stuck"})
+        async with worker(project, "tasks:handlers", "-q", "jobs", "--driver", driver,
+                          "--json", *database.args) as child:  # fmt: skip
+            await until(marked(child, f"started-{job_id}"), STARTUP, "the stuck job started")
+            with trio.fail_after(STARTUP):
+                done = await trio.run_process(
+                    [sys.executable, "-m", "alkstore", "cancel", str(job_id), *database.args],
+                    cwd=project, env=child_env(project), capture_stdout=True,
+                    capture_stderr=True, check=False,
+                )  # fmt: skip
+            assert done.returncode == 0, done.stderr
+            await until(marked(child, f"stopped-{job_id}"), SOON, "the handler cancelled")
+            assert await q.get_job(job_id) is None
+            child.signal(signal.SIGTERM)
+            assert await child.exit_code() == 0, child.log()
+        assert not (child.marks / f"done-{job_id}").exists()
+    doc = child.report()
+    assert doc["jobs"]["cancelled_by_request"] == 1
+    assert (doc["jobs"]["lost"], doc["jobs"]["acked"], doc["jobs"]["cancelled"]) == (0, 0, 0)
 
 
 async def test_a_second_signal_stops_at_once_with_exit_5(

@@ -660,9 +660,9 @@ def test_sweep_stats_dead_letters_requeue_purge(pg: Pg, d: PostgresDialect) -> N
     assert pg.run(Q.purge_dead(d, "q", T0 + 30 * US + 1)) == 1
     assert pg.run(Q.purge_dead(d, "q", None)) == 0
     # cancel
-    assert pg.run(Q.cancel(d, "q", scheduled, T0)) is True
-    assert pg.run(Q.cancel(d, "q", scheduled, T0)) is False
-    assert pg.run(Q.cancel(d, "other", ready, T0)) is False
+    assert pg.run(Q.cancel(d, "q", scheduled, "o", T0)) is True
+    assert pg.run(Q.cancel(d, "q", scheduled, "o", T0)) is False
+    assert pg.run(Q.cancel(d, "other", ready, "o", T0)) is False
     assert pg.run(Q.get_job(d, "other", ready)) is None
 
 
@@ -732,9 +732,9 @@ def test_parameters_of_every_int_width_bind(pg: Pg, d: PostgresDialect) -> None:
     assert pg.run(C.release(d, jobs[1], 2**40, refund=True)) is True
     assert pg.run(C.ack_batch(d, "q", [small, 10**12, 1, 2**40], "w1", 2**40)) == 1
     assert pg.run(Q.get_job(d, "q", 2**62)) is None  # int8 against bigint
-    assert pg.run(Q.cancel(d, "q", 2**40, T0)) is False
+    assert pg.run(Q.cancel(d, "q", 2**40, "o", T0)) is False
     # Past 64 bits is refused before any round trip, as on SQLite.
-    for plan in (lambda: Q.get_job(d, "q", 2**70), lambda: Q.cancel(d, "q", 2**70, T0)):
+    for plan in (lambda: Q.get_job(d, "q", 2**70), lambda: Q.cancel(d, "q", 2**70, "o", T0)):
         with pytest.raises(InvalidArgument):
             pg.run(plan())
     assert pg.run(S.read_since(d, "s", 2**62, 1)) == []
@@ -1179,7 +1179,7 @@ def scenario(run: Callable[[Plan[Any]], Any], d: Any, seed: int, steps: int) -> 
             if op == "requeue":
                 log.append((op, run(Q.requeue_dead(d, queue, jid, ORIGIN, now))))
             elif op == "cancel":
-                log.append((op, run(Q.cancel(d, queue, jid, now))))
+                log.append((op, run(Q.cancel(d, queue, jid, "o", now))))
             else:
                 log.append((op, run(Q.get_job(d, queue, jid))))
         elif op == "purge":
