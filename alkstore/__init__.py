@@ -35,6 +35,7 @@ from .protocol.housekeeping import PruneReport
 from .protocol.names import LISTENER_RECONNECTED, RESERVED_PREFIX
 from .protocol.types import (
     ConsumerInfo,
+    Enqueued,
     EnqueueOptions,
     JobInfo,
     LockInfo,
@@ -63,6 +64,7 @@ __all__ = [
     "DatabaseError",
     "Drain",
     "EnqueueOptions",
+    "Enqueued",
     "EventReceiver",
     "InvalidArgument",
     "InvalidName",

@@ -27,6 +27,7 @@ from ..protocol.plan import Plan, is_read_only
 from ..protocol.timeconv import US_PER_S, Duration
 from ..protocol.types import (
     OUTBOX_OPTIONS,
+    Enqueued,
     EnqueueOptions,
     JobInfo,
     QueueOptions,
@@ -237,6 +238,45 @@ class Queue(ops.QueueHandle):
             return []
         return store._run(*ops.insert_many(store, jobs, now))
 
+    def enqueue_unique(
+        self,
+        payload: codec.JSON,
+        key: str,
+        *,
+        unique_for: Duration | None = None,
+        **options: Unpack[EnqueueOptions],
+    ) -> Enqueued:
+        """Add a job holding unique ``key`` unless a live job holds it; then
+        that job's id comes back with ``duplicate=True``
+        (``alkstore.Queue.enqueue_unique``)."""
+        store = self._store
+        now = store._now_us()
+        for_us = ops.check_unique_for(unique_for)
+        job, key = ops.new_unique_job(self.name, payload, key, now, self._options, options)
+        return store._run(ops.insert_unique(store, job, key, for_us, now))
+
+    def enqueue_batch_unique(
+        self,
+        items: Iterable[tuple[str, codec.JSON]],
+        *,
+        unique_for: Duration | None = None,
+        **options: Unpack[EnqueueOptions],
+    ) -> list[Enqueued]:
+        """``enqueue_unique`` for each (key, payload) pair in one transaction;
+        one result per pair, in order (``alkstore.Queue.enqueue_batch_unique``)."""
+        store = self._store
+        now = store._now_us()
+        for_us = ops.check_unique_for(unique_for)
+        jobs = ops.new_unique_jobs(self.name, self._options, items, now, options)
+        if not jobs:
+            return []
+        return store._run(*ops.insert_unique_many(store, jobs, for_us, now))
+
+    def set_unique_policy(self, *, processing_blocks: bool) -> None:
+        """Whether a processing job of this queue keeps its unique key
+        (``alkstore.Queue.set_unique_policy``)."""
+        self._store._run(ops.set_unique_policy(self._store, self.name, processing_blocks))
+
     def get_job(self, job_id: int) -> JobInfo | None:
         """Job ``job_id`` of this queue (``alkstore.Queue.get_job``); ``None``
         when it is not (or no longer) this queue's."""
@@ -421,6 +461,24 @@ class Transaction:
         now = store._now_us()
         job = ops.new_job(name, payload, now, defaults, **options)
         return self._run(ops.insert(store, job, now))
+
+    def enqueue_unique(
+        self,
+        queue: str | Queue,
+        payload: codec.JSON,
+        key: str,
+        *,
+        unique_for: Duration | None = None,
+        **options: Unpack[EnqueueOptions],
+    ) -> Enqueued:
+        """``Queue.enqueue_unique`` inside this transaction
+        (``alkstore.Transaction.enqueue_unique``)."""
+        name, defaults = ops.queue_target(queue)
+        store = self._store
+        now = store._now_us()
+        for_us = ops.check_unique_for(unique_for)
+        job, key = ops.new_unique_job(name, payload, key, now, defaults, options)
+        return self._run(ops.insert_unique(store, job, key, for_us, now))
 
     def outbox_enqueue(
         self, outbox: str | Outbox, payload: codec.JSON, **options: Unpack[EnqueueOptions]

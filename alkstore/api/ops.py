@@ -27,9 +27,10 @@ from ..protocol.errors import InvalidArgument, PayloadTooLarge, UsageError, brie
 from ..protocol.names import check_identifier, check_key, check_name, outbox_queue_name
 from ..protocol.plan import Plan
 from ..protocol.queues import check_limit
-from ..protocol.timeconv import instant_us
+from ..protocol.timeconv import Duration, duration_us, instant_us
 from ..protocol.types import (
     OUTBOX_OPTIONS,
+    Enqueued,
     JobInfo,
     NewJob,
     QueueOptions,
@@ -114,6 +115,71 @@ def new_jobs(
 def insert_many(ctx: OpContext, jobs: list[NewJob], now_us: int) -> Call[list[int]]:
     """The plan inserting ``jobs`` (non-empty), and whether it is bulk."""
     return queues.enqueue_many(ctx._dialect, jobs, ctx._origin, now_us), len(jobs) > INLINE_MAX
+
+
+# -- unique enqueue -------------------------------------------------------------------
+def check_unique_key(key: object) -> str:
+    """A unique key: a non-empty str (``InvalidName`` otherwise)."""
+    return check_identifier(key, "unique key")
+
+
+def check_unique_for(unique_for: Duration | None) -> int | None:
+    """``unique_for``: None, or a positive duration in microseconds."""
+    if unique_for is None:
+        return None
+    return duration_us(unique_for, "unique_for", allow_zero=False)
+
+
+def new_unique_job(
+    queue: str,
+    payload: codec.JSON,
+    key: object,
+    now_us: int,
+    defaults: QueueOptions,
+    options: Mapping[str, Any],
+) -> tuple[NewJob, str]:
+    """``enqueue_unique``'s job and checked key."""
+    key = check_unique_key(key)
+    return resolve_enqueue(queue, payload, now_us, defaults, **options), key
+
+
+def new_unique_jobs(
+    queue: str, defaults: QueueOptions, items: object, now_us: int, options: Mapping[str, Any]
+) -> list[tuple[NewJob, str]]:
+    """``enqueue_batch_unique``'s (job, key) pairs: ``items`` must be an
+    iterable of (key, payload) pairs, the options checked once."""
+    if isinstance(items, str | bytes | dict) or not isinstance(items, Iterable):
+        raise InvalidArgument(f"items must be a list (or iterable) of (key, payload) pairs, "
+                              f"got {brief(items)}")  # fmt: skip
+    pairs: list[tuple[str, codec.JSON]] = []
+    for item in items:
+        if not isinstance(item, tuple | list) or len(item) != 2:
+            raise InvalidArgument(f"each item must be a (key, payload) pair, got {brief(item)}")
+        pairs.append((check_unique_key(item[0]), item[1]))
+    jobs = resolve_enqueue_many(queue, (p for _, p in pairs), now_us, defaults, **options)
+    return [(job, key) for job, (key, _) in zip(jobs, pairs, strict=True)]
+
+
+def insert_unique(
+    ctx: OpContext, job: NewJob, key: str, unique_for_us: int | None, now_us: int
+) -> Plan[Enqueued]:
+    """The plan inserting ``job`` unless ``key`` is taken (``new_unique_job``)."""
+    return queues.enqueue_unique(ctx._dialect, job, key, unique_for_us, ctx._origin, now_us)
+
+
+def insert_unique_many(
+    ctx: OpContext, jobs: list[tuple[NewJob, str]], unique_for_us: int | None, now_us: int
+) -> Call[list[Enqueued]]:
+    """The plan inserting each (job, key) unless its key is taken, and whether it is bulk."""
+    plan = queues.enqueue_unique_many(ctx._dialect, jobs, unique_for_us, ctx._origin, now_us)
+    return plan, len(jobs) > INLINE_MAX
+
+
+def set_unique_policy(ctx: OpContext, queue: str, processing_blocks: object) -> Plan[None]:
+    """Whether a processing job of ``queue`` keeps its unique key."""
+    if not isinstance(processing_blocks, bool):
+        raise InvalidArgument(f"processing_blocks must be a bool, got {brief(processing_blocks)}")
+    return queues.set_unique_processing(ctx._dialect, queue, processing_blocks)
 
 
 def queue_target(queue: object) -> tuple[str, QueueOptions]:

@@ -14,9 +14,11 @@ from ..protocol.ints import check_bool
 from ..protocol.names import check_identifier
 from ..protocol.timeconv import Duration, duration_us, to_datetime
 from ..protocol.types import (
+    Enqueued,
     EnqueueOptions,
     JobInfo,
     JobRecord,
+    NewJob,
     QueueOptions,
     QueueStats,
     WorkerReport,
@@ -32,6 +34,30 @@ T = TypeVar("T")
 
 
 log = logging.getLogger("alkstore.queue")
+
+
+async def run_unique(
+    store: Store,
+    run: Callable[[Any], Awaitable[Any]],
+    job: NewJob,
+    key: str,
+    unique_for_us: int | None,
+    now: int,
+) -> Enqueued:
+    """Run a unique enqueue with ``run`` (a store's or a transaction's),
+    through the instrumentation's enqueue hook when there is one (it sets
+    the job's headers; the hook sees the id, new or not)."""
+    if store._telemetry is None:
+        return await run(ops.insert_unique(store, job, key, unique_for_us, now))  # type: ignore[no-any-return]
+    done: list[Enqueued] = []
+
+    async def insert(j: NewJob) -> int:
+        result: Enqueued = await run(ops.insert_unique(store, j, key, unique_for_us, now))
+        done.append(result)
+        return result.id
+
+    await store._telemetry.enqueue(job, insert)
+    return done[0]
 
 
 def log_buried(queue: str, buried: Sequence[tuple[int, str]]) -> None:
@@ -244,6 +270,65 @@ class Queue(ops.QueueHandle):
                 self.name, jobs, lambda js: store._run(*ops.insert_many(store, js, now))
             )
         return await store._run(*ops.insert_many(store, jobs, now))
+
+    async def enqueue_unique(
+        self,
+        payload: codec.JSON,
+        key: str,
+        *,
+        unique_for: Duration | None = None,
+        **options: Unpack[EnqueueOptions],
+    ) -> Enqueued:
+        """Add a job holding unique ``key``, unless a live job of this queue
+        (pending, scheduled, or processing: see ``set_unique_policy``) holds
+        it; then nothing is inserted and that job's id comes back with
+        ``duplicate=True``. ``unique_for``: the key stays taken that long
+        after its job was acked (the queue must keep history at least that
+        long, else ``InvalidArgument``). Takes ``enqueue``'s options."""
+        store = self._store
+        now = store._now_us()
+        for_us = ops.check_unique_for(unique_for)
+        job, key = ops.new_unique_job(self.name, payload, key, now, self._options, options)
+        return await run_unique(store, store._run, job, key, for_us, now)
+
+    async def enqueue_batch_unique(
+        self,
+        items: Iterable[tuple[str, codec.JSON]],
+        *,
+        unique_for: Duration | None = None,
+        **options: Unpack[EnqueueOptions],
+    ) -> list[Enqueued]:
+        """``enqueue_unique`` for each (key, payload) pair, in one transaction,
+        with the same options; one result per pair, in order. A key given
+        twice goes in once: its later pairs are duplicates of the first."""
+        store = self._store
+        now = store._now_us()
+        for_us = ops.check_unique_for(unique_for)
+        jobs = ops.new_unique_jobs(self.name, self._options, items, now, options)
+        if not jobs:
+            return []
+        if store._telemetry is None:
+            return await store._run(*ops.insert_unique_many(store, jobs, for_us, now))
+        keys = [key for _, key in jobs]
+        done: list[list[Enqueued]] = []
+
+        async def insert(js: list[NewJob]) -> list[int]:
+            pairs = list(zip(js, keys, strict=True))
+            results = await store._run(*ops.insert_unique_many(store, pairs, for_us, now))
+            done.append(results)
+            return [r.id for r in results]
+
+        await store._telemetry.enqueue_many(self.name, [job for job, _ in jobs], insert)
+        return done[0]
+
+    async def set_unique_policy(self, *, processing_blocks: bool) -> None:
+        """Whether a processing job of this queue keeps its unique key, for
+        every process (stored with the queue). ``True`` (the default): a
+        key is held from enqueue until its job is acked, cancelled or dead.
+        ``False``: an ``enqueue_unique`` of a key whose job is processing
+        takes the key over and inserts a new job; the running job goes on
+        without a key (a retry of it then runs keyless)."""
+        await self._store._run(ops.set_unique_policy(self._store, self.name, processing_blocks))
 
     async def claim_one(self, worker_id: str) -> Job | None:
         """Claim the next claimable job for ``worker_id``, or ``None`` when there is none."""

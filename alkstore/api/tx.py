@@ -10,7 +10,8 @@ from ..protocol.errors import UsageError
 from ..protocol.lifecycle import Lifecycle
 from ..protocol.names import check_name
 from ..protocol.plan import Plan
-from ..protocol.types import EnqueueOptions, QueueOptions
+from ..protocol.timeconv import Duration
+from ..protocol.types import Enqueued, EnqueueOptions, QueueOptions
 from ..runner.executor import TxSession
 from . import ops
 
@@ -98,6 +99,26 @@ class Transaction:
             insert = lambda j: self._run(ops.insert(store, j, now))  # noqa: E731
             return await store._telemetry.enqueue(job, insert)
         return int(await self._run(ops.insert(store, job, now)))
+
+    async def enqueue_unique(
+        self,
+        queue: str | Queue,
+        payload: codec.JSON,
+        key: str,
+        *,
+        unique_for: Duration | None = None,
+        **options: Unpack[EnqueueOptions],
+    ) -> Enqueued:
+        """``Queue.enqueue_unique`` inside this transaction: the job (or the
+        key's claim) exists only if it commits."""
+        from .queue import run_unique
+
+        name, defaults = ops.queue_target(queue)
+        store = self._store
+        now = store._now_us()
+        for_us = ops.check_unique_for(unique_for)
+        job, key = ops.new_unique_job(name, payload, key, now, defaults, options)
+        return await run_unique(store, self._run, job, key, for_us, now)
 
     async def outbox_enqueue(
         self, outbox: str | Outbox, payload: codec.JSON, **options: Unpack[EnqueueOptions]

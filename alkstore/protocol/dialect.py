@@ -98,6 +98,25 @@ class Dialect(Protocol):
         """One statement inserting every job (at most ``ENQUEUE_CHUNK``);
         its rows are the new ids, in any order."""
         ...
+    # unique jobs (a live job holds its key in the unique index)
+    def enqueue_unique(self, job: NewJob, key: str, now_us: int) -> Statement:
+        """Insert ``job`` holding ``key`` unless a live job of its queue
+        holds it; its row is ``(id,)`` of the new job, or none."""
+        ...
+    def unique_holder(self, queue: str, key: str) -> Statement:
+        """Its row is ``(id, state)`` of the live job holding ``key``, or none."""
+        ...
+    def take_unique_key(self, queue: str, key: str, job_id: int) -> Statement:
+        """Job ``job_id`` gives ``key`` up, if it is processing and its queue
+        lets a processing job yield its key; counts the rows (0 or 1)."""
+        ...
+    def unique_acked(self, queue: str, key: str, since_us: int) -> Statement:
+        """Its row is ``(id,)`` of the newest job of ``queue`` with ``key``
+        acked at or after ``since_us`` and kept in history, or none."""
+        ...
+    def set_unique_processing(self, queue: str, blocks: bool) -> Statement:
+        """Record whether a processing job of ``queue`` keeps its unique key."""
+        ...
     def claim_prelude(self) -> tuple[Statement, ...]:
         """Statements a claim runs first in its transaction (``Fetch.NONE``):
         whatever keeps the claim on its index walk however stale the

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from .dialect import Dialect
+from .dialect import STATE_PROCESSING, Dialect
 from .errors import DatabaseError, InvalidArgument, brief
 from .ints import check_int
 from .names import cancel_channel, queue_channel
 from .plan import Plan, Row, Statement, fetch_all, fetch_count, fetch_one, fetch_row, reads
 from .rows import _opt_int, _shape, dead_info, history_info, job_info
 from .timeconv import held_until_us
-from .types import JobInfo, NewJob, QueueStats
+from .types import Enqueued, JobInfo, NewJob, QueueStats
 
 
 def enqueue(d: Dialect, job: NewJob, origin: str, now_us: int) -> Plan[int]:
@@ -40,6 +40,102 @@ def enqueue_many(d: Dialect, jobs: list[NewJob], origin: str, now_us: int) -> Pl
     for queue in dict.fromkeys(job.queue for job in jobs):
         yield d.notify(queue_channel(queue), origin, now_us)
     return ids
+
+
+# -- unique jobs ------------------------------------------------------------------
+# A round of a unique enqueue is lost when the key's holder settles between
+# the insert that found it and the read that looks it up (a commit
+# elsewhere); a few rounds always get through in practice.
+UNIQUE_ROUNDS = 16
+
+
+def enqueue_unique(
+    d: Dialect, job: NewJob, key: str, unique_for_us: int | None, origin: str, now_us: int
+) -> Plan[Enqueued]:
+    """Insert ``job`` holding unique ``key`` in its queue, unless a live job
+    holds it (or, with ``unique_for_us``, a job acked that recently and kept
+    in history does): then nothing is inserted and that job's id comes back
+    as a duplicate."""
+    if unique_for_us is not None:
+        yield from check_unique_for(d, job.queue, unique_for_us)
+    result = yield from _insert_unique(d, job, key, unique_for_us, now_us)
+    if not result.duplicate:
+        yield d.notify(queue_channel(job.queue), origin, now_us)
+    return result
+
+
+def enqueue_unique_many(
+    d: Dialect,
+    jobs: Sequence[tuple[NewJob, str]],
+    unique_for_us: int | None,
+    origin: str,
+    now_us: int,
+) -> Plan[list[Enqueued]]:
+    """``enqueue_unique`` for each (job, key) in order, in one transaction:
+    a key that comes twice in the batch goes in once, and its later jobs are
+    duplicates of the first."""
+    queues_seen = dict.fromkeys(job.queue for job, _ in jobs)
+    if unique_for_us is not None:
+        for queue in queues_seen:
+            yield from check_unique_for(d, queue, unique_for_us)
+    results: list[Enqueued] = []
+    for job, key in jobs:
+        results.append((yield from _insert_unique(d, job, key, unique_for_us, now_us)))
+    if not all(r.duplicate for r in results):
+        for queue in queues_seen:
+            yield d.notify(queue_channel(queue), origin, now_us)
+    return results
+
+
+def check_unique_for(d: Dialect, queue: str, unique_for_us: int) -> Plan[None]:
+    """``unique_for`` needs the acked jobs kept in history at least that long:
+    the key is looked up there once its job is gone."""
+    history_us, _ = yield from retention(d, queue)
+    if history_us is None:
+        raise InvalidArgument(
+            f"unique_for needs queue {queue!r} to keep history: "
+            "set_retention(history=...) at least as long as unique_for"
+        )
+    if unique_for_us > history_us:
+        raise InvalidArgument(
+            f"unique_for ({unique_for_us / 1e6:g}s) is longer than queue {queue!r} keeps "
+            f"history ({history_us / 1e6:g}s): the key would be freed early"
+        )
+
+
+def _insert_unique(
+    d: Dialect, job: NewJob, key: str, unique_for_us: int | None, now_us: int
+) -> Plan[Enqueued]:
+    """One job's unique insert (no wake). The unique index decides; the rest
+    reads who holds the key. The history check comes after the insert so it
+    sees every ack committed before the insert got its slot (on Postgres an
+    ack of the key's holder in flight makes the insert wait for it)."""
+    for _ in range(UNIQUE_ROUNDS):
+        row = yield from fetch_one(d.enqueue_unique(job, key, now_us))
+        if row is not None:
+            new_id = int(row[0])
+            if unique_for_us is not None:
+                kept = yield from fetch_one(d.unique_acked(job.queue, key, now_us - unique_for_us))
+                if kept is not None:
+                    # Taken back in the same transaction: nobody ever saw it.
+                    yield from fetch_count(d.cancel(job.queue, new_id))
+                    return Enqueued(int(kept[0]), True)
+            return Enqueued(new_id, False)
+        holder = yield from fetch_one(d.unique_holder(job.queue, key))
+        if holder is None:
+            continue  # the holder settled meanwhile: try again
+        holder_id, state = int(holder[0]), int(holder[1])
+        if state == STATE_PROCESSING:
+            taken = yield from fetch_count(d.take_unique_key(job.queue, key, holder_id))
+            if taken:
+                continue  # its queue lets a processing job yield: the key is free
+        return Enqueued(holder_id, True)
+    raise DatabaseError(f"unique key {key!r} changed hands {UNIQUE_ROUNDS} times in one enqueue")
+
+
+def set_unique_processing(d: Dialect, queue: str, blocks: bool) -> Plan[None]:
+    """Record whether a processing job of ``queue`` keeps its unique key."""
+    yield d.set_unique_processing(queue, blocks)
 
 
 @reads

@@ -295,6 +295,16 @@ class NewJob(NamedTuple):
     headers: str | None = None
 
 
+class Enqueued(NamedTuple):
+    """What a unique enqueue (``Queue.enqueue_unique``) did: ``id`` is the
+    new job's, or, when ``duplicate``, the id of the job that holds the key
+    (a live job, or an acked one still within its ``unique_for``); nothing
+    was inserted then. A tuple: ``job_id, duplicate = await ...`` unpacks it."""
+
+    id: int
+    duplicate: bool
+
+
 class NewSchedule(NamedTuple):
     """A schedule about to be stored (created, or updated in place): its
     fields in the order the engines' upsert binds them."""
@@ -387,6 +397,7 @@ __all__ = [
     "ConsumerInfo",
     "DeadReason",
     "EnqueueOptions",
+    "Enqueued",
     "JobInfo",
     "JobRecord",
     "JobState",

@@ -102,6 +102,13 @@ class Programs:
 
         return Op("tx", plans, rollback=rollback, meta={"marker": marker})
 
+    def _unique_op(self, marker: str, key: str, rollback: bool) -> Op:
+        def plans(now: int) -> list[Plan[Any]]:
+            job = resolve_enqueue(self.queue, {"marker": marker}, now, self.options)
+            return [queues.enqueue_unique(self.d, job, key, None, "sim", now)]
+
+        return Op("enqueue_unique", plans, rollback=rollback, meta={"marker": marker})
+
     # -- programs -----------------------------------------------------------------
     def _producer(self, actor: Actor, *, n: int) -> Program:
         for _ in range(n):
@@ -109,6 +116,10 @@ class Programs:
             how = 0
             if self.config.rollback_txs:
                 how = self.chooser.choose(3, f"{actor.identity} enqueue how")
+            if self.config.unique_keys:
+                which = self.chooser.choose(self.config.unique_keys, f"{actor.identity} key")
+                yield self._unique_op(marker, f"k{which}", rollback=how == 2)
+                continue
             if how == 0:
                 yield self._enqueue_op(marker)
             else:

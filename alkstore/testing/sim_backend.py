@@ -28,6 +28,8 @@ class Snapshot:
     event_markers: set[str] = field(default_factory=set)  # stream 'events'
     woken_channels: set[str] = field(default_factory=set)  # every wake seen so far
     history_ids: set[int] = field(default_factory=set)  # finished jobs kept in history
+    # the unique key of every live job that has one (a key twice: two holders)
+    live_unique_keys: list[str] = field(default_factory=list)
 
 
 class SimConn(Protocol):

@@ -227,7 +227,8 @@ class PostgresSimRun:
             f"SELECT 'j', id, payload FROM {self._jobs} UNION ALL "
             f"SELECT 'j', id, payload FROM {self._dead} UNION ALL "
             f"SELECT 'e', 0, payload FROM {self._events} WHERE stream = 'events' UNION ALL "
-            f"SELECT 'h', id, payload FROM {self._history}"
+            f"SELECT 'h', id, payload FROM {self._history} UNION ALL "
+            f"SELECT 'u', id, unique_key FROM {self._jobs} WHERE unique_key IS NOT NULL"
         )
         # Wakes committed before this query reached the server have arrived
         # by now or will arrive with a later one: none is ever missed.
@@ -241,6 +242,7 @@ class PostgresSimRun:
             event_markers={codec.decode(r[2]).get("marker") for r in rows if r[0] == "e"},
             woken_channels=set(self._woken),
             history_ids={int(r[1]) for r in rows if r[0] == "h"},
+            live_unique_keys=[str(r[2]) for r in rows if r[0] == "u"],
         )
 
     def live_job_ids(self) -> list[int]:

@@ -131,6 +131,10 @@ class SqliteSimRun:
             },
             woken_channels={str(r[0]) for r in q("SELECT channel FROM __alkstore_notifications")},
             history_ids={int(r[0]) for r in q("SELECT id FROM __alkstore_history")},
+            live_unique_keys=[
+                str(r[0])
+                for r in q("SELECT unique_key FROM __alkstore_jobs WHERE unique_key IS NOT NULL")
+            ],
         )
 
     def live_job_ids(self) -> list[int]:

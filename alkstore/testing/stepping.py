@@ -21,6 +21,7 @@ invariants in ``invariants.py``, seeded runs and shrinking in ``shrinking.py``.
 from __future__ import annotations
 
 import functools
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -158,6 +159,9 @@ class Config:
     # The workers' queue keeps its finished jobs in history (set before any
     # actor runs): every ack moves its job there.
     keep_history: bool = False
+    # Producers enqueue with unique keys, each choosing one of this many
+    # (0: plain enqueues). A processing job keeps its key (the default).
+    unique_keys: int = 0
 
 
 class Simulation(Programs):
@@ -263,6 +267,11 @@ class Simulation(Programs):
             else:
                 led.enqueued[values[0]] = op.meta["marker"]
                 led.published.setdefault("events", []).append(values[1])
+        elif kind == "enqueue_unique":
+            if op.rollback:
+                led.rolled_back_markers.add(op.meta["marker"])
+            elif not values[0].duplicate:
+                led.enqueued[values[0].id] = op.meta["marker"]
         elif kind == "claim":
             led.claimed(values[0], now)
         elif kind in ("ack", "retry", "fail", "release"):
@@ -308,6 +317,11 @@ class Simulation(Programs):
         kept = led.acked if self.config.keep_history else set()
         if snap.history_ids != kept:
             led.fail(f"history holds {sorted(snap.history_ids)}, acked {sorted(kept)}")
+        # two live jobs of a queue never hold one unique key
+        seen = Counter(snap.live_unique_keys)
+        twice = sorted(k for k, n in seen.items() if n > 1)
+        if twice:
+            led.fail(f"two live jobs hold unique key(s) {twice}")
         # a rolled-back transaction leaves no trace and wakes nobody
         wakes = {c.removeprefix("ch-") for c in snap.woken_channels}
         leaked = (snap.job_markers | snap.event_markers | wakes) & led.rolled_back_markers

@@ -338,3 +338,25 @@ async def test_instrument_refuses_bad_arguments_and_a_second_time(
     assert len(capture.spans("enqueue q")) == 1
     again.close()
 
+
+
+async def test_a_unique_enqueue_carries_the_trace_context_and_its_span(
+    store: Store, capture: Capture, instrumented: alkstore.otel.Telemetry
+) -> None:
+    """``enqueue_unique`` (single, batch, in a transaction) goes through the
+    enqueue span like ``enqueue``: the new job carries the producer's trace,
+    and a duplicate inserts nothing under its own span."""
+    q = store.queue("uniq")
+    with capture.tracer.start_as_current_span("producer") as producer:
+        first = await q.enqueue_unique(1, "k")
+        assert (await q.enqueue_unique(2, "k")).duplicate
+        batch = await q.enqueue_batch_unique([("j", 3), ("k", 4)])
+        async with store.transaction() as tx:
+            inside = await tx.enqueue_unique(q, 5, "i")
+    assert [r.duplicate for r in batch] == [False, True] and not inside.duplicate
+    assert len(capture.spans("enqueue uniq")) == 4
+    jobs = await q.claim_batch("w", 10)
+    assert sorted(j.id for j in jobs) == sorted([first.id, batch[0].id, inside.id])
+    for job in jobs:
+        context = trace.get_current_span(alkstore.otel.job_context(job)).get_span_context()
+        assert context.trace_id == producer.get_span_context().trace_id

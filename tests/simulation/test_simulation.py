@@ -4,7 +4,8 @@ Invariants (checked after every step, stated in alkstore/testing/{invariants,ste
 committed jobs are never lost; an acked job is never delivered again; a job
 never has two unexpired owners; a job is settled only by its owner; attempts
 never exceed max_attempts; one lock never has two unexpired holders and its
-fencing tokens increase; stream readers see committed offsets in order with
+fencing tokens increase; two live jobs of a queue never hold one unique
+key; stream readers see committed offsets in order with
 no gaps; saved offsets never move back; a rolled-back transaction leaves no
 row, event or notification.
 """
@@ -21,6 +22,7 @@ from alkstore.engines.postgres import PostgresDialect
 from alkstore.engines.sqlite import SqliteDialect
 from alkstore.protocol.dialect import Dialect
 from alkstore.protocol.plan import Fetch, Statement
+from alkstore.protocol.types import NewJob
 from alkstore.testing import (
     Config,
     SeededChooser,
@@ -114,6 +116,27 @@ def test_seeded_simulations_within_budget(
     assert runs > 0
 
 
+# Two producers racing on two unique keys (and rolling some back) while
+# workers ack, retry, fail, release or stall.
+UNIQUE = Config(jobs=6, producers=2, workers=2, unique_keys=2, crashes=1, clock_jumps=1)
+UNIQUE_BUDGET_S = min(BUDGET_S, 5.0)
+
+
+def test_unique_keys_never_have_two_live_holders(
+    engine: SimBackend, request: pytest.FixtureRequest
+) -> None:
+    """Invariant: two live jobs of a queue never hold one unique key, whatever
+    the producers' interleaving (seeded runs within a small budget)."""
+    deadline = time.monotonic() + UNIQUE_BUDGET_S
+    runs = steps = 0
+    while time.monotonic() < deadline:
+        steps += run_seed(UNIQUE, runs, backend=engine, shrink_failures=True)
+        runs += 1
+    explored(request, f"{engine.name}: seeded (unique keys)",
+             f"{runs} seeds, {steps} steps in {UNIQUE_BUDGET_S:g} s")  # fmt: skip
+    assert runs > 0
+
+
 def test_a_seed_replays_the_same_interleaving(engine: SimBackend) -> None:
     """The same seed takes the same choices and the same steps, on a live server too."""
     traces = []
@@ -160,6 +183,11 @@ EXHAUSTIVE = {
     "1 publisher x 1 reader (read, save, re-read)": Config(
         jobs=0, producers=0, workers=0, publishers=1, events=1, readers=1, crashes=0,
         clock_jumps=0, rollback_txs=False,
+    ),
+    # two producers, one unique key: one live job at a time
+    "2 unique producers x 1 key x worker (ack)": Config(
+        jobs=2, producers=2, workers=1, unique_keys=1, crashes=0, clock_jumps=0,
+        worker_actions=("ack",), rollback_txs=False,
     ),
     # one fire time, enqueued exactly once
     "2 tickers x 1 due schedule": Config(
@@ -208,6 +236,11 @@ EXHAUSTIVE_PG = {
     ],
     # two tickers race on one due schedule inside the server
     "2 tickers x 1 due schedule": EXHAUSTIVE["2 tickers x 1 due schedule"],
+    # two inserts of one key: the second waits on the first's index entry
+    "2 unique producers x 1 key": Config(
+        jobs=2, producers=2, workers=0, unique_keys=1, crashes=0, clock_jumps=0,
+        rollback_txs=True,
+    ),
 }  # fmt: skip
 
 EXHAUSTIVE_CASES = [
@@ -330,6 +363,52 @@ class PgTickWithoutRowLock(PostgresDialect):
         self._due_schedules = PgTickWithoutGuards(schema)._due_schedules
 
 
+class UniqueIgnoringProcessing(SqliteDialect):
+    """A unique enqueue takes the key from a processing job whatever its
+    queue's policy says (the default: a processing job keeps it)."""
+
+    def take_unique_key(self, queue: str, key: str, job_id: int) -> Statement:
+        sql = (
+            "UPDATE __alkstore_jobs SET unique_slot = NULL WHERE id = ? AND queue = ? "
+            "AND unique_slot = ? AND state = 1"
+        )
+        return Statement(sql, (job_id, queue, key), Fetch.ROWCOUNT)
+
+
+class PgUniqueIgnoringProcessing(PostgresDialect):
+    def take_unique_key(self, queue: str, key: str, job_id: int) -> Statement:
+        sql = (
+            f"UPDATE {self.jobs} SET unique_slot = NULL WHERE id = $1 AND queue = $2 "
+            "AND unique_slot = $3 AND state = 1"
+        )
+        return Statement(sql, (job_id, queue, key), Fetch.ROWCOUNT)
+
+
+class PgUniqueWithoutIndex(PostgresDialect):
+    """The key checked by a read in the insert (NOT EXISTS), the unique index
+    left out (the job never takes a slot): on Postgres two producers' inserts
+    both pass the check before either commits. (On SQLite the single writer
+    makes this check-then-insert safe, so it has no SQLite twin.)"""
+
+    def enqueue_unique(self, job: NewJob, key: str, now_us: int) -> Statement:
+        sql = (
+            f"INSERT INTO {self.jobs} (queue, payload, priority, max_attempts, run_at, "
+            "created_at, expires_at, visible_at, headers, unique_key) "
+            "SELECT $1, $2, $3, $4, $5, $6, $7, $5, $8, $9::text WHERE NOT EXISTS "
+            f"(SELECT 1 FROM {self.jobs} WHERE queue = $1 AND unique_key = $9::text) "
+            "RETURNING id"
+        )
+        params = (
+            job.queue, job.payload_json, job.priority, job.max_attempts, job.run_at_us,
+            now_us, job.expires_at_us, job.headers, key,
+        )  # fmt: skip
+        return Statement(sql, params, Fetch.ONE)
+
+    def unique_holder(self, queue: str, key: str) -> Statement:
+        sql = f"SELECT id, state FROM {self.jobs} WHERE queue = $1 AND unique_key = $2 LIMIT 1"
+        return Statement(sql, (queue, key), Fetch.ONE)
+
+
 def test_the_text_edits_of_the_broken_dialects_take() -> None:
     """The dialects above that edit the real statements' text must change it:
     if the text they look for moved (into a rule fragment, say), the edit
@@ -379,6 +458,20 @@ BROKEN = {
         PgAckForgettingHistory,
         Config(keep_history=True),
         "history holds",
+    ),
+    "unique-ignoring-processing": (
+        UniqueIgnoringProcessing,
+        PgUniqueIgnoringProcessing,
+        Config(jobs=6, producers=2, workers=2, unique_keys=1, crashes=0, clock_jumps=0,
+               worker_actions=("ack", "retry", "stall")),
+        "two live jobs hold unique key",
+    ),
+    "unique-without-index": (
+        None,
+        PgUniqueWithoutIndex,
+        Config(jobs=4, producers=2, workers=0, unique_keys=1, crashes=0, clock_jumps=0,
+               rollback_txs=False),
+        "two live jobs hold unique key",
     ),
     "claim-without-row-lock": (
         None,

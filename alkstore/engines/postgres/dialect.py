@@ -51,6 +51,7 @@ from .rules import (
     CLAIM_ORDER,
     SCHEDULE_RUNNING,
     TOKEN_FLOOR_KEY,
+    UNIQUE_HELD,
     claimable,
     dead_prune_at,
     fencing_token,
@@ -70,6 +71,8 @@ from .rules import (
     schedule_due,
     sweep_exhausted,
     sweep_expired,
+    unique_recently_acked,
+    unique_yields_when_processing,
     within_age,
 )
 from .schema import DEFAULT_SCHEMA, lock_guard_key, qualified
@@ -88,12 +91,12 @@ _SWEEP_COLS = "id, state, visible_at, expires_at, attempts, max_attempts"
 # HISTORY_COLUMNS, leaves out its metadata and prune time).
 _HISTORY_INSERT_COLS = (
     "id, queue, outcome, payload, priority, attempts, max_attempts, run_at, created_at, "
-    "finished_at, worker, last_error, headers, prune_at"
+    "finished_at, worker, last_error, headers, prune_at, unique_key"
 )
 # What a finished job takes from its live row into history.
 _FINISHED = (
     "id", "queue", "payload", "priority", "attempts", "max_attempts", "run_at", "created_at",
-    "claimed_by", "last_error", "headers",
+    "claimed_by", "last_error", "headers", "unique_key",
 )  # fmt: skip
 
 
@@ -146,7 +149,8 @@ class PostgresDialect:
             f"WITH gone AS ({delete} RETURNING {returning}) "
             f"INSERT INTO {self.history} ({_HISTORY_INSERT_COLS}) "
             f"SELECT id, queue, '{outcome}', payload, priority, attempts, max_attempts, run_at, "
-            f"created_at, {finished}::bigint, claimed_by, last_error, headers, {prune_at}::bigint "
+            f"created_at, {finished}::bigint, claimed_by, last_error, headers, {prune_at}::bigint, "
+            "unique_key "
             f"FROM gone{ids}"
         )
 
@@ -187,6 +191,36 @@ class PostgresDialect:
         )
         self._enqueue_many = many.format("", "")
         self._enqueue_many_headers = many.format(", headers", ", e->>6")
+        # A unique enqueue: the insert skips a key some live job holds (the
+        # unique index jobs_unique is the arbiter: a concurrent insert of
+        # the same key waits for ours to commit or roll back, then skips or
+        # goes in); its row is the new id, or none.
+        self._enqueue_unique = (
+            f"INSERT INTO {jobs} (queue, payload, priority, max_attempts, run_at, "
+            "created_at, expires_at, visible_at, headers, unique_key, unique_slot) "
+            "VALUES ($1, $2, $3, $4, $5, $6, $7, $5, $8, $9, $9) "
+            f"ON CONFLICT (queue, unique_slot) WHERE {UNIQUE_HELD} DO NOTHING RETURNING id"
+        )
+        self._unique_holder = (
+            f"SELECT id, state FROM {jobs} WHERE queue = $1 AND unique_slot = $2 "
+            f"AND {UNIQUE_HELD}"
+        )
+        # The row lock orders this against the holder's own settlement: a
+        # retry that made it pending again (committed first) fails the
+        # state test on the row's newest version.
+        self._take_unique_key = (
+            f"UPDATE {jobs} SET unique_slot = NULL WHERE id = $1 AND queue = $2 "
+            f"AND unique_slot = $3 AND state = {STATE_PROCESSING} "
+            f"AND {unique_yields_when_processing(queues, '$2')}"
+        )
+        self._unique_acked = (
+            f"SELECT id FROM {history} WHERE {unique_recently_acked('$1', '$2', '$3')} "
+            "ORDER BY finished_at DESC LIMIT 1"
+        )
+        self._set_unique_processing = (
+            f"INSERT INTO {queues} (name, unique_processing) VALUES ($1, $2) "
+            "ON CONFLICT (name) DO UPDATE SET unique_processing = EXCLUDED.unique_processing"
+        )
         # Postgres has no index hints. On a jobs table that autovacuum has
         # not analyzed yet (a new store filled with 100,000 jobs, say) the
         # planner reads every due job through a bitmap scan and sorts them
@@ -635,6 +669,25 @@ class PostgresDialect:
                 for j in jobs
             ]  # fmt: skip
         return Statement(sql, (now_us, orjson.dumps(rows).decode()), Fetch.ALL)
+
+    def enqueue_unique(self, job: NewJob, key: str, now_us: int) -> Statement:
+        params = (
+            job.queue, job.payload_json, job.priority, job.max_attempts, job.run_at_us,
+            now_us, job.expires_at_us, job.headers, key,
+        )  # fmt: skip
+        return Statement(self._enqueue_unique, params, Fetch.ONE)
+
+    def unique_holder(self, queue: str, key: str) -> Statement:
+        return Statement(self._unique_holder, (queue, key), Fetch.ONE)
+
+    def take_unique_key(self, queue: str, key: str, job_id: int) -> Statement:
+        return Statement(self._take_unique_key, (job_id, queue, key), Fetch.ROWCOUNT)
+
+    def unique_acked(self, queue: str, key: str, since_us: int) -> Statement:
+        return Statement(self._unique_acked, (queue, key, since_us), Fetch.ONE)
+
+    def set_unique_processing(self, queue: str, blocks: bool) -> Statement:
+        return Statement(self._set_unique_processing, (queue, blocks))
 
     def claim_prelude(self) -> tuple[Statement, ...]:
         return self._claim_prelude

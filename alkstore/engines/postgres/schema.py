@@ -21,7 +21,7 @@ import hashlib
 from ...protocol import rows
 from ...protocol.plan import Fetch, Plan, Statement, fetch_one, reads
 from .names import check_schema, quote_ident
-from .rules import ATTEMPTS_LEFT, CLAIM_ORDER, EXHAUSTED, HAS_DEADLINE
+from .rules import ATTEMPTS_LEFT, CLAIM_ORDER, EXHAUSTED, HAS_DEADLINE, UNIQUE_HELD
 
 DEFAULT_SCHEMA = "alkstore"
 
@@ -224,6 +224,31 @@ def _v3(schema: str) -> tuple[str, ...]:
     )
 
 
+def _v4(schema: str) -> tuple[str, ...]:
+    """Version 4: flow control (issue #12); each feature keeps its
+    statements in one block of its own."""
+    s = quote_ident(schema)
+    return (
+        # v4, unique jobs: a job's unique key (``unique_key``, kept for
+        # history and inspection) and the slot it holds (``unique_slot``:
+        # the key while the job holds it, NULL once it gave it up). The
+        # unique partial index on the slot is what makes two live jobs of a
+        # queue never hold one key, whichever processes enqueue (a second
+        # INSERT waits on the first's index entry, then skips it); acked
+        # jobs kept in history keep their key for ``unique_for``; a queue's
+        # ``unique_processing`` (NULL or true: a processing job keeps its
+        # key; false: a new enqueue takes the key from a processing job).
+        f"ALTER TABLE {s}.jobs ADD COLUMN IF NOT EXISTS unique_key text",
+        f"ALTER TABLE {s}.jobs ADD COLUMN IF NOT EXISTS unique_slot text",
+        f"""CREATE UNIQUE INDEX IF NOT EXISTS jobs_unique
+            ON {s}.jobs (queue, unique_slot) WHERE {UNIQUE_HELD}""",
+        f"ALTER TABLE {s}.history ADD COLUMN IF NOT EXISTS unique_key text",
+        f"""CREATE INDEX IF NOT EXISTS history_unique
+            ON {s}.history (queue, unique_key, finished_at) WHERE unique_key IS NOT NULL""",
+        f"ALTER TABLE {s}.queues ADD COLUMN IF NOT EXISTS unique_processing boolean",
+    )
+
+
 def migrations(schema: str = DEFAULT_SCHEMA) -> tuple[tuple[int, tuple[str, ...]], ...]:
     """(version, statements) for ``schema``. Append only: a released
     migration never changes. Its partial-index predicates come from
@@ -231,7 +256,7 @@ def migrations(schema: str = DEFAULT_SCHEMA) -> tuple[tuple[int, tuple[str, ...]
     too; tests/engines/test_migrations.py pins the text, so a rule edit
     cannot change a released migration unnoticed."""
     schema = check_schema(schema)
-    return ((1, _v1(schema)), (2, _v2(schema)), (3, _v3(schema)))
+    return ((1, _v1(schema)), (2, _v2(schema)), (3, _v3(schema)), (4, _v4(schema)))
 
 
 SCHEMA_VERSION = migrations()[-1][0]

@@ -37,6 +37,7 @@ from .rules import (
     CLAIM_ORDER,
     SCHEDULE_RUNNING,
     TOKEN_FLOOR_KEY,
+    UNIQUE_HELD,
     claimable,
     dead_prune_at,
     fencing_token,
@@ -56,6 +57,8 @@ from .rules import (
     schedule_due,
     sweep_exhausted,
     sweep_expired,
+    unique_recently_acked,
+    unique_yields_when_processing,
     within_age,
 )
 
@@ -70,7 +73,7 @@ _SWEEP_COLS = "id, state, visible_at, expires_at, attempts, max_attempts"
 # HISTORY_COLUMNS, leaves out its metadata and prune time).
 _HISTORY_INSERT_COLS = (
     "id, queue, outcome, payload, priority, attempts, max_attempts, run_at, created_at, "
-    "finished_at, worker, last_error, headers, prune_at"
+    "finished_at, worker, last_error, headers, prune_at, unique_key"
 )
 
 # -- wakes -------------------------------------------------------------------
@@ -112,6 +115,31 @@ _ENQUEUE_MANY_HEADERS = (
     "created_at, expires_at, visible_at, headers) VALUES"
 )
 _ENQUEUE_MANY_HEADERS_ROW = "(?, ?, ?, ?, ?, ?, ?, ?, ?)"
+# A unique enqueue: the insert skips a key some live job holds (the unique
+# index jobs_unique is the arbiter); its row is the new id, or none.
+_ENQUEUE_UNIQUE = (
+    "INSERT INTO __alkstore_jobs (queue, payload, priority, max_attempts, run_at, "
+    "created_at, expires_at, visible_at, headers, unique_key, unique_slot) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    f"ON CONFLICT (queue, unique_slot) WHERE {UNIQUE_HELD} DO NOTHING RETURNING id"
+)
+_UNIQUE_HOLDER = (
+    "SELECT id, state FROM __alkstore_jobs INDEXED BY __alkstore_jobs_unique "
+    f"WHERE queue = ? AND unique_slot = ? AND {UNIQUE_HELD}"
+)
+_TAKE_UNIQUE_KEY = (
+    "UPDATE __alkstore_jobs SET unique_slot = NULL "
+    f"WHERE id = ? AND queue = ? AND unique_slot = ? AND state = {STATE_PROCESSING} "
+    f"AND {unique_yields_when_processing('__alkstore_queues', '?')}"
+)
+_UNIQUE_ACKED = (
+    "SELECT id FROM __alkstore_history INDEXED BY __alkstore_history_unique "
+    f"WHERE {unique_recently_acked('?', '?', '?')} ORDER BY finished_at DESC LIMIT 1"
+)
+_SET_UNIQUE_PROCESSING = (
+    "INSERT INTO __alkstore_queues (name, unique_processing) VALUES (?, ?) "
+    "ON CONFLICT (name) DO UPDATE SET unique_processing = excluded.unique_processing"
+)
 # The claim names its index (INDEXED BY): nothing to set first.
 _CLAIM_PRELUDE: tuple[Statement, ...] = ()
 # Claim = pick and update in one statement; SQLite's single writer means no
@@ -139,7 +167,7 @@ def _to_history(outcome: str, where: str, returning: str = "") -> str:
     return (
         f"INSERT INTO __alkstore_history ({_HISTORY_INSERT_COLS}) "
         f"SELECT id, queue, '{outcome}', payload, priority, attempts, max_attempts, run_at, "
-        "created_at, ?, claimed_by, last_error, headers, ? "
+        "created_at, ?, claimed_by, last_error, headers, ?, unique_key "
         f"FROM __alkstore_jobs WHERE {where}{returning}"
     )
 
@@ -561,6 +589,25 @@ class SqliteDialect:
                 )  # fmt: skip
         rows = ", ".join([row] * len(jobs))
         return Statement(f"{insert} {rows} RETURNING id", tuple(params), Fetch.ALL)
+
+    def enqueue_unique(self, job: NewJob, key: str, now_us: int) -> Statement:
+        params = (
+            job.queue, job.payload_json, job.priority, job.max_attempts, job.run_at_us,
+            now_us, job.expires_at_us, job.run_at_us, job.headers, key, key,
+        )  # fmt: skip
+        return Statement(_ENQUEUE_UNIQUE, params, Fetch.ONE)
+
+    def unique_holder(self, queue: str, key: str) -> Statement:
+        return Statement(_UNIQUE_HOLDER, (queue, key), Fetch.ONE)
+
+    def take_unique_key(self, queue: str, key: str, job_id: int) -> Statement:
+        return Statement(_TAKE_UNIQUE_KEY, (job_id, queue, key, queue), Fetch.ROWCOUNT)
+
+    def unique_acked(self, queue: str, key: str, since_us: int) -> Statement:
+        return Statement(_UNIQUE_ACKED, (queue, key, since_us), Fetch.ONE)
+
+    def set_unique_processing(self, queue: str, blocks: bool) -> Statement:
+        return Statement(_SET_UNIQUE_PROCESSING, (queue, int(blocks)))
 
     def claim_prelude(self) -> tuple[Statement, ...]:
         return _CLAIM_PRELUDE

@@ -99,6 +99,34 @@ def queue_running(queues: str, queue: str) -> str:
     return f"NOT EXISTS (SELECT 1 FROM {queues} WHERE name = {queue} AND paused)"
 
 
+# -- unique jobs --------------------------------------------------------------
+# A live job holds its unique key: the predicate of the unique index
+# (jobs_unique) and the conflict target of the unique enqueue. Model: none
+# (unique jobs are a contract extension, checked by the contract tests and
+# the simulation's unique-key invariant).
+UNIQUE_HELD = "unique_slot IS NOT NULL"
+
+
+def unique_yields_when_processing(queues: str, queue: str) -> str:
+    """A processing job of ``queue`` gives its key up to a new enqueue: the
+    queue's ``unique_processing`` says so (set to false); by default a
+    processing job keeps it. Binds: queue."""
+    return (
+        f"EXISTS (SELECT 1 FROM {queues} WHERE name = {queue} "
+        f"AND unique_processing = 0)"
+    )
+
+
+def unique_recently_acked(queue: str, key: str, since: str) -> str:
+    """A job of ``queue`` with unique key ``key`` was acked at or after
+    ``since`` (and is kept in history): it still holds the key for its
+    ``unique_for``. Binds: queue, key, since."""
+    return (
+        f"queue = {queue} AND unique_key = {key} AND outcome = 'acked' "
+        f"AND finished_at >= {since}"
+    )
+
+
 # -- retention ---------------------------------------------------------------
 def history_retention(queues: str, queue: str) -> str:
     """How long ``queue`` keeps its finished jobs, in microseconds (NULL:

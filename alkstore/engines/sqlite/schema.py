@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ...protocol import rows
 from ...protocol.plan import Fetch, Plan, Statement, fetch_one, fetch_row, reads
-from .rules import ATTEMPTS_LEFT, CLAIM_ORDER, EXHAUSTED, HAS_DEADLINE
+from .rules import ATTEMPTS_LEFT, CLAIM_ORDER, EXHAUSTED, HAS_DEADLINE, UNIQUE_HELD
 
 # Applied on every connection, before anything else. WAL lets readers run
 # beside the single writer; NORMAL sync in WAL mode is durable across process
@@ -186,11 +186,34 @@ _V3: tuple[str, ...] = (
         ON __alkstore_locks (expires_at)""",
 )
 
+# Version 4: flow control (issue #12). Each feature keeps its statements
+# in one block of its own.
+_V4: tuple[str, ...] = (
+    # v4, unique jobs: a job's unique key (``unique_key``, kept for history
+    # and inspection) and the slot it holds (``unique_slot``: the key while
+    # the job holds it, NULL once it gave it up). The unique partial index
+    # on the slot is what makes two live jobs of a queue never hold one key,
+    # whichever processes enqueue; acked jobs kept in history keep their key
+    # for ``unique_for`` (the history index finds the newest); a queue's
+    # ``unique_processing`` (NULL or 1: a processing job keeps its key; 0: a
+    # new enqueue takes the key from a processing job).
+    "ALTER TABLE __alkstore_jobs ADD COLUMN unique_key TEXT",
+    "ALTER TABLE __alkstore_jobs ADD COLUMN unique_slot TEXT",
+    f"""CREATE UNIQUE INDEX IF NOT EXISTS __alkstore_jobs_unique
+        ON __alkstore_jobs (queue, unique_slot) WHERE {UNIQUE_HELD}""",
+    "ALTER TABLE __alkstore_history ADD COLUMN unique_key TEXT",
+    """CREATE INDEX IF NOT EXISTS __alkstore_history_unique
+        ON __alkstore_history (queue, unique_key, finished_at) WHERE unique_key IS NOT NULL""",
+    "ALTER TABLE __alkstore_queues ADD COLUMN unique_processing INTEGER",
+)
+
 # (version, statements). Append only: a released migration never changes.
 # Its partial-index predicates come from .rules, where the statements that
 # must use those indexes take them too; tests/engines/test_migrations.py pins
 # the text, so a rule edit cannot change a released migration unnoticed.
-MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = ((1, _V1), (2, _V2), (3, _V3))
+MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
+    (1, _V1), (2, _V2), (3, _V3), (4, _V4),
+)  # fmt: skip
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 
