@@ -224,6 +224,24 @@ def _v3(schema: str) -> tuple[str, ...]:
     )
 
 
+def _v4(schema: str) -> tuple[str, ...]:
+    """Issue #12 (not released yet: several features add to it, each in its
+    own block)."""
+    s = quote_ident(schema)
+    return (
+        # v4, time-zoned schedules and catch-up policies: the IANA zone a
+        # cron expression is read in, and which missed fire times get a job
+        # ("latest", "all" with at most catch_up_max per tick, "skip" with a
+        # grace in microseconds). Existing schedules keep what they did:
+        # UTC, one job for a missed window.
+        f"ALTER TABLE {s}.schedules ADD COLUMN IF NOT EXISTS tz text NOT NULL DEFAULT 'UTC'",
+        f"ALTER TABLE {s}.schedules ADD COLUMN IF NOT EXISTS catch_up text NOT NULL "
+        "DEFAULT 'latest'",
+        f"ALTER TABLE {s}.schedules ADD COLUMN IF NOT EXISTS catch_up_max bigint",
+        f"ALTER TABLE {s}.schedules ADD COLUMN IF NOT EXISTS catch_up_grace_us bigint",
+    )
+
+
 def migrations(schema: str = DEFAULT_SCHEMA) -> tuple[tuple[int, tuple[str, ...]], ...]:
     """(version, statements) for ``schema``. Append only: a released
     migration never changes. Its partial-index predicates come from
@@ -231,7 +249,7 @@ def migrations(schema: str = DEFAULT_SCHEMA) -> tuple[tuple[int, tuple[str, ...]
     too; tests/engines/test_migrations.py pins the text, so a rule edit
     cannot change a released migration unnoticed."""
     schema = check_schema(schema)
-    return ((1, _v1(schema)), (2, _v2(schema)), (3, _v3(schema)))
+    return ((1, _v1(schema)), (2, _v2(schema)), (3, _v3(schema)), (4, _v4(schema)))
 
 
 SCHEMA_VERSION = migrations()[-1][0]

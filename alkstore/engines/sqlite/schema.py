@@ -186,11 +186,27 @@ _V3: tuple[str, ...] = (
         ON __alkstore_locks (expires_at)""",
 )
 
+# Version 4 (issue #12, not released yet: several features add to it, each
+# in its own block).
+_V4: tuple[str, ...] = (
+    # v4, time-zoned schedules and catch-up policies: the IANA zone a cron
+    # expression is read in, and which missed fire times get a job
+    # ("latest", "all" with at most catch_up_max per tick, "skip" with a
+    # grace in microseconds). Existing schedules keep what they did: UTC,
+    # one job for a missed window.
+    "ALTER TABLE __alkstore_schedules ADD COLUMN tz TEXT NOT NULL DEFAULT 'UTC'",
+    "ALTER TABLE __alkstore_schedules ADD COLUMN catch_up TEXT NOT NULL DEFAULT 'latest'",
+    "ALTER TABLE __alkstore_schedules ADD COLUMN catch_up_max INTEGER",
+    "ALTER TABLE __alkstore_schedules ADD COLUMN catch_up_grace_us INTEGER",
+)
+
 # (version, statements). Append only: a released migration never changes.
 # Its partial-index predicates come from .rules, where the statements that
 # must use those indexes take them too; tests/engines/test_migrations.py pins
 # the text, so a rule edit cannot change a released migration unnoticed.
-MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = ((1, _V1), (2, _V2), (3, _V3))
+MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
+    (1, _V1), (2, _V2), (3, _V3), (4, _V4),
+)  # fmt: skip
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 
