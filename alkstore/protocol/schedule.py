@@ -18,6 +18,7 @@ change does to its fire times.
 
 from __future__ import annotations
 
+import copy
 import math
 import re
 from dataclasses import dataclass
@@ -92,6 +93,17 @@ def check_tz(name: object) -> str:
     return name
 
 
+@lru_cache(maxsize=256)
+def _parsed(text: str, six_field: bool) -> croniter:
+    """A parsed cron expression, to copy (never to step: it is shared)."""
+    return croniter(
+        text,
+        _EPOCH_UTC,
+        second_at_beginning=six_field,
+        max_years_between_matches=_CALENDAR_CYCLE_YEARS,
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Expression:
     """A parsed expression. A cron expression is read in the wall-clock time
@@ -116,13 +128,10 @@ class Expression:
     hour_wildcard: bool = False  # cron whose hour field is "*"
 
     def _iter(self, start_us: int) -> croniter:
-        start = to_datetime(start_us).astimezone(_zone(self.tz))
-        return croniter(
-            self.text,
-            start,
-            second_at_beginning=self.six_field,
-            max_years_between_matches=_CALENDAR_CYCLE_YEARS,
-        )
+        # A copy of a parsed iterator: parsing costs more than stepping.
+        it = copy.copy(_parsed(self.text, self.six_field))
+        it.set_current(to_datetime(start_us).astimezone(_zone(self.tz)), force=True)
+        return it
 
     def _repeated(self, at_us: int) -> bool:
         """``at_us`` is the second occurrence of a wall time that a fall-back
@@ -149,14 +158,23 @@ class Expression:
         ``next_after`` would have returned just before it)."""
         if self.every_us is not None:
             return (before_us - 1) // self.every_us * self.every_us
+        zone = _zone(self.tz)
         probe = before_us
         while True:
-            # croniter's own previous time; next_after then decides: it is
-            # a fire time here, or it is not (a repeated wall time) and the
-            # one before it is looked at.
-            cand = instant_us(self._iter(probe).get_prev(datetime).astimezone(UTC))
-            if cand >= probe:  # never seen; would loop forever
-                raise InvalidArgument(f"cron expression {brief(self.text)}: no earlier fire time")
+            # croniter's previous wall time (plain calendar arithmetic), at
+            # its earliest instant; next_after then decides whether it is a
+            # fire time here (a gap or a repeated hour may say no: then the
+            # one before it is looked at).
+            wall = to_datetime(probe).astimezone(zone).replace(tzinfo=None)
+            it = copy.copy(_parsed(self.text, self.six_field))
+            it.set_current(wall, force=True)
+            prev = it.get_prev(datetime)
+            cand = min(
+                instant_us(prev.replace(tzinfo=zone, fold=fold).astimezone(UTC)) for fold in (0, 1)
+            )
+            if cand >= probe:  # a wall time the clocks skipped: look an hour earlier
+                probe -= 3600 * US_PER_S
+                continue
             fire = self.next_after(cand - 1)
             if fire < before_us:
                 while (later := self.next_after(fire)) < before_us:
@@ -193,6 +211,17 @@ def parse(text: object, tz: object = DEFAULT_TZ) -> Expression:
     """Parse ``@every 30s``/``@every 1h30m``, a 5-field cron (minutes) or a
     6-field cron (seconds first), or an alias such as ``@hourly``; a cron
     expression is read in time zone ``tz`` (an IANA name)."""
+    if isinstance(text, str) and isinstance(tz, str):
+        return _parse(text, tz)  # every tick parses its due rows: cached
+    return _parse_checked(text, tz)
+
+
+@lru_cache(maxsize=1024)
+def _parse(text: str, tz: str) -> Expression:
+    return _parse_checked(text, tz)
+
+
+def _parse_checked(text: object, tz: object) -> Expression:
     zone = check_tz(tz)
     if not isinstance(text, str) or not text.strip():
         raise InvalidArgument(f"schedule expression must be a non-empty string, got {brief(text)}")
@@ -364,10 +393,20 @@ class CatchUp:
         """The fire times a tick at ``now_us`` enqueues, oldest first, for a
         schedule due since ``fire_at_us`` (``fire_at_us <= now_us``): each a
         fire time of ``expr`` from ``fire_at_us`` to now."""
-        if expr.next_after(fire_at_us) > now_us:
+        return self.plan(expr, fire_at_us, now_us)[0]
+
+    def plan(self, expr: Expression, fire_at_us: int, now_us: int) -> tuple[list[int], int]:
+        """``fire_times``, and the schedule's next fire time (the first after now)."""
+        following = expr.next_after(fire_at_us)
+        if following > now_us:
             latest = fire_at_us  # on time: the one fire time that passed
+            nxt = following
         else:
             latest = max(fire_at_us, expr.prev_before(now_us + 1))
+            nxt = expr.next_after(now_us)
+        return self._choose(expr, fire_at_us, now_us, latest), nxt
+
+    def _choose(self, expr: Expression, fire_at_us: int, now_us: int, latest: int) -> list[int]:
         if self.policy == "skip":
             assert self.grace_us is not None
             return [latest] if now_us - latest <= self.grace_us else []
@@ -478,9 +517,8 @@ def tick_rows(
         fire_at = int(fire_at)
         policy = CatchUp.decode(*row[7:10])
         expr = parse(text, tz)
-        nxt = expr.next_after(max(fire_at, now_us))
         # Computed before the move: the move commits only with their jobs.
-        times = policy.fire_times(expr, fire_at, now_us)
+        times, nxt = policy.plan(expr, fire_at, now_us)
         last = times[-1] if times else None
         moved = yield from fetch_count(d.advance_schedule(name, fire_at, nxt, last))
         if not moved:
