@@ -24,11 +24,11 @@ async def unschedule(store: Store, name: str) -> bool:
 async def tick(store: Store) -> int:
     total = 0
     while True:
-        fired = await store._run(
-            plans.tick(store._dialect, store._now_us(), store._origin, _DEFAULT_ATTEMPTS)
+        fired, rows = await store._run(
+            plans.tick_rows(store._dialect, store._now_us(), store._origin, _DEFAULT_ATTEMPTS)
         )
         total += len(fired)
-        if len(fired) < plans.TICK_BATCH:
+        if rows < plans.TICK_BATCH:
             return total
 
 

@@ -316,18 +316,28 @@ class Store:
         priority: int = 0,
         max_attempts: int | None = None,
         expires_after: Duration | None = None,
+        tz: str = "UTC",
+        catch_up: schedule_plans.CatchUpPolicy = "latest",
+        catch_up_max: int | None = None,
+        catch_up_grace: Duration | None = None,
     ) -> None:
         """Enqueue ``payload`` into ``queue`` at every fire time of
-        ``cron_or_every`` (5/6-field cron in UTC, an alias such as ``@hourly``,
-        or ``@every 30s``). Re-registering the same expression is a no-op."""
+        ``cron_or_every`` (5/6-field cron read in time zone ``tz``, an alias
+        such as ``@hourly``, or ``@every 30s``). ``catch_up`` says which
+        fire times missed while nobody ticked get a job: ``"latest"`` (one),
+        ``"all"`` (the latest ``catch_up_max``, default 10) or ``"skip"``
+        (none seen later than ``catch_up_grace``, default 60 s).
+        Re-registering the same expression in the same zone keeps the next
+        fire time."""
         name = check_name(name, "schedule")
         queue = check_name(queue, "queue")
-        expr = schedule_plans.parse(cron_or_every)
+        expr = schedule_plans.parse(cron_or_every, tz)
         options = schedule_plans.ScheduleOptions.of(priority, max_attempts, expires_after)
+        policy = schedule_plans.CatchUp.of(catch_up, catch_up_max, catch_up_grace)
         text = codec.encode(payload)
         now = self._now_us()
         await self._run(
-            schedule_plans.register(self._dialect, name, queue, expr, text, options, now)
+            schedule_plans.register(self._dialect, name, queue, expr, text, options, now, policy)
         )
 
     async def unschedule(self, name: str) -> bool:

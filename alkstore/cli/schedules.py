@@ -6,15 +6,25 @@ from datetime import UTC, datetime
 
 import click
 
+from ..protocol.types import ScheduleInfo
 from . import render, shapes
 from .target import Target, run, target_options
+
+
+def catch_up(s: ScheduleInfo) -> str:
+    """``latest``, ``all (max 10)`` or ``skip (grace 1m)``."""
+    if s.catch_up == "all":
+        return f"all (max {s.catch_up_max})"
+    if s.catch_up == "skip" and s.catch_up_grace is not None:
+        return f"skip (grace {render.duration(s.catch_up_grace.total_seconds())})"
+    return s.catch_up
 
 
 @click.command("schedules")
 @target_options
 def schedules_command(target: Target) -> None:
-    """Every schedule: its queue and expression, when it last fired and
-    fires next, and whether it is paused."""
+    """Every schedule: its queue, expression and time zone, its catch-up
+    policy, when it last fired and fires next, and whether it is paused."""
 
     schedules = run(target, lambda store: store.list_schedules())
     if target.json:
@@ -28,7 +38,8 @@ def schedules_command(target: Target) -> None:
         upcoming = render.when(s.next_fire_at)
         if not s.paused:
             upcoming += f" (in {render.duration(max(0.0, due))})"
-        rows.append((s.name, s.queue, s.expression, render.when(s.last_fire_at), upcoming,
+        rows.append((s.name, s.queue, s.expression, s.tz, catch_up(s),
+                     render.when(s.last_fire_at), upcoming,
                      "paused" if s.paused else ""))  # fmt: skip
-    columns = ("schedule", "queue", "expression", "last fire", "next fire", "")
+    columns = ("schedule", "queue", "expression", "tz", "catch-up", "last fire", "next fire", "")
     out.print(render.table("schedules", columns, rows, out=out))

@@ -134,6 +134,10 @@ def schedule_doc(s: ScheduleInfo) -> Doc:
         "last_fire_at": s.last_fire_at,
         "paused": s.paused,
         "created_at": s.created_at,
+        "tz": s.tz,
+        "catch_up": s.catch_up,
+        "catch_up_max": s.catch_up_max,
+        "catch_up_grace_s": seconds(s.catch_up_grace),
     }
 
 

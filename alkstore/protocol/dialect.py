@@ -37,7 +37,12 @@ HISTORY_COLUMNS = (
 # Column order of a schedule row as listed.
 SCHEDULE_COLUMNS = (
     "name", "queue", "expression", "payload", "options", "next_fire_at", "last_fire_at",
-    "paused", "created_at",
+    "paused", "created_at", "tz", "catch_up", "catch_up_max", "catch_up_grace_us",
+)  # fmt: skip
+# Column order of a due schedule as a tick reads it.
+DUE_SCHEDULE_COLUMNS = (
+    "name", "queue", "expression", "tz", "payload", "options", "next_fire_at",
+    "catch_up", "catch_up_max", "catch_up_grace_us",
 )  # fmt: skip
 
 # The rows of the read models, whose columns are computed: each engine
@@ -311,10 +316,16 @@ class Dialect(Protocol):
     # schedules
     def upsert_schedule(self, schedule: NewSchedule) -> Statement: ...
     def delete_schedule(self, name: str) -> Statement: ...
-    def due_schedules(self, now_us: int, limit: int) -> Statement: ...
-    def advance_schedule(self, name: str, fire_at_us: int, next_fire_us: int) -> Statement:
-        """Move the fire time on from ``fire_at_us`` (compare-and-set) and
-        record it as the schedule's last fire."""
+    def due_schedules(self, now_us: int, limit: int) -> Statement:
+        """Up to ``limit`` due schedules (``DUE_SCHEDULE_COLUMNS``), earliest first."""
+        ...
+
+    def advance_schedule(
+        self, name: str, fire_at_us: int, next_fire_us: int, last_fire_us: int | None
+    ) -> Statement:
+        """Move the fire time on from ``fire_at_us`` to ``next_fire_us``
+        (compare-and-set) and record ``last_fire_us`` as the schedule's last
+        fire (None: it fired nothing, the last fire stays)."""
         ...
 
     def next_schedule_time(self) -> Statement: ...
@@ -323,7 +334,7 @@ class Dialect(Protocol):
         ...
 
     def schedule_state(self, name: str) -> Statement:
-        """The row ``(expression, next_fire_at, paused)`` of a schedule about
+        """The row ``(expression, tz, next_fire_at, paused)`` of a schedule about
         to be changed (Postgres locks it), or none."""
         ...
 

@@ -43,7 +43,7 @@ from .types import (
 )
 
 if TYPE_CHECKING:
-    from .schedule import ScheduleOptions
+    from .schedule import CatchUp, ScheduleOptions
 
 _DEAD_REASONS = frozenset({"failed", "max_attempts", "expired", "claim_expired"})
 _OUTCOMES = frozenset({"acked", "cancelled"})
@@ -334,12 +334,20 @@ def lock_info(row: Row) -> LockInfo:
     )
 
 
-def schedule_info(row: Row, options_of: Callable[[str], ScheduleOptions]) -> ScheduleInfo:
+def schedule_info(
+    row: Row,
+    options_of: Callable[[str], ScheduleOptions],
+    catch_up_of: Callable[[object, object, object], CatchUp],
+) -> ScheduleInfo:
     """A schedule row (``SCHEDULE_COLUMNS``); ``options_of`` decodes its
-    stored job options (``schedule.ScheduleOptions.decode``)."""
+    stored job options (``schedule.ScheduleOptions.decode``), ``catch_up_of``
+    its catch-up policy (``schedule.CatchUp.decode``)."""
     f = _Fields(row, SCHEDULE_COLUMNS, "schedule")
     options = options_of(f.text("options"))
     expires = options.expires_after_us
+    policy = catch_up_of(
+        f.text("catch_up"), f.opt_integer("catch_up_max"), f.opt_integer("catch_up_grace_us")
+    )
     return ScheduleInfo(
         name=f.text("name"),
         queue=f.text("queue"),
@@ -352,6 +360,10 @@ def schedule_info(row: Row, options_of: Callable[[str], ScheduleOptions]) -> Sch
         last_fire_at=f.opt_instant("last_fire_at"),
         paused=f.flag("paused"),
         created_at=f.instant("created_at"),
+        tz=f.text("tz"),
+        catch_up=policy.policy,
+        catch_up_max=policy.cap,
+        catch_up_grace=_opt_span(policy.grace_us, "catch_up_grace_us"),
     )
 
 

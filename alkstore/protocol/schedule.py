@@ -1,23 +1,31 @@
 """Schedules: when a cron or interval expression fires next, and the tick plan.
 
-A schedule is a row (name, queue, expression, payload, next_fire_at). The tick
-enqueues a job for a due row only if it can move that row's ``next_fire_at``
-from the value it read to the next one (compare-and-set in the same
-transaction), so any number of processes may tick at once and each fire time
-enqueues exactly one job. Fire times missed while nobody ticked collapse into
-one job (catch-up fires once), then the schedule continues from now.
+A schedule is a row (name, queue, expression, time zone, catch-up policy,
+payload, next_fire_at). The tick enqueues the jobs of a due row only if it
+can move that row's ``next_fire_at`` from the value it read to the next one
+(compare-and-set in the same transaction), so any number of processes may
+tick at once and each fire time enqueues at most one job. Which of the fire
+times missed while nobody ticked get a job is the schedule's catch-up policy
+(``CatchUp``): the latest one (the default), all of them up to a cap, or none;
+then the schedule continues from now.
 
 croniter does the cron arithmetic: it is pure (the start instant is an
-argument), handles 5- and 6-field expressions and the usual aliases.
+argument), handles 5- and 6-field expressions and the usual aliases. A cron
+expression is read in the schedule's IANA time zone (``zoneinfo``: tz data,
+read, not a clock); ``Expression.next_after`` states what a daylight-saving
+change does to its fire times.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any
+from datetime import UTC, datetime, tzinfo
+from functools import lru_cache
+from typing import Any, Literal, TypeGuard
+from zoneinfo import ZoneInfo
 
 import orjson
 from croniter import croniter
@@ -56,11 +64,82 @@ _CALENDAR_CYCLE_YEARS = 400
 _RANDOM_FIELD = re.compile(r"r(?:\(\d+-\d+\))?(?:/\d+)?", re.ASCII | re.IGNORECASE)
 
 
+# Zone names that load on some machines but are not IANA zones: each
+# machine would read its own local time into them.
+_NOT_IANA = frozenset({"localtime", "posixrules", "Factory"})
+_ZONE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_+\-]*(?:/[A-Za-z0-9_+\-]+)*$")
+DEFAULT_TZ = "UTC"
+_EPOCH_UTC = datetime(1970, 1, 1, tzinfo=UTC)  # a start for croniter, never the clock
+
+
+@lru_cache(maxsize=256)
+def _zone(name: str) -> tzinfo:
+    return UTC if name == DEFAULT_TZ else ZoneInfo(name)
+
+
+def check_tz(name: object) -> str:
+    """An IANA time zone name (``Europe/Paris``, ``UTC``); ``InvalidArgument``
+    for anything the tz database does not know."""
+    if not isinstance(name, str) or not _ZONE_NAME.match(name) or name in _NOT_IANA:
+        raise InvalidArgument(
+            f"unknown time zone {brief(name)}: use an IANA name such as 'Europe/Paris'"
+        )
+    try:
+        _zone(name)
+    except Exception as exc:  # ZoneInfoNotFoundError, or a file that is not tz data
+        raise InvalidArgument(
+            f"unknown time zone {brief(name)}: use an IANA name such as 'Europe/Paris'"
+        ) from exc
+    return name
+
+
+@lru_cache(maxsize=256)
+def _parsed(text: str, six_field: bool) -> croniter:
+    """A parsed cron expression, to copy (never to step: it is shared)."""
+    return croniter(
+        text,
+        _EPOCH_UTC,
+        second_at_beginning=six_field,
+        max_years_between_matches=_CALENDAR_CYCLE_YEARS,
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Expression:
+    """A parsed expression. A cron expression is read in the wall-clock time
+    of ``tz``; an ``@every`` interval is a plain duration (no zone changes it).
+
+    Daylight-saving changes, for cron (croniter's own rules, plus one):
+
+    - spring forward: a wall time the change skips fires once, at the first
+      instant after the gap (``30 2 * * *`` fires at 03:00 that day), unless
+      the hour field is ``*`` (the expression fires by the clock through the
+      day: ``10 * * * *`` simply has no 02:10 that day);
+    - fall back: a wall time that happens twice fires once, at its first
+      occurrence, unless the hour field is ``*`` (``*/15 * * * *`` keeps
+      firing every 15 minutes of real time through the repeated hour).
+      croniter alone would fire ``30 1 * * *`` twice that night.
+    """
+
     text: str
     every_us: int | None  # set for "@every <duration>"
     six_field: bool
+    tz: str = DEFAULT_TZ
+    hour_wildcard: bool = False  # cron whose hour field is "*"
+
+    def _iter(self, start_us: int) -> croniter:
+        # A copy of a parsed iterator: parsing costs more than stepping.
+        it = copy.copy(_parsed(self.text, self.six_field))
+        it.set_current(to_datetime(start_us).astimezone(_zone(self.tz)), force=True)
+        return it
+
+    def _repeated(self, at_us: int) -> bool:
+        """``at_us`` is the second occurrence of a wall time that a fall-back
+        repeats, and this expression fires only at the first one."""
+        if self.hour_wildcard or self.tz == DEFAULT_TZ:
+            return False
+        local = to_datetime(at_us).astimezone(_zone(self.tz))
+        return local.fold == 1 and local.replace(fold=0).utcoffset() != local.utcoffset()
 
     def next_after(self, after_us: int) -> int:
         """The first fire time strictly after ``after_us``."""
@@ -68,15 +147,40 @@ class Expression:
             # Intervals are anchored to the epoch, so every process computes
             # the same fire times whatever moment it registered the schedule.
             return (after_us // self.every_us + 1) * self.every_us
-        start = to_datetime(after_us)
-        it = croniter(
-            self.text,
-            start,
-            second_at_beginning=self.six_field,
-            max_years_between_matches=_CALENDAR_CYCLE_YEARS,
-        )
-        nxt = it.get_next(datetime)
-        return instant_us(nxt.astimezone(UTC))
+        it = self._iter(after_us)
+        while True:
+            nxt = instant_us(it.get_next(datetime).astimezone(UTC))
+            if not self._repeated(nxt):
+                return nxt
+
+    def prev_before(self, before_us: int) -> int:
+        """The last fire time strictly before ``before_us`` (the one that
+        ``next_after`` would have returned just before it)."""
+        if self.every_us is not None:
+            return (before_us - 1) // self.every_us * self.every_us
+        zone = _zone(self.tz)
+        probe = before_us
+        while True:
+            # croniter's previous wall time (plain calendar arithmetic), at
+            # its earliest instant; next_after then decides whether it is a
+            # fire time here (a gap or a repeated hour may say no: then the
+            # one before it is looked at).
+            wall = to_datetime(probe).astimezone(zone).replace(tzinfo=None)
+            it = copy.copy(_parsed(self.text, self.six_field))
+            it.set_current(wall, force=True)
+            prev = it.get_prev(datetime)
+            cand = min(
+                instant_us(prev.replace(tzinfo=zone, fold=fold).astimezone(UTC)) for fold in (0, 1)
+            )
+            if cand >= probe:  # a wall time the clocks skipped: look an hour earlier
+                probe -= 3600 * US_PER_S
+                continue
+            fire = self.next_after(cand - 1)
+            if fire < before_us:
+                while (later := self.next_after(fire)) < before_us:
+                    fire = later
+                return fire
+            probe = cand
 
 
 def _duration_us(text: str) -> int | None:
@@ -103,9 +207,22 @@ def parse_duration(text: object) -> int:
     return total
 
 
-def parse(text: object) -> Expression:
+def parse(text: object, tz: object = DEFAULT_TZ) -> Expression:
     """Parse ``@every 30s``/``@every 1h30m``, a 5-field cron (minutes) or a
-    6-field cron (seconds first), or an alias such as ``@hourly``."""
+    6-field cron (seconds first), or an alias such as ``@hourly``; a cron
+    expression is read in time zone ``tz`` (an IANA name)."""
+    if isinstance(text, str) and isinstance(tz, str):
+        return _parse(text, tz)  # every tick parses its due rows: cached
+    return _parse_checked(text, tz)
+
+
+@lru_cache(maxsize=1024)
+def _parse(text: str, tz: str) -> Expression:
+    return _parse_checked(text, tz)
+
+
+def _parse_checked(text: object, tz: object) -> Expression:
+    zone = check_tz(tz)
     if not isinstance(text, str) or not text.strip():
         raise InvalidArgument(f"schedule expression must be a non-empty string, got {brief(text)}")
     expr = " ".join(text.split())
@@ -116,7 +233,7 @@ def parse(text: object) -> Expression:
             raise InvalidArgument(f"@every interval is too long: {brief(text)}")
         if total < 1_000:
             raise InvalidArgument("@every interval must be at least 1 ms")
-        return Expression(expr, total, False)
+        return Expression(expr, total, False, zone)
     if expr.startswith("@every"):
         raise InvalidArgument(
             f"bad @every expression {brief(text)}: use e.g. '@every 30s' or '@every 1h30m'"
@@ -133,7 +250,11 @@ def parse(text: object) -> Expression:
         ok = False
     if not ok:
         raise InvalidArgument(f"invalid cron expression {brief(text)}")
-    parsed = Expression(expr, None, six)
+    try:
+        hours = croniter(expr, _EPOCH_UTC, second_at_beginning=six).expanded[1]
+    except Exception as exc:  # is_valid said yes; croniter raises assorted types
+        raise InvalidArgument(f"invalid cron expression {brief(text)}") from exc
+    parsed = Expression(expr, None, six, zone, hours == ["*"])
     # An expression may be well-formed and still never fire ("0 0 30 2 *").
     # The calendar repeats every 400 years, so one probe from any instant
     # tells: if it finds no fire time, there is none at any instant.
@@ -194,6 +315,113 @@ class ScheduleOptions:
         return cls(priority, attempts, expires)
 
 
+CatchUpPolicy = Literal["latest", "all", "skip"]
+CATCH_UP_POLICIES: tuple[CatchUpPolicy, ...] = ("latest", "all", "skip")
+DEFAULT_CATCH_UP_MAX = 10  # "all" without a cap given
+MAX_CATCH_UP_MAX = 10_000  # one tick enqueues them in one transaction
+DEFAULT_CATCH_UP_GRACE_US = 60 * US_PER_S  # "skip" without a grace given
+
+
+def _is_int(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True, slots=True)
+class CatchUp:
+    """Which of the fire times that passed before a tick saw them get a job.
+
+    - ``latest`` (the default): one job, for the latest fire time that has
+      passed, however many did;
+    - ``all``: one job per fire time that passed, the latest ``cap`` of them
+      (the older ones get none);
+    - ``skip``: a job only for a fire time the tick sees within ``grace_us``
+      of it; any later, it was missed and gets none.
+
+    Either way the schedule then goes on from its first fire time after now.
+    """
+
+    policy: CatchUpPolicy = "latest"
+    cap: int | None = None  # "all": at most this many jobs per tick
+    grace_us: int | None = None  # "skip": how late a fire time may still be enqueued
+
+    @classmethod
+    def of(cls, policy: object = "latest", cap: object = None, grace: Any = None) -> CatchUp:
+        """Checked user input: ``cap`` only with ``all`` (default
+        ``DEFAULT_CATCH_UP_MAX``), ``grace`` (seconds or ``timedelta``) only
+        with ``skip`` (default 60 s). Raises ``InvalidArgument``."""
+        from .timeconv import duration_us
+
+        if policy not in CATCH_UP_POLICIES:
+            raise InvalidArgument(
+                f"catch_up must be 'latest', 'all' or 'skip', got {brief(policy)}"
+            )
+        if cap is not None and policy != "all":
+            raise InvalidArgument("catch_up_max applies to catch_up='all' only")
+        if grace is not None and policy != "skip":
+            raise InvalidArgument("catch_up_grace applies to catch_up='skip' only")
+        if policy == "all":
+            cap = DEFAULT_CATCH_UP_MAX if cap is None else cap
+            if not _is_int(cap) or not 1 <= cap <= MAX_CATCH_UP_MAX:
+                raise InvalidArgument(
+                    f"catch_up_max must be an integer from 1 to {MAX_CATCH_UP_MAX}, "
+                    f"got {brief(cap)}"
+                )
+            return cls("all", cap)
+        if policy == "skip":
+            us = (
+                DEFAULT_CATCH_UP_GRACE_US
+                if grace is None
+                else duration_us(grace, "catch_up_grace", allow_zero=True)
+            )
+            return cls("skip", None, us)
+        return cls()
+
+    @classmethod
+    def decode(cls, policy: object, cap: object, grace_us: object) -> CatchUp:
+        """The policy read back from a schedule row; a corrupt row is a ``CodecError``."""
+        if policy == "latest" and cap is None and grace_us is None:
+            return cls()
+        if policy == "all" and _is_int(cap) and cap >= 1 and grace_us is None:
+            return cls("all", cap)
+        if policy == "skip" and cap is None and _is_int(grace_us) and grace_us >= 0:
+            return cls("skip", None, grace_us)
+        raise CodecError(
+            f"stored catch-up policy is corrupt: {brief(policy)}, {brief(cap)}, {brief(grace_us)}"
+        )
+
+    def fire_times(self, expr: Expression, fire_at_us: int, now_us: int) -> list[int]:
+        """The fire times a tick at ``now_us`` enqueues, oldest first, for a
+        schedule due since ``fire_at_us`` (``fire_at_us <= now_us``): each a
+        fire time of ``expr`` from ``fire_at_us`` to now."""
+        return self.plan(expr, fire_at_us, now_us)[0]
+
+    def plan(self, expr: Expression, fire_at_us: int, now_us: int) -> tuple[list[int], int]:
+        """``fire_times``, and the schedule's next fire time (the first after now)."""
+        following = expr.next_after(fire_at_us)
+        if following > now_us:
+            latest = fire_at_us  # on time: the one fire time that passed
+            nxt = following
+        else:
+            latest = max(fire_at_us, expr.prev_before(now_us + 1))
+            nxt = expr.next_after(now_us)
+        return self._choose(expr, fire_at_us, now_us, latest), nxt
+
+    def _choose(self, expr: Expression, fire_at_us: int, now_us: int, latest: int) -> list[int]:
+        if self.policy == "skip":
+            assert self.grace_us is not None
+            return [latest] if now_us - latest <= self.grace_us else []
+        if self.policy == "latest":
+            return [latest]
+        assert self.cap is not None
+        times = [latest]
+        while len(times) < self.cap:
+            earlier = expr.prev_before(times[-1])
+            if earlier < fire_at_us:
+                break
+            times.append(earlier)
+        return times[::-1]
+
+
 def register(
     d: Dialect,
     name: str,
@@ -202,14 +430,19 @@ def register(
     payload_json: str,
     options: ScheduleOptions,
     now_us: int,
+    catch_up: CatchUp = CatchUp(),
 ) -> Plan[None]:
-    """Create or update a schedule. Re-registering the same expression keeps
-    its next fire time, so every process may register at start-up."""
+    """Create or update a schedule. Re-registering the same expression in
+    the same time zone keeps its next fire time, so every process may
+    register at start-up."""
     next_fire = expr.next_after(now_us)
     encoded = options.encode()
     yield d.upsert_schedule(
-        NewSchedule(name, queue, expr.text, payload_json, encoded, next_fire, now_us)
-    )
+        NewSchedule(
+            name, queue, expr.text, payload_json, encoded, next_fire, now_us,
+            expr.tz, catch_up.policy, catch_up.cap, catch_up.grace_us,
+        )
+    )  # fmt: skip
 
 
 def unregister(d: Dialect, name: str) -> Plan[bool]:
@@ -224,11 +457,12 @@ def pause(d: Dialect, name: str) -> Plan[bool]:
     return bool(count)
 
 
-def resumed_fire_time(expression: str, now_us: int) -> int:
+def resumed_fire_time(expression: str, now_us: int, tz: str = DEFAULT_TZ) -> int:
     """The next fire time of a schedule resumed at ``now_us``: the first one
     after now. The fire times that passed while it was paused are dropped,
-    not caught up (a pause means "not now", not "later")."""
-    return parse(expression).next_after(now_us)
+    not caught up (a pause means "not now", not "later"), whatever its
+    catch-up policy."""
+    return parse(expression, tz).next_after(now_us)
 
 
 def resume(d: Dialect, name: str, now_us: int) -> Plan[bool]:
@@ -238,10 +472,10 @@ def resume(d: Dialect, name: str, now_us: int) -> Plan[bool]:
     row = yield from fetch_one(d.schedule_state(name))
     if row is None:
         return False
-    expression, fire_at, paused = row
+    expression, tz, fire_at, paused = row
     if not paused:
         return True
-    nxt = resumed_fire_time(expression, now_us)
+    nxt = resumed_fire_time(expression, now_us, tz)
     # The row is ours (Postgres: locked by the read; SQLite: the write
     # lock), so the compare-and-set on the fire time read always moves it.
     yield from fetch_count(d.resume_schedule(name, int(fire_at), nxt))
@@ -252,7 +486,7 @@ def resume(d: Dialect, name: str, now_us: int) -> Plan[bool]:
 def list_schedules(d: Dialect) -> Plan[list[ScheduleInfo]]:
     """Every registered schedule, by name."""
     rows = yield from fetch_all(d.list_schedules())
-    return [schedule_info(r, ScheduleOptions.decode) for r in rows]
+    return [schedule_info(r, ScheduleOptions.decode, CatchUp.decode) for r in rows]
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,39 +502,56 @@ class Fired:
 TICK_BATCH = 100
 
 
-def tick(
+def tick_rows(
     d: Dialect, now_us: int, origin: str, default_max_attempts: int, limit: int = TICK_BATCH
-) -> Plan[list[Fired]]:
-    """Enqueue one job per due schedule, each guarded by compare-and-set."""
+) -> Plan[tuple[list[Fired], int]]:
+    """Enqueue each due schedule's jobs (its catch-up policy says for which
+    fire times), each schedule guarded by one compare-and-set that moves its
+    fire time on past now; returns the jobs and how many due rows it read
+    (``limit`` of them: more may be due)."""
     rows = yield from fetch_all(d.due_schedules(now_us, limit))
     fired: list[Fired] = []
     woken: set[str] = set()
-    for name, queue, text, payload_json, options_json, fire_at in rows:
-        expr = parse(text)
-        nxt = expr.next_after(max(int(fire_at), now_us))
-        moved = yield from fetch_count(d.advance_schedule(name, int(fire_at), nxt))
+    for row in rows:
+        name, queue, text, tz, payload_json, options_json, fire_at = row[:7]
+        fire_at = int(fire_at)
+        policy = CatchUp.decode(*row[7:10])
+        expr = parse(text, tz)
+        # Computed before the move: the move commits only with their jobs.
+        times, nxt = policy.plan(expr, fire_at, now_us)
+        last = times[-1] if times else None
+        moved = yield from fetch_count(d.advance_schedule(name, fire_at, nxt, last))
         if not moved:
-            continue  # another ticker took this fire time
+            continue  # another ticker took these fire times
         opts = ScheduleOptions.decode(options_json)
-        expires = (
-            None
-            if opts.expires_after_us is None
-            # Past what a datetime holds, the job could no longer be read.
-            else min(int(fire_at) + opts.expires_after_us, MAX_INSTANT_US)
-        )
-        job = NewJob(
-            queue=queue,
-            payload_json=payload_json,
-            priority=opts.priority,
-            run_at_us=int(fire_at),
-            max_attempts=opts.max_attempts or default_max_attempts,
-            expires_at_us=expires,
-        )
-        row = yield from fetch_row(d.enqueue(job, now_us))
-        fired.append(Fired(name, queue, int(fire_at), int(row[0])))
-        woken.add(queue)
+        for at in times:
+            expires = (
+                None
+                if opts.expires_after_us is None
+                # Past what a datetime holds, the job could no longer be read.
+                else min(at + opts.expires_after_us, MAX_INSTANT_US)
+            )
+            job = NewJob(
+                queue=queue,
+                payload_json=payload_json,
+                priority=opts.priority,
+                run_at_us=at,
+                max_attempts=opts.max_attempts or default_max_attempts,
+                expires_at_us=expires,
+            )
+            created = yield from fetch_row(d.enqueue(job, now_us))
+            fired.append(Fired(name, queue, at, int(created[0])))
+            woken.add(queue)
     for queue in sorted(woken):
         yield d.notify(queue_channel(queue), origin, now_us)
+    return fired, len(rows)
+
+
+def tick(
+    d: Dialect, now_us: int, origin: str, default_max_attempts: int, limit: int = TICK_BATCH
+) -> Plan[list[Fired]]:
+    """``tick_rows``, the jobs alone."""
+    fired, _ = yield from tick_rows(d, now_us, origin, default_max_attempts, limit)
     return fired
 
 

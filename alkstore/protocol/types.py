@@ -190,7 +190,8 @@ class LockInfo:
 class ScheduleInfo:
     """One registered schedule: what it enqueues where, its job options,
     its next fire time, the fire time it last fired for (None: never),
-    whether it is paused, and when it was first registered."""
+    whether it is paused, when it was first registered, its time zone and
+    its catch-up policy."""
 
     name: str
     queue: str
@@ -203,6 +204,13 @@ class ScheduleInfo:
     last_fire_at: datetime | None
     paused: bool
     created_at: datetime
+    # The IANA time zone its cron expression is read in ("UTC" for @every).
+    tz: str = "UTC"
+    # Which missed fire times get a job: "latest", "all" (at most
+    # catch_up_max per tick) or "skip" (none later than catch_up_grace).
+    catch_up: str = "latest"
+    catch_up_max: int | None = None
+    catch_up_grace: timedelta | None = None
 
     def payload_as(self, target: type[T]) -> T:
         """The payload decoded into ``target`` (a dataclass, a ``model_validate`` class or a JSON
@@ -316,6 +324,10 @@ class NewSchedule(NamedTuple):
     options_json: str
     next_fire_us: int
     now_us: int
+    tz: str = "UTC"
+    catch_up: str = "latest"
+    catch_up_max: int | None = None
+    catch_up_grace_us: int | None = None
 
 
 class EnqueueOptions(TypedDict, total=False):

@@ -68,6 +68,7 @@ class Ledger:
         self.saved: dict[tuple[str, str], int] = {}
         self.max_attempts: dict[int, int] = {}
         self.fired: dict[str, list[int]] = {}
+        self.catch_up_max: dict[str, int] = {}  # schedule -> jobs one tick may enqueue
 
     def fail(self, message: str) -> None:
         raise _Violation(message)
@@ -146,6 +147,19 @@ class Ledger:
         if times and fire_at_us < times[-1]:
             self.fail(f"schedule {name} fired for {fire_at_us} after {times[-1]}")
         times.append(fire_at_us)
+
+    def ticked(self, fires: list[tuple[str, int]], now: int) -> None:
+        counts: dict[str, int] = {}
+        for name, fire_at_us in fires:
+            # a tick enqueues no fire time that has not come yet
+            if fire_at_us > now:
+                self.fail(f"schedule {name} fired for {fire_at_us}, later than now ({now})")
+            counts[name] = counts.get(name, 0) + 1
+        for name, count in counts.items():
+            # one tick enqueues at most the schedule's catch-up cap (1 unless "all")
+            cap = self.catch_up_max.get(name, 1)
+            if count > cap:
+                self.fail(f"schedule {name} fired {count} jobs in one tick, over its cap {cap}")
 
     # streams
     def read(self, stream: str, after: int, offsets: list[int]) -> None:

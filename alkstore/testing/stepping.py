@@ -144,6 +144,11 @@ class Config:
     tickers: int = 0
     ticks: int = 3
     schedule_every_s: int = 5
+    # Its catch-up policy ("latest", "all" or "skip"), the cap of "all",
+    # and how many of its fire times have passed when the tickers start.
+    catch_up: str = "latest"
+    catch_up_max: int | None = None
+    missed_fire_times: int = 1
     visibility_timeout_s: float = 10.0
     lock_ttl_s: float = 10.0
     max_attempts: int = 3
@@ -232,11 +237,14 @@ class Simulation(Programs):
             self._actor(f"reader{i}", "reader", self._reader)
         if c.tickers:
             expr = schedule.parse(f"@every {c.schedule_every_s}s")
+            policy = schedule.CatchUp.of(c.catch_up, c.catch_up_max)
             self._run_alone(Op("register", lambda now: [schedule.register(
                 self.d, "S", self.queue, expr, codec.encode({"marker": "scheduled"}),
-                schedule.ScheduleOptions(), now,
+                schedule.ScheduleOptions(), now, policy,
             )]), "setup")  # fmt: skip
-            self.now += c.schedule_every_s * US  # due when the tickers start
+            self.ledger.catch_up_max["S"] = policy.cap or 1
+            # due when the tickers start, ``missed_fire_times`` times over
+            self.now += c.missed_fire_times * c.schedule_every_s * US
         for i in range(c.tickers):
             self._actor(f"ticker{i}", "ticker", self._ticker)
 
@@ -286,7 +294,9 @@ class Simulation(Programs):
         elif kind == "lock_release" and values[0]:
             led.lock_ended(op.meta["lock"])
         elif kind == "tick":
-            for fire in values[0] or []:
+            fired = values[0] or []
+            led.ticked([(f.schedule, f.fire_at_us) for f in fired], now)
+            for fire in fired:
                 led.fired_at(fire.schedule, fire.fire_at_us)
                 led.enqueued[fire.job_id] = "scheduled"
         elif kind == "publish":

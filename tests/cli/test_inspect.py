@@ -101,6 +101,9 @@ async def fill_everything(store: Store) -> None:
     await orders.save_offset("billing", 1)
     assert await store.try_lock("nightly", "host-a", 600) is not None
     await store.schedule("cleanup", "reports", "@every 1h", {"kind": "cleanup"})
+    await store.schedule("digest", "reports", "0 8 * * 1", tz="Europe/Paris", catch_up="all",
+                         catch_up_max=3)  # fmt: skip
+    await store.schedule("ping", "reports", "@every 1m", catch_up="skip", catch_up_grace=90)
     await store.outbox("webhooks").enqueue({"url": "https://example.com/hook"})
 
 
@@ -190,6 +193,12 @@ def test_streams_schedules_and_locks(filled: Db) -> None:
     cleanup = schedules["cleanup"]
     assert cleanup["queue"] == "reports" and cleanup["expression"] == "@every 1h"
     assert cleanup["paused"] is False and cleanup["next_fire_at"] is not None
+    assert (cleanup["tz"], cleanup["catch_up"], cleanup["catch_up_max"]) == ("UTC", "latest", None)
+    digest, ping = schedules["digest"], schedules["ping"]
+    assert (digest["tz"], digest["catch_up"], digest["catch_up_max"]) == ("Europe/Paris", "all", 3)
+    assert (ping["catch_up"], ping["catch_up_grace_s"], ping["catch_up_max"]) == ("skip", 90, None)
+    table = cli("schedules", *filled.args).out
+    assert "Europe/Paris" in table and "all (max 3)" in table and "skip (grace 1m 30s)" in table
     locks = by_name(cli("locks", *filled.args, "--json").doc["locks"])
     nightly = locks["nightly"]
     assert nightly["owner"] == "host-a" and nightly["held"] is True and nightly["token"] >= 1

@@ -473,6 +473,6 @@ def test_derived_deadlines_past_9999_are_capped() -> None:
     options = schedule.ScheduleOptions.of(expires_after=timedelta(microseconds=MAX_DURATION_US))
     plan = schedule.tick(d, NOW, "origin", 3)
     next(plan)  # due schedules
-    plan.send([("s", "q", "@every 1h", "null", options.encode(), NOW)])  # advance it
+    plan.send([("s", "q", "@every 1h", "UTC", "null", options.encode(), NOW, "latest", None, None)])
     enqueue = plan.send(1)
     assert MAX_INSTANT_US in enqueue.params

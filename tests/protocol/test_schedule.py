@@ -118,12 +118,12 @@ def test_resume_moves_only_a_paused_schedule_and_compares_the_fire_time_it_read(
     value, seen = _run(resume(d, "s", now), {"schedule_state": None})
     assert value is False and [st.sql for st in seen] == ["schedule_state"]
     # Running: left as it is (a due fire time still fires).
-    value, seen = _run(resume(d, "s", now), {"schedule_state": ("@every 10s", T0, False)})
+    value, seen = _run(resume(d, "s", now), {"schedule_state": ("@every 10s", "UTC", T0, False)})
     assert value is True and [st.sql for st in seen] == ["schedule_state"]
     # Paused (SQLite's flag is 1): the next fire time after now, set only if
     # the row still holds the fire time read.
     value, seen = _run(
-        resume(d, "s", now), {"schedule_state": ("@every 10s", T0, 1), "resume_schedule": 1}
+        resume(d, "s", now), {"schedule_state": ("@every 10s", "UTC", T0, 1), "resume_schedule": 1}
     )
     assert value is True
     assert seen[-1] == Statement("resume_schedule", ("s", T0, T0 + 40 * S), Fetch.ROWCOUNT)

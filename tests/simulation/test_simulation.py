@@ -7,7 +7,8 @@ never exceed max_attempts; one lock never has two unexpired holders and its
 fencing tokens increase; two live jobs of a queue never hold one unique
 key; stream readers see committed offsets in order with
 no gaps; saved offsets never move back; a rolled-back transaction leaves no
-row, event or notification.
+row, event or notification; a schedule's fire time is enqueued at most once,
+never before it comes, and one tick enqueues at most its catch-up cap.
 """
 
 from __future__ import annotations
@@ -194,6 +195,12 @@ EXHAUSTIVE = {
         jobs=0, producers=0, workers=0, tickers=2, ticks=1, crashes=0, clock_jumps=0,
         rollback_txs=False,
     ),
+    # catch-up "all": 7 fire times missed, a cap of 3, two tickers, and a
+    # clock jump that makes 2 more due between their ticks
+    "2 tickers x catch-up all (7 missed, cap 3) x <=1 clock jump": Config(
+        jobs=0, producers=0, workers=0, tickers=2, ticks=2, crashes=0, clock_jumps=1,
+        rollback_txs=False, catch_up="all", catch_up_max=3, missed_fire_times=7,
+    ),
     # the connection dies under any open transaction; the worker carries on
     "1 worker x 1 job x heartbeat/ack x <=1 dropped connection x <=1 clock jump": Config(
         jobs=1, producers=0, workers=1, pre_enqueued=True, crashes=0, drops=1,
@@ -240,6 +247,12 @@ EXHAUSTIVE_PG = {
     "2 unique producers x 1 key": Config(
         jobs=2, producers=2, workers=0, unique_keys=1, crashes=0, clock_jumps=0,
         rollback_txs=True,
+    ),
+    # two tickers on a catch-up "all" batch (one tick each: the row lock and the
+    # compare-and-set decide which of them enqueues the 3)
+    "2 tickers x catch-up all (7 missed, cap 3)": Config(
+        jobs=0, producers=0, workers=0, tickers=2, ticks=1, crashes=0, clock_jumps=0,
+        rollback_txs=False, catch_up="all", catch_up_max=3, missed_fire_times=7,
     ),
 }  # fmt: skip
 
@@ -433,7 +446,33 @@ def test_either_scheduler_guard_alone_fires_once(dialect: type[PostgresDialect])
     assert result.interleavings > 100
 
 
+class AdvanceNotMovingOn(SqliteDialect):
+    """The tick's move binds the fire time it read as the new one (a
+    parameter slip): the row never moves on, so the next tick enqueues the
+    same fire times again."""
+
+    def advance_schedule(
+        self, name: str, fire_at_us: int, next_fire_us: int, last_fire_us: int | None
+    ) -> Statement:
+        return super().advance_schedule(name, fire_at_us, fire_at_us, last_fire_us)
+
+
+class PgAdvanceNotMovingOn(PostgresDialect):
+    def advance_schedule(
+        self, name: str, fire_at_us: int, next_fire_us: int, last_fire_us: int | None
+    ) -> Statement:
+        return super().advance_schedule(name, fire_at_us, fire_at_us, last_fire_us)
+
+
+CATCH_UP_ALL = Config(
+    jobs=0, producers=0, workers=0, tickers=2, ticks=2, crashes=0, clock_jumps=1,
+    rollback_txs=False, catch_up="all", catch_up_max=3, missed_fire_times=7,
+)  # fmt: skip
+
 BROKEN = {
+    "catch-up-all-not-moving-on": (
+        AdvanceNotMovingOn, PgAdvanceNotMovingOn, CATCH_UP_ALL, "fired twice",
+    ),
     "ack-without-ownership": (AckWithoutOwnership, PgAckWithoutOwnership, Config(), "ownership"),
     "lock-ignoring-expiry": (
         LockIgnoringExpiry,
@@ -504,6 +543,30 @@ def test_broken_engines_are_caught(engine_name: str, name: str) -> None:
                 assert failure.seed == seed and f"--alkstore-seed={seed}" in str(failure)
                 return
         pytest.fail("200 seeds ran without catching the broken engine")
+    finally:
+        backend.close()
+
+
+@pytest.mark.parametrize("engine_name", ENGINES)
+def test_a_catch_up_ignoring_its_cap_is_caught(
+    engine_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A core whose catch-up "all" enqueues every missed fire time (its cap
+    forgotten) breaks the cap invariant in the first seed."""
+    from alkstore.protocol import schedule
+
+    def uncapped(self: schedule.CatchUp, expr: schedule.Expression, fire_at: int, now: int,
+                 latest: int) -> list[int]:  # fmt: skip
+        times = [latest]
+        while (earlier := expr.prev_before(times[-1])) >= fire_at:
+            times.append(earlier)
+        return times[::-1]
+
+    monkeypatch.setattr(schedule.CatchUp, "_choose", uncapped)
+    backend = open_backend(engine_name)
+    try:
+        with pytest.raises(SimulationFailure, match="over its cap 3"):
+            run_seed(CATCH_UP_ALL, 0, backend=backend)
     finally:
         backend.close()
 

@@ -35,6 +35,7 @@ import orjson
 
 from ...protocol.dialect import (
     DEAD_COLUMNS,
+    DUE_SCHEDULE_COLUMNS,
     EVENT_COLUMNS,
     HISTORY_COLUMNS,
     JOB_COLUMNS,
@@ -526,23 +527,28 @@ class PostgresDialect:
         # flag is left as it is: re-registering never resumes a schedule.
         self._upsert_schedule = (
             f"INSERT INTO {sched} AS s (name, queue, expression, payload, options, "
-            "next_fire_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7) "
+            "next_fire_at, created_at, tz, catch_up, catch_up_max, catch_up_grace_us) "
+            "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) "
             "ON CONFLICT (name) DO UPDATE SET queue = EXCLUDED.queue, "
             "payload = EXCLUDED.payload, options = EXCLUDED.options, "
-            f"next_fire_at = {keep_fire_time(row='s')}, expression = EXCLUDED.expression"
+            f"next_fire_at = {keep_fire_time(row='s')}, expression = EXCLUDED.expression, "
+            "tz = EXCLUDED.tz, catch_up = EXCLUDED.catch_up, "
+            "catch_up_max = EXCLUDED.catch_up_max, catch_up_grace_us = EXCLUDED.catch_up_grace_us"
         )
         self._delete_schedule = f"DELETE FROM {sched} WHERE name = $1"
         # SKIP LOCKED: a row another ticker holds is that ticker's fire; the
         # compare-and-set in advance_schedule stays the guarantee either way.
         self._due_schedules = (
-            f"SELECT name, queue, expression, payload, options, next_fire_at FROM {sched} "
+            f"SELECT {column_list(DUE_SCHEDULE_COLUMNS)} FROM {sched} "
             f"WHERE {schedule_due('$1')} ORDER BY next_fire_at LIMIT $2 FOR UPDATE SKIP LOCKED"
         )
         # Compare-and-set on the fire time read by due_schedules: of the
         # tickers that read the same fire time, exactly one moves it (and
-        # enqueues its job), and records that fire time as the schedule's last.
+        # enqueues its jobs), and records the last fire time it enqueued (if
+        # any) as the schedule's last.
         self._advance_schedule = (
-            f"UPDATE {sched} SET next_fire_at = $1, last_fire_at = $3 "
+            f"UPDATE {sched} SET next_fire_at = $1, "
+            "last_fire_at = COALESCE($4::bigint, last_fire_at) "
             f"WHERE name = $2 AND {fire_time_unchanged('$3')}"
         )
         # A paused schedule's fire time, passed or not, is nobody's to sleep until.
@@ -553,7 +559,7 @@ class PostgresDialect:
         # The row lock keeps a ticker or another resume off the row between
         # this read and the resume's write.
         self._schedule_state = (
-            f"SELECT expression, next_fire_at, paused FROM {sched} WHERE name = $1 FOR UPDATE"
+            f"SELECT expression, tz, next_fire_at, paused FROM {sched} WHERE name = $1 FOR UPDATE"
         )
         self._pause_schedule = f"UPDATE {sched} SET paused = true WHERE name = $1"
         # Compare-and-set on the fire time the resume read: a resume never
@@ -912,8 +918,12 @@ class PostgresDialect:
     def due_schedules(self, now_us: int, limit: int) -> Statement:
         return Statement(self._due_schedules, (now_us, limit), Fetch.ALL)
 
-    def advance_schedule(self, name: str, fire_at_us: int, next_fire_us: int) -> Statement:
-        return Statement(self._advance_schedule, (next_fire_us, name, fire_at_us), Fetch.ROWCOUNT)
+    def advance_schedule(
+        self, name: str, fire_at_us: int, next_fire_us: int, last_fire_us: int | None
+    ) -> Statement:
+        return Statement(
+            self._advance_schedule, (next_fire_us, name, fire_at_us, last_fire_us), Fetch.ROWCOUNT
+        )
 
     def next_schedule_time(self) -> Statement:
         return Statement(self._next_schedule_time, fetch=Fetch.ONE)

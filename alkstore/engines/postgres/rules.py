@@ -291,10 +291,11 @@ def fire_time_unchanged(fire_at: str) -> str:
 def keep_fire_time(*, row: str = "") -> str:
     """The fire time a re-registration leaves (a ``CASE``, for ``ON CONFLICT
     (name) DO UPDATE``): the pending one when the expression is the same
-    (every process registers at start-up; none may skip or repeat a fire),
-    the new one otherwise. No inputs."""
+    in the same time zone (every process registers at start-up; none may
+    skip or repeat a fire), the new one otherwise. No inputs."""
     p = _of(row)
     return (
-        f"CASE WHEN {p}expression = EXCLUDED.expression THEN {p}next_fire_at "
+        f"CASE WHEN {p}expression = EXCLUDED.expression AND {p}tz = EXCLUDED.tz "
+        f"THEN {p}next_fire_at "
         "ELSE EXCLUDED.next_fire_at END"
     )

@@ -246,6 +246,16 @@ def _v4(schema: str) -> tuple[str, ...]:
         f"""CREATE INDEX IF NOT EXISTS history_unique
             ON {s}.history (queue, unique_key, finished_at) WHERE unique_key IS NOT NULL""",
         f"ALTER TABLE {s}.queues ADD COLUMN IF NOT EXISTS unique_processing boolean",
+        # v4, time-zoned schedules and catch-up policies: the IANA zone a
+        # cron expression is read in, and which missed fire times get a job
+        # ("latest", "all" with at most catch_up_max per tick, "skip" with a
+        # grace in microseconds). Existing schedules keep what they did:
+        # UTC, one job for a missed window.
+        f"ALTER TABLE {s}.schedules ADD COLUMN IF NOT EXISTS tz text NOT NULL DEFAULT 'UTC'",
+        f"ALTER TABLE {s}.schedules ADD COLUMN IF NOT EXISTS catch_up text NOT NULL "
+        "DEFAULT 'latest'",
+        f"ALTER TABLE {s}.schedules ADD COLUMN IF NOT EXISTS catch_up_max bigint",
+        f"ALTER TABLE {s}.schedules ADD COLUMN IF NOT EXISTS catch_up_grace_us bigint",
     )
 
 

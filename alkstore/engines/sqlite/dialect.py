@@ -22,6 +22,7 @@ import orjson
 
 from ...protocol.dialect import (
     DEAD_COLUMNS,
+    DUE_SCHEDULE_COLUMNS,
     EVENT_COLUMNS,
     HISTORY_COLUMNS,
     JOB_COLUMNS,
@@ -459,21 +460,25 @@ _PRUNE_EVENTS = (
 # it is: re-registering never resumes a schedule.
 _UPSERT_SCHEDULE = (
     "INSERT INTO __alkstore_schedules (name, queue, expression, payload, options, "
-    "next_fire_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?) "
+    "next_fire_at, created_at, tz, catch_up, catch_up_max, catch_up_grace_us) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
     "ON CONFLICT (name) DO UPDATE SET queue = excluded.queue, "
     "payload = excluded.payload, options = excluded.options, "
-    f"next_fire_at = {keep_fire_time()}, expression = excluded.expression"
+    f"next_fire_at = {keep_fire_time()}, expression = excluded.expression, "
+    "tz = excluded.tz, catch_up = excluded.catch_up, "
+    "catch_up_max = excluded.catch_up_max, catch_up_grace_us = excluded.catch_up_grace_us"
 )
 _DELETE_SCHEDULE = "DELETE FROM __alkstore_schedules WHERE name = ?"
 _DUE_SCHEDULES = (
-    "SELECT name, queue, expression, payload, options, next_fire_at "
+    f"SELECT {column_list(DUE_SCHEDULE_COLUMNS)} "
     f"FROM __alkstore_schedules WHERE {schedule_due('?')} ORDER BY next_fire_at LIMIT ?"
 )
 # Compare-and-set on the fire time read by due_schedules: of the tickers
 # that read the same fire time, exactly one moves it (and enqueues its job),
-# and records that fire time as the schedule's last.
+# and records the last fire time it enqueued (if any) as the schedule's last.
 _ADVANCE_SCHEDULE = (
-    "UPDATE __alkstore_schedules SET next_fire_at = ?, last_fire_at = ? "
+    "UPDATE __alkstore_schedules SET next_fire_at = ?, "
+    "last_fire_at = COALESCE(?, last_fire_at) "
     f"WHERE name = ? AND {fire_time_unchanged('?')}"
 )
 # A paused schedule's fire time, passed or not, is nobody's to sleep until.
@@ -482,7 +487,7 @@ _NEXT_SCHEDULE_TIME = (
 )
 _LIST_SCHEDULES = f"SELECT {_SCHEDULE_COLS} FROM __alkstore_schedules ORDER BY name"
 _SCHEDULE_STATE = (
-    "SELECT expression, next_fire_at, paused FROM __alkstore_schedules WHERE name = ?"
+    "SELECT expression, tz, next_fire_at, paused FROM __alkstore_schedules WHERE name = ?"
 )
 _PAUSE_SCHEDULE = "UPDATE __alkstore_schedules SET paused = 1 WHERE name = ?"
 # Compare-and-set on the fire time the resume read: a resume never moves a
@@ -847,8 +852,10 @@ class SqliteDialect:
     def due_schedules(self, now_us: int, limit: int) -> Statement:
         return Statement(_DUE_SCHEDULES, (now_us, limit), Fetch.ALL)
 
-    def advance_schedule(self, name: str, fire_at_us: int, next_fire_us: int) -> Statement:
-        params = (next_fire_us, fire_at_us, name, fire_at_us)
+    def advance_schedule(
+        self, name: str, fire_at_us: int, next_fire_us: int, last_fire_us: int | None
+    ) -> Statement:
+        params = (next_fire_us, last_fire_us, name, fire_at_us)
         return Statement(_ADVANCE_SCHEDULE, params, Fetch.ROWCOUNT)
 
     def next_schedule_time(self) -> Statement:

@@ -287,10 +287,11 @@ def fire_time_unchanged(fire_at: str) -> str:
 def keep_fire_time(*, row: str = "") -> str:
     """The fire time a re-registration leaves (a ``CASE``, for ``ON CONFLICT
     (name) DO UPDATE``): the pending one when the expression is the same
-    (every process registers at start-up; none may skip or repeat a fire),
-    the new one otherwise. No binds."""
+    in the same time zone (every process registers at start-up; none may
+    skip or repeat a fire), the new one otherwise. No binds."""
     p = _of(row)
     return (
-        f"CASE WHEN {p}expression = excluded.expression THEN {p}next_fire_at "
+        f"CASE WHEN {p}expression = excluded.expression AND {p}tz = excluded.tz "
+        f"THEN {p}next_fire_at "
         "ELSE excluded.next_fire_at END"
     )

@@ -205,6 +205,15 @@ _V4: tuple[str, ...] = (
     """CREATE INDEX IF NOT EXISTS __alkstore_history_unique
         ON __alkstore_history (queue, unique_key, finished_at) WHERE unique_key IS NOT NULL""",
     "ALTER TABLE __alkstore_queues ADD COLUMN unique_processing INTEGER",
+    # v4, time-zoned schedules and catch-up policies: the IANA zone a cron
+    # expression is read in, and which missed fire times get a job
+    # ("latest", "all" with at most catch_up_max per tick, "skip" with a
+    # grace in microseconds). Existing schedules keep what they did: UTC,
+    # one job for a missed window.
+    "ALTER TABLE __alkstore_schedules ADD COLUMN tz TEXT NOT NULL DEFAULT 'UTC'",
+    "ALTER TABLE __alkstore_schedules ADD COLUMN catch_up TEXT NOT NULL DEFAULT 'latest'",
+    "ALTER TABLE __alkstore_schedules ADD COLUMN catch_up_max INTEGER",
+    "ALTER TABLE __alkstore_schedules ADD COLUMN catch_up_grace_us INTEGER",
 )
 
 # (version, statements). Append only: a released migration never changes.
