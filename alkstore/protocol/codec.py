@@ -175,6 +175,12 @@ def _encode_typed(payload: Any, typed: str) -> str:
             plain = payload.model_dump(mode="json")
         except (TypeError, ValueError) as exc:  # pydantic's errors are ValueErrors
             raise CodecError(f"{name} does not encode as JSON: {exc}") from exc
+        if isinstance(plain, dict | list):
+            where = _non_finite_at(plain, "$")
+            if where is not None:
+                raise CodecError(
+                    f"{name} holds NaN or an infinity at `{where}`, which JSON cannot carry"
+                )
         text = _encode_json(plain)
     else:
         try:
@@ -244,9 +250,30 @@ def _encode_typed_builtins(plain: Any, name: str) -> str:
         data = orjson.dumps(plain, option=orjson.OPT_PASSTHROUGH_DATETIME)
     except (TypeError, orjson.JSONEncodeError) as exc:
         raise CodecError(f"{name} does not encode as JSON: {exc}") from exc
-    if b"null" in data and _has_non_finite(plain):
-        raise CodecError(f"{name} contains NaN or an infinity, which JSON cannot carry")
+    if b"null" in data:
+        where = _non_finite_at(plain, "$")
+        if where is not None:
+            raise CodecError(
+                f"{name} holds NaN or an infinity at `{where}`, which JSON cannot carry"
+            )
     return data.decode("utf-8")
+
+
+def _non_finite_at(value: object, path: str) -> str | None:
+    """The path of the first NaN or infinity in JSON builtins, or None."""
+    if isinstance(value, float):
+        return None if math.isfinite(value) else path
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = _non_finite_at(item, f"{path}.{key}")
+            if found is not None:
+                return found
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            found = _non_finite_at(item, f"{path}[{i}]")
+            if found is not None:
+                return found
+    return None
 
 
 def convert(payload: JSON, target: type[T]) -> T:
