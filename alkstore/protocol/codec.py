@@ -102,20 +102,34 @@ def encode(payload: JSON) -> str:
     equal into its own type; raise ``CodecError`` for anything else."""
     kind = type(payload)
     # Two identity tests on the hot path: a dict or list payload goes
-    # straight to orjson, as before typed payloads existed.
+    # straight to orjson, as before typed payloads existed (the JSON path
+    # is written out here, not called, to spare the hot path a call).
     if kind is not dict and kind is not list and kind not in _PLAIN:
         typed = _typed(payload)
         if typed is not None:
             return _encode_typed(payload, typed)
-    return _encode_json(payload)
-
-
-def _encode_json(payload: JSON) -> str:
     try:
         data = orjson.dumps(payload, default=_refuse, option=_OPTIONS)
     except (TypeError, orjson.JSONEncodeError) as exc:
         raise CodecError(f"payload does not encode as JSON: {exc}") from exc
     # After dumps, which refuses nesting deeper than 255, so this cannot recurse far.
+    if kind not in _PLAIN:
+        reason = _refused(payload)
+        if reason is not None:
+            raise CodecError(f"payload holds {reason}, which is not a JSON value")
+    # orjson writes NaN and infinities as null, silently changing the value;
+    # the scan runs only when a null appears, so the common case stays free.
+    if b"null" in data and _has_non_finite(payload):
+        raise CodecError("payload contains NaN or an infinity, which JSON cannot carry")
+    return data.decode("utf-8")
+
+
+def _encode_json(payload: JSON) -> str:
+    """``encode`` of what must be a JSON value (a pydantic model's dump)."""
+    try:
+        data = orjson.dumps(payload, default=_refuse, option=_OPTIONS)
+    except (TypeError, orjson.JSONEncodeError) as exc:
+        raise CodecError(f"payload does not encode as JSON: {exc}") from exc
     if type(payload) not in _PLAIN:
         reason = _refused(payload)
         if reason is not None:
