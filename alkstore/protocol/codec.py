@@ -56,7 +56,7 @@ def _has_non_finite(value: object) -> bool:
         return not math.isfinite(value)
     if isinstance(value, dict):
         return any(_has_non_finite(v) for v in value.values())
-    if isinstance(value, list | tuple):
+    if isinstance(value, list):
         return any(_has_non_finite(v) for v in value)
     return False
 
@@ -282,7 +282,7 @@ def _non_finite_at(value: object, path: str) -> str | None:
             found = _non_finite_at(item, f"{path}.{key}")
             if found is not None:
                 return found
-    elif isinstance(value, list | tuple):
+    elif isinstance(value, (list, tuple)):
         for i, item in enumerate(value):
             found = _non_finite_at(item, f"{path}[{i}]")
             if found is not None:
