@@ -1,7 +1,8 @@
 """Fuzz target: the JSON payload codec.
 
-Property: ``encode`` either returns text that decodes to an equal value or
-raises ``CodecError`` (and never refuses a plain JSON value); ``decode`` of
+Property: ``encode`` either returns text that decodes to an equal value (a
+typed object: that ``convert`` reads back into its own type as an equal
+object) or raises ``CodecError`` (and never refuses a plain JSON value); ``decode`` of
 arbitrary bytes or text returns a JSON value or raises ``CodecError``;
 ``convert`` into dataclasses, containers and scalars raises only
 ``CodecError`` and otherwise returns an instance of the target.
@@ -57,6 +58,19 @@ class Node:
 class Computed:
     x: float
     derived: int = dataclasses.field(init=False, default=0)
+
+
+@dataclasses.dataclass
+class Typed:
+    """Typed payloads: filled with fuzzed values of any type, so encode sees
+    fields its annotations can and cannot restore."""
+
+    anything: Any
+    items: list[int]
+    pair: tuple[int, str]
+    number: float
+    maybe: Optional[Flat] = None  # noqa: UP045
+    table: dict[int, Any] = dataclasses.field(default_factory=dict)
 
 
 class Model:
@@ -124,6 +138,11 @@ def _is_json(value: Any, depth: int = 0) -> bool:
     return False
 
 
+def _is_typed(value: Any) -> bool:
+    """One typed object as a whole payload (here: a dataclass instance)."""
+    return dataclasses.is_dataclass(value) and not isinstance(value, type)
+
+
 def _check_encode(value: Any) -> None:
     try:
         text = codec.encode(value)
@@ -131,6 +150,11 @@ def _check_encode(value: Any) -> None:
         assert not _is_json(value), f"encode refused a JSON value: {value!r:.300}"
         return
     assert isinstance(text, str)
+    if _is_typed(value):
+        # A typed payload reads back equal into its own type, never lossy.
+        back = codec.convert(codec.decode(text), type(value))
+        assert back == value, f"{value!r:.300} read back as {back!r:.300}"
+        return
     # Exact round trips: what encodes reads back equal and of the same types
     # (a tuple, which would read back as a list, is refused).
     assert _is_json(value), f"encode accepted a value that is not plain JSON: {value!r:.300}"
@@ -173,8 +197,19 @@ def _check_convert(value: Any, target: Any) -> None:
 
 def TestOneInput(data: bytes) -> None:
     fdp = atheris.FuzzedDataProvider(data)
-    mode = fdp.ConsumeIntInRange(0, 3)
-    if mode == 0:
+    mode = fdp.ConsumeIntInRange(0, 4)
+    if mode == 4:
+        _check_encode(
+            Typed(
+                fv.any_value(fdp),
+                fv.any_value(fdp),
+                fv.any_value(fdp),
+                fv.any_value(fdp),
+                fdp.PickValueInList([None, Flat(1, "a"), Flat(fv.any_value(fdp), "b")]),
+                {fv.any_int(fdp): fv.any_value(fdp)} if fdp.ConsumeBool() else {},
+            )
+        )
+    elif mode == 0:
         _check_encode(fv.any_value(fdp))
     elif mode == 1:
         if fdp.ConsumeBool():

@@ -121,8 +121,10 @@ class Job:
         return self._record.payload
 
     def payload_as(self, target: type[T]) -> T:
-        """The payload decoded into ``target`` (a dataclass, a ``model_validate`` class or a JSON
-        type); raises ``CodecError`` on a mismatch."""
+        """The payload decoded into ``target`` (a dataclass, attrs class, ``msgspec.Struct``,
+        ``NamedTuple``, ``TypedDict``, pydantic model, or any type msgspec converts into: enums,
+        ``Literal``, datetimes, tuples, unions...); a typed payload reads back equal to what was
+        enqueued. Raises ``CodecError`` naming the field on a mismatch."""
         return codec.convert(self._record.payload, target)
 
     @property
@@ -244,9 +246,12 @@ class Queue(ops.QueueHandle):
         return f"Queue({self.name!r})"
 
     async def enqueue(self, payload: codec.JSON, **options: Unpack[EnqueueOptions]) -> int:
-        """Add a job; returns its id. Options (``EnqueueOptions``): ``delay``
-        or ``run_at``, ``priority``, ``max_attempts``, ``expires`` (a
-        deadline for the first claim)."""
+        """Add a job; returns its id. ``payload`` is a JSON value or one
+        typed object (dataclass, attrs class, ``msgspec.Struct``,
+        ``NamedTuple``, pydantic model) that reads back equal with
+        ``payload_as`` (else ``CodecError``). Options (``EnqueueOptions``):
+        ``delay`` or ``run_at``, ``priority``, ``max_attempts``, ``expires``
+        (a deadline for the first claim)."""
         store = self._store
         now = store._now_us()
         job = ops.new_job(self.name, payload, now, self._options, **options)

@@ -44,8 +44,10 @@ class StreamEvent:
     created_at: datetime
 
     def payload_as(self, target: type[T]) -> T:
-        """The payload decoded into ``target`` (a dataclass, a ``model_validate`` class or a JSON
-        type); raises ``CodecError`` on a mismatch."""
+        """The payload decoded into ``target`` (a dataclass, attrs class, ``msgspec.Struct``,
+        ``NamedTuple``, ``TypedDict``, pydantic model, or any type msgspec converts into: enums,
+        ``Literal``, datetimes, tuples, unions...); a typed payload reads back equal to what was
+        enqueued. Raises ``CodecError`` naming the field on a mismatch."""
         return codec.convert(self.payload, target)
 
 
@@ -102,8 +104,10 @@ class JobInfo:
     finished_at: datetime | None = None
 
     def payload_as(self, target: type[T]) -> T:
-        """The payload decoded into ``target`` (a dataclass, a ``model_validate`` class or a JSON
-        type); raises ``CodecError`` on a mismatch."""
+        """The payload decoded into ``target`` (a dataclass, attrs class, ``msgspec.Struct``,
+        ``NamedTuple``, ``TypedDict``, pydantic model, or any type msgspec converts into: enums,
+        ``Literal``, datetimes, tuples, unions...); a typed payload reads back equal to what was
+        enqueued. Raises ``CodecError`` naming the field on a mismatch."""
         return codec.convert(self.payload, target)
 
 
@@ -213,8 +217,10 @@ class ScheduleInfo:
     catch_up_grace: timedelta | None = None
 
     def payload_as(self, target: type[T]) -> T:
-        """The payload decoded into ``target`` (a dataclass, a ``model_validate`` class or a JSON
-        type); raises ``CodecError`` on a mismatch."""
+        """The payload decoded into ``target`` (a dataclass, attrs class, ``msgspec.Struct``,
+        ``NamedTuple``, ``TypedDict``, pydantic model, or any type msgspec converts into: enums,
+        ``Literal``, datetimes, tuples, unions...); a typed payload reads back equal to what was
+        enqueued. Raises ``CodecError`` naming the field on a mismatch."""
         return codec.convert(self.payload, target)
 
 
