@@ -418,7 +418,7 @@ SAMPLE_CALLS: dict[str, tuple[Any, ...]] = {
     "upsert_schedule": (NewSchedule("n", "q", "@every 1s", "{}", "{}", T0, T0),),
     "delete_schedule": ("n",),
     "due_schedules": (T0, 10),
-    "advance_schedule": ("n", T0, T0 + US),
+    "advance_schedule": ("n", T0, T0 + US, T0),
     "next_schedule_time": (),
     "list_schedules": (),
     "schedule_state": ("n",),
