@@ -522,10 +522,10 @@ class _Worker:
                 await self._count_refused([j for j in jobs if j.id not in acked])
         return acked
 
-    async def _count_refused(self, jobs: list[_WorkerJob]) -> None:
-        """Jobs whose ack was refused: cancelled while their handler was
-        finishing (``cancelled_by_request``), or their claim was lost; each
-        counted once. Off the hot path: only after a refusal."""
+    async def _count_refused(self, jobs: list[_WorkerJob], what: str = "ack") -> None:
+        """Jobs whose settling (``what``) was refused: cancelled while their
+        handler was finishing (``cancelled_by_request``), or their claim was
+        lost; each counted once. Off the hot path: only after a refusal."""
         ids = [j.id for j in jobs]
         plan = cancelled_among(self.store._dialect, self.queue.name, ids)
         gone = await _guard(self.store._run(plan), "cancel check")
@@ -534,10 +534,11 @@ class _Worker:
         self.tally.lost += len(jobs) - len(cancelled)
         for job in jobs:
             if job.id in cancelled:
-                log.info("job %s on %s was cancelled as its handler finished: not acked",
-                         job.id, self.queue.name)  # fmt: skip
+                log.info("job %s on %s was cancelled as its handler finished: no %s",
+                         job.id, self.queue.name, what)  # fmt: skip
             else:
-                log.warning("ack of job %s on %s refused: claim lost", job.id, self.queue.name)
+                log.warning("%s of job %s on %s refused: claim lost", what, job.id,
+                            self.queue.name)  # fmt: skip
 
     # -- keeping the claims -------------------------------------------------------
     async def _keeper(self) -> None:
@@ -683,8 +684,9 @@ async def retry_failed(job: Job, error: Exception) -> None:
     burial = retry_decision(record.attempts, record.max_attempts)
     owned = await _guard(job.retry(error=error), "retry")
     if owned is False:
-        log.warning("job %s on %s raised on attempt %d, but its claim was lost: not retried",
-                    job.id, job.queue, record.attempts, exc_info=error)  # fmt: skip
+        # Counted (and said) by the refusal's check: cancelled, or lost.
+        log.info("job %s on %s raised on attempt %d, no longer this worker's: not retried",
+                 job.id, job.queue, record.attempts, exc_info=error)  # fmt: skip
     elif owned and burial is not None:
         log.error("job %s on %s moved to dead letters (%s) after attempt %d of %d: %s",
                   job.id, job.queue, burial, record.attempts, record.max_attempts,
@@ -728,7 +730,10 @@ class _WorkerJob(Job):
     async def ack(self) -> bool:
         self._settled = self._settled or SelfSettled.ACK
         acked = await super().ack()
-        self._count("acked" if acked else "lost")
+        if acked:
+            self._count("acked")
+        else:
+            await self._refused("ack")
         return acked
 
     async def retry(
@@ -738,7 +743,7 @@ class _WorkerJob(Job):
         record = self._record
         retried = await super().retry(delay, error)
         if not retried:
-            self._count("lost")
+            await self._refused("retry")
         elif retry_decision(record.attempts, record.max_attempts) is None:
             self._count("retried")
         else:
@@ -751,17 +756,27 @@ class _WorkerJob(Job):
         if failed:
             log.error("job %s on %s moved to dead letters (failed) by its handler: %s",
                       self.id, self.queue, error_text(error))  # fmt: skip
-        self._count("dead" if failed else "lost")
+            self._count("dead")
+        else:
+            await self._refused("fail")
         return failed
 
     async def release(self, *, refund: bool = True) -> bool:
         self._settled = self._settled or SelfSettled.RELEASE
         released = await super().release(refund=refund)
-        self._count("handed_back" if released else "lost")
+        if released:
+            self._count("handed_back")
+        else:
+            await self._refused("release")
         return released
 
     def _count(self, outcome: Settled) -> None:
         self._worker.tally.settled(outcome)
+
+    async def _refused(self, what: str) -> None:
+        """This claim no longer owned the job: cancelled by request while
+        its handler ran (counted so), or lost; one read, only on a refusal."""
+        await self._worker._count_refused([self], what)
 
 
 def _capture(plan: Plan[ClaimResult], seen: list[ClaimResult]) -> Plan[ClaimResult]:

@@ -233,3 +233,33 @@ async def test_a_handler_shields_a_critical_section_from_the_cancel(store: Store
     report = only(reports)
     assert completed == [job_id] and went_on == []
     assert (report.cancelled_by_request, report.lost, report.acked) == (1, 0, 0)
+
+
+async def test_a_handler_that_raises_after_its_job_was_cancelled_counts_a_cancellation(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The wake never comes (a deaf channel), so the handler raises before
+    # its worker knows: the retry is refused, and the refusal's check finds
+    # the cancel: a cancellation, not a lost claim.
+    import alkstore.api.worker as worker_module
+
+    monkeypatch.setattr(worker_module, "cancel_channel", lambda queue: f"deaf:{queue}")
+    q = store.queue("q")
+    job_id = await q.enqueue("work")
+    started, go_on = aio.event(), aio.event()
+
+    async def handler(job: Job) -> None:
+        started.set()
+        await go_on.wait()
+        raise RuntimeError("failed after the cancel")
+
+    drain, reports = Drain(), []
+    async with aio.open_task_group() as group:
+        await start(group, q, handler, drain, reports)
+        async with aio.fail_after(SOON):
+            await started.wait()
+        assert await q.cancel(job_id) is True
+        drain.start(timeout=SOON)  # the running handler may finish: it raises
+        go_on.set()
+    report = only(reports)
+    assert (report.cancelled_by_request, report.lost, report.retried) == (1, 0, 0)
