@@ -157,7 +157,7 @@ def queue_limit(queues: str, queue: str) -> str:
     )
 
 
-def key_has_room(jobs: str, queue: str, now: str, limit: str, *, row: str) -> str:
+def key_has_room(jobs: str, queue: str, now: str, limit: str, row: str) -> str:
     """The job ``row`` may be claimed under its queue's limit: it has no
     concurrency key, or fewer than ``limit`` jobs of its key hold a live
     claim (a lapsed claim no longer counts: its worker lost the job).
