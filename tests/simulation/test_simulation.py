@@ -5,7 +5,8 @@ committed jobs are never lost; an acked job is never delivered again; a job
 never has two unexpired owners; a job is settled only by its owner; attempts
 never exceed max_attempts; one lock never has two unexpired holders and its
 fencing tokens increase; two live jobs of a queue never hold one unique
-key; stream readers see committed offsets in order with
+key; a claim leaves at most N jobs of a concurrency key holding live
+claims (N: the queue's limit); stream readers see committed offsets in order with
 no gaps; saved offsets never move back; a rolled-back transaction leaves no
 row, event or notification; a schedule's fire time is enqueued at most once,
 never before it comes, and one tick enqueues at most its catch-up cap.
@@ -156,6 +157,11 @@ def test_a_run_cut_short_mid_transaction_still_drains(engine: SimBackend) -> Non
         run_seed(config, seed, backend=engine)
 
 
+LIMITED = Config(
+    jobs=3, producers=0, workers=2, pre_enqueued=True, concurrency_keys=2, claim_n=2,
+    crashes=0, clock_jumps=0, worker_actions=("ack",), rollback_txs=False,
+)  # fmt: skip
+
 EXHAUSTIVE = {
     # the issue's example: 2 workers x 2 jobs x up to one crash
     "2 workers x 2 jobs x <=1 crash": Config(
@@ -189,6 +195,12 @@ EXHAUSTIVE = {
     "2 unique producers x 1 key x worker (ack)": Config(
         jobs=2, producers=2, workers=1, unique_keys=1, crashes=0, clock_jumps=0,
         worker_actions=("ack",), rollback_txs=False,
+    ),
+    # per-key limit 1: two workers race, each claim asking for two jobs
+    "2 workers (claim 2) x 3 jobs over 2 concurrency keys, limit 1": LIMITED,
+    "2 workers x 2 jobs x 1 concurrency key, limit 1 x ack/stall": Config(
+        jobs=2, producers=0, workers=2, pre_enqueued=True, concurrency_keys=1, crashes=0,
+        clock_jumps=0, worker_actions=("ack", "stall"), rollback_txs=False,
     ),
     # one fire time, enqueued exactly once
     "2 tickers x 1 due schedule": Config(
@@ -248,6 +260,8 @@ EXHAUSTIVE_PG = {
         jobs=2, producers=2, workers=0, unique_keys=1, crashes=0, clock_jumps=0,
         rollback_txs=True,
     ),
+    # two limited claimers: the second waits on the queue row the first locked
+    "2 workers (claim 2) x 3 jobs over 2 concurrency keys, limit 1": LIMITED,
     # two tickers on a catch-up "all" batch (one tick each: the row lock and the
     # compare-and-set decide which of them enqueues the 3)
     "2 tickers x catch-up all (7 missed, cap 3)": Config(
@@ -422,6 +436,34 @@ class PgUniqueWithoutIndex(PostgresDialect):
         return Statement(sql, (queue, key), Fetch.ONE)
 
 
+class LimitCountedOncePerStatement(SqliteDialect):
+    """The limited claim takes two jobs per statement, the key's room
+    counted once before it: one claim of n can overrun a key."""
+
+    def claim_limited(
+        self, queue: str, worker: str, now_us: int, until_us: int, limit: int
+    ) -> Statement:
+        real = super().claim_limited(queue, worker, now_us, until_us, limit)
+        sql = real.sql.replace("WHERE id = (", "WHERE id IN (").replace("LIMIT 1)", "LIMIT 2)")
+        return Statement(sql, real.params, real.fetch)
+
+
+class PgLimitCountedOncePerStatement(PostgresDialect):
+    def __init__(self, schema: str = "alkstore") -> None:
+        super().__init__(schema)
+        self._claim_limited = self._claim_limited.replace("LIMIT 1", "LIMIT 2")
+
+
+class PgLimitWithoutLock(PostgresDialect):
+    """The limit read without locking the queue's row: two limited claims
+    run side by side, neither sees the other's uncommitted claim, and both
+    take a job of the same key."""
+
+    def __init__(self, schema: str = "alkstore") -> None:
+        super().__init__(schema)
+        self._claim_limit = self._claim_limit.removesuffix(" FOR UPDATE")
+
+
 def test_the_text_edits_of_the_broken_dialects_take() -> None:
     """The dialects above that edit the real statements' text must change it:
     if the text they look for moved (into a rule fragment, say), the edit
@@ -432,6 +474,10 @@ def test_the_text_edits_of_the_broken_dialects_take() -> None:
     assert PgTickWithoutCas("alkstore")._due_schedules == real._due_schedules
     assert PgTickWithoutRowLock("alkstore")._due_schedules != real._due_schedules
     assert PgTickWithoutRowLock("alkstore")._advance_schedule == real._advance_schedule
+    assert PgLimitWithoutLock("alkstore")._claim_limit != real._claim_limit
+    assert PgLimitCountedOncePerStatement("alkstore")._claim_limited != real._claim_limited
+    lite = SqliteDialect().claim_limited("q", "w", 0, 1, 1).sql
+    assert LimitCountedOncePerStatement().claim_limited("q", "w", 0, 1, 1).sql != lite
 
 
 @pytest.mark.skipif("postgres" not in ENGINES, reason="Postgres not selected")
@@ -511,6 +557,19 @@ BROKEN = {
         Config(jobs=4, producers=2, workers=0, unique_keys=1, crashes=0, clock_jumps=0,
                rollback_txs=False),
         "two live jobs hold unique key",
+    ),
+    "limit-counted-once-per-statement": (
+        LimitCountedOncePerStatement,
+        PgLimitCountedOncePerStatement,
+        LIMITED,
+        "over their limit",
+    ),
+    "limit-without-lock": (
+        None,
+        PgLimitWithoutLock,
+        Config(jobs=2, producers=0, workers=2, pre_enqueued=True, concurrency_keys=1,
+               crashes=0, clock_jumps=0, worker_actions=("ack", "stall"), rollback_txs=False),
+        "over their limit",
     ),
     "claim-without-row-lock": (
         None,

@@ -251,7 +251,7 @@ class PostgresDialect:
         # whose visible_at passed, with attempts left, is claimable again.
         self._claim = f"""WITH picked AS (
             SELECT id FROM {jobs}
-            WHERE queue = $1 AND {claimable('$2')} AND {queue_claims_unlimited(queues, '$1')}
+            WHERE queue = {queue_claims_unlimited(queues, '$1')} AND {claimable('$2')}
             ORDER BY {CLAIM_ORDER}
             LIMIT $3
             FOR UPDATE SKIP LOCKED)

@@ -138,13 +138,16 @@ KEYED_PROCESSING = f"state = {STATE_PROCESSING} AND concurrency_key IS NOT NULL"
 
 
 def queue_claims_unlimited(queues: str, queue: str) -> str:
-    """The plain claim's guard: the queue is neither paused nor limited (no
-    row of the ``queues`` table says either). A limited queue's jobs are
-    taken by the limited claim only, so the plain claim, one statement as
-    before, costs a queue without limits nothing more. Binds: queue."""
+    """The queue the plain claim walks (a scalar subquery): ``queue`` when
+    it is neither paused nor limited (no row of the ``queues`` table says
+    either), NULL otherwise, which matches no job, so the walk of the claim
+    index is empty rather than a scan of the backlog against a false guard.
+    A limited queue's jobs are taken by the limited claim only; the plain
+    claim, one statement as before, costs a queue without limits nothing
+    more. Binds: queue (twice)."""
     return (
-        f"NOT EXISTS (SELECT 1 FROM {queues} WHERE name = {queue} "
-        f"AND (paused OR {QUEUE_LIMITED}))"
+        f"(SELECT {queue} WHERE NOT EXISTS (SELECT 1 FROM {queues} WHERE name = {queue} "
+        f"AND (paused OR {QUEUE_LIMITED})))"
     )
 
 

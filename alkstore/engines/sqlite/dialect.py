@@ -156,8 +156,7 @@ _CLAIM = f"""UPDATE __alkstore_jobs
         claimed_by = ?, run_at = visible_at, visible_at = ?
     WHERE id IN (
         SELECT id FROM __alkstore_jobs INDEXED BY __alkstore_jobs_claim
-        WHERE queue = ? AND {claimable('?')}
-            AND {queue_claims_unlimited('__alkstore_queues', '?')}
+        WHERE queue = {queue_claims_unlimited('__alkstore_queues', '?')} AND {claimable('?')}
         ORDER BY {CLAIM_ORDER}
         LIMIT ?)
     RETURNING {_JOB_COLS}, {history_retention('__alkstore_queues', '?')}"""
@@ -647,7 +646,7 @@ class SqliteDialect:
         return _CLAIM_PRELUDE
 
     def claim(self, queue: str, worker: str, n: int, now_us: int, until_us: int) -> Statement:
-        params = (worker, until_us, queue, now_us, now_us, queue, n, queue)
+        params = (worker, until_us, queue, queue, now_us, now_us, n, queue)
         return Statement(_CLAIM, params, Fetch.ALL)
 
     def claim_limit(self, queue: str) -> Statement:
