@@ -1,12 +1,19 @@
 """Claim cost against queue depth: it must not grow with the jobs waiting.
 
     python bench/claim_scaling.py [--depths 1000,10000,100000] [--engine sqlite|postgres]
+                                  [--keys 1000]
 
 For each depth, fills a queue with that many ready jobs (plus as many
 scheduled for later and as many dead letters, which claims must not walk
 over), then times claim_one+ack of 500 jobs, and claim_batch(100) +
 ack_batch of 50 batches. Prints microseconds per job for each and the ratio
 to the smallest depth (1.00 = flat).
+
+``--keys K`` runs the same on a limited queue: every job (ready and
+scheduled) gets one of K concurrency keys, dealt round robin, and the queue
+allows one live claim per key (``set_limits(concurrency_per_key=1)``), so a
+batch of 100 takes the first job of 100 keys. Compare with the same depths
+without ``--keys`` (the plain claim).
 
 On PostgreSQL (``--engine postgres``, ``--dsn``, default ``$ALKSTORE_PG_DSN``)
 each depth gets a fresh schema, dropped afterwards; the jobs table is never
@@ -52,15 +59,23 @@ BATCH = 100
 
 
 async def measure(
-    location: str, dsn: str | None, depth: int, samples: int, batches: int
+    location: str, dsn: str | None, depth: int, samples: int, batches: int, keys: int
 ) -> tuple[float, float]:
     async with opened(location, dsn) as store:
         q = store.queue("bench", max_attempts=1)
         total = depth + samples + batches * BATCH + min(depth, 1000)
+        if keys:
+            await q.set_limits(concurrency_per_key=1)
         for start in range(0, total, 1000):
             count = min(1000, total - start)
-            await q.enqueue_batch([{"i": i} for i in range(count)])
-            await q.enqueue_batch([{"later": i} for i in range(count)], delay=3600)
+            if not keys:
+                await q.enqueue_batch([{"i": i} for i in range(count)])
+                await q.enqueue_batch([{"later": i} for i in range(count)], delay=3600)
+                continue
+            async with store.transaction() as tx:
+                for i in range(start, start + count):
+                    await tx.enqueue(q, {"i": i}, concurrency_key=f"k{i % keys}")
+                    await tx.enqueue(q, {"later": i}, concurrency_key=f"k{i % keys}", delay=3600)
         # Dead letters: claim and fail a slice of the backlog.
         dead = await q.claim_batch("setup", min(depth, 1000))
         for job in dead:
@@ -87,6 +102,7 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=50)
     parser.add_argument("--engine", choices=("sqlite", "postgres"), default="sqlite")
     parser.add_argument("--dsn", default=DSN)
+    parser.add_argument("--keys", type=int, default=0, help="concurrency keys, limit 1 each")
     args = parser.parse_args()
     depths = [int(d) for d in args.depths.split(",")]
     results = []
@@ -99,12 +115,13 @@ def main() -> None:
                 else f"alk_bench_{uuid.uuid4().hex[:10]}"
             )
             single, batch = trio.run(
-                measure, location, dsn, depth, args.samples, args.batches
+                measure, location, dsn, depth, args.samples, args.batches, args.keys
             )
             results.append((depth, single, batch))
     base_single, base_batch = results[0][1], results[0][2]
     engine = "SQLite" if dsn is None else "PostgreSQL"
-    print(f"{engine}, trio: microseconds per job")
+    limited = f", {args.keys:,} keys, limit 1 each" if args.keys else ", no limits"
+    print(f"{engine}, trio{limited}: microseconds per job")
     print(f"{'ready jobs':>12}{'+ scheduled':>13}{'claim_one+ack':>15}{'ratio':>8}"
           f"{'batch of 100':>14}{'ratio':>8}")  # fmt: skip
     for depth, single, batch in results:

@@ -272,6 +272,14 @@ class Queue(ops.QueueHandle):
             return []
         return store._run(*ops.insert_unique_many(store, jobs, for_us, now))
 
+    def set_limits(self, *, concurrency_per_key: int | None) -> None:
+        """This queue's per-key concurrency limit (``alkstore.Queue.set_limits``)."""
+        self._store._run(ops.set_limits(self._store, self.name, concurrency_per_key))
+
+    def limits(self) -> int | None:
+        """This queue's per-key concurrency limit (``alkstore.Queue.limits``)."""
+        return self._store._run(ops.limits(self._store, self.name))
+
     def set_unique_policy(self, *, processing_blocks: bool) -> None:
         """Whether a processing job of this queue keeps its unique key
         (``alkstore.Queue.set_unique_policy``)."""

@@ -24,6 +24,7 @@ from ..protocol import codec, inspection, queues, streams
 from ..protocol import wakes as wake_plans
 from ..protocol.dialect import Dialect
 from ..protocol.errors import InvalidArgument, PayloadTooLarge, UsageError, brief
+from ..protocol.ints import check_int
 from ..protocol.names import check_identifier, check_key, check_name, outbox_queue_name
 from ..protocol.plan import Plan
 from ..protocol.queues import check_limit
@@ -173,6 +174,19 @@ def insert_unique_many(
     """The plan inserting each (job, key) unless its key is taken, and whether it is bulk."""
     plan = queues.enqueue_unique_many(ctx._dialect, jobs, unique_for_us, ctx._origin, now_us)
     return plan, len(jobs) > INLINE_MAX
+
+
+def set_limits(ctx: OpContext, queue: str, concurrency_per_key: object) -> Plan[None]:
+    """``queue``'s per-key concurrency limit: a positive int, or None for none."""
+    limit = None
+    if concurrency_per_key is not None:
+        limit = check_int(concurrency_per_key, "concurrency_per_key", lo=1, hi=2**31 - 1)
+    return queues.set_concurrency_limit(ctx._dialect, queue, limit)
+
+
+def limits(ctx: OpContext, queue: str) -> Plan[int | None]:
+    """``queue``'s per-key concurrency limit (None: none)."""
+    return queues.concurrency_limit(ctx._dialect, queue)
 
 
 def set_unique_policy(ctx: OpContext, queue: str, processing_blocks: object) -> Plan[None]:

@@ -326,6 +326,21 @@ class Queue(ops.QueueHandle):
         await store._telemetry.enqueue_many(self.name, [job for job, _ in jobs], insert)
         return done[0]
 
+    async def set_limits(self, *, concurrency_per_key: int | None) -> None:
+        """At most ``concurrency_per_key`` jobs with the same
+        ``concurrency_key`` (an enqueue option) processing at once, across
+        every worker and process; ``None`` lifts the limit (the default).
+        Stored with the queue, enforced inside each claim's transaction.
+        Jobs without a key are not limited. Claims take jobs in claim order
+        among those whose key has room: a job whose key is full is passed
+        over, and is its key's first taken once the key has room. Raises
+        ``InvalidArgument`` for a limit that is not a positive int."""
+        await self._store._run(ops.set_limits(self._store, self.name, concurrency_per_key))
+
+    async def limits(self) -> int | None:
+        """The queue's per-key concurrency limit (``None``: none)."""
+        return await self._store._run(ops.limits(self._store, self.name))
+
     async def set_unique_policy(self, *, processing_blocks: bool) -> None:
         """Whether a processing job of this queue keeps its unique key, for
         every process (stored with the queue). ``True`` (the default): a

@@ -29,10 +29,34 @@ def claim(
     for statement in d.claim_prelude():
         yield statement
     rows = yield from fetch_all(d.claim(queue, worker, n, now_us, until))
+    if not rows:
+        # Nothing: an empty (or paused) queue, or a limited one, which the
+        # plain claim leaves alone. Only then is the queue's limit read, so a
+        # queue without limits pays nothing for them while it has work.
+        limit = yield from fetch_one(d.claim_limit(queue))
+        if limit is not None:
+            rows = yield from _claim_limited(d, queue, worker, n, now_us, until, int(limit[0]))
     jobs = [job_record(r) for r in rows]
     # RETURNING does not promise an order; restore the claim order.
     jobs.sort(key=lambda j: (-j.priority, j.run_at_us, j.id))
     return jobs
+
+
+def _claim_limited(
+    d: Dialect, queue: str, worker: str, n: int, now_us: int, until_us: int, limit: int
+) -> Plan[list[Row]]:
+    """Up to ``n`` jobs of a limited queue, one statement each, in claim
+    order among the jobs whose key has room: each statement sees the claims
+    of the ones before it, so one claim never takes more of a key than its
+    room. The fairness rule: a job whose key is full is passed over, not
+    moved, so it is the first of its key taken once the key has room."""
+    rows: list[Row] = []
+    for _ in range(n):
+        got = yield from fetch_all(d.claim_limited(queue, worker, now_us, until_us, limit))
+        if not got:
+            break
+        rows.extend(got)
+    return rows
 
 
 @reads

@@ -128,6 +128,29 @@ class Dialect(Protocol):
         planner's statistics."""
         ...
     def claim(self, queue: str, worker: str, n: int, now_us: int, until_us: int) -> Statement: ...
+    def claim_limit(self, queue: str) -> Statement:
+        """Its row is ``(concurrency_limit,)`` when ``queue`` is limited and
+        running (none otherwise); taken by a claim ``claim`` found closed. On
+        an engine with concurrent writers it locks the queue's row until
+        commit, so limited claims of a queue run one after the other."""
+        ...
+    def claim_limited(
+        self, queue: str, worker: str, now_us: int, until_us: int, limit: int
+    ) -> Statement:
+        """Claim the first claimable job (claim order) whose concurrency key
+        has fewer than ``limit`` live claims, or none: zero or one row,
+        shaped like ``claim``'s."""
+        ...
+    def set_concurrency_keys(self, pairs: Sequence[tuple[int, str]]) -> Statement:
+        """Give each (job id, concurrency key) job its key, in the
+        transaction that inserted it."""
+        ...
+    def set_concurrency_limit(self, queue: str, limit: int | None) -> Statement:
+        """Record ``queue``'s per-key concurrency limit (None: none)."""
+        ...
+    def queue_limits(self, queue: str) -> Statement:
+        """Its row is ``(concurrency_limit,)``, or none for a queue never configured."""
+        ...
     def ack(self, job_id: int, worker: str, claim: int, now_us: int) -> Statement: ...
     def ack_history(
         self, job_id: int, worker: str, claim: int, now_us: int, prune_at_us: int

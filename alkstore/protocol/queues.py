@@ -16,6 +16,8 @@ from .types import Enqueued, JobInfo, NewJob, QueueStats
 
 def enqueue(d: Dialect, job: NewJob, origin: str, now_us: int) -> Plan[int]:
     row = yield from fetch_row(d.enqueue(job, now_us))
+    if job.concurrency_key is not None:
+        yield d.set_concurrency_keys([(int(row[0]), job.concurrency_key)])
     # Wake workers of this queue, here and in other processes, after commit.
     yield d.notify(queue_channel(job.queue), origin, now_us)
     return int(row[0])
@@ -36,7 +38,12 @@ def enqueue_many(d: Dialect, jobs: list[NewJob], origin: str, now_us: int) -> Pl
         # Ids are handed out in insertion order, which is the jobs' order, so
         # ascending ids line up with the jobs; RETURNING itself promises no
         # order on either engine.
-        ids.extend(sorted(int(r[0]) for r in rows))
+        chunk_ids = sorted(int(r[0]) for r in rows)
+        keyed = [(i, j.concurrency_key) for i, j in zip(chunk_ids, chunk, strict=True)
+                 if j.concurrency_key is not None]  # fmt: skip
+        if keyed:
+            yield d.set_concurrency_keys(keyed)
+        ids.extend(chunk_ids)
     for queue in dict.fromkeys(job.queue for job in jobs):
         yield d.notify(queue_channel(queue), origin, now_us)
     return ids
@@ -120,6 +127,8 @@ def _insert_unique(
                     # Taken back in the same transaction: nobody ever saw it.
                     yield from fetch_count(d.cancel(job.queue, new_id))
                     return Enqueued(int(kept[0]), True)
+            if job.concurrency_key is not None:
+                yield d.set_concurrency_keys([(new_id, job.concurrency_key)])
             return Enqueued(new_id, False)
         holder = yield from fetch_one(d.unique_holder(job.queue, key))
         if holder is None:
@@ -131,6 +140,19 @@ def _insert_unique(
                 continue  # its queue lets a processing job yield: the key is free
         return Enqueued(holder_id, True)
     raise DatabaseError(f"unique key {key!r} changed hands {UNIQUE_ROUNDS} times in one enqueue")
+
+
+def set_concurrency_limit(d: Dialect, queue: str, limit: int | None) -> Plan[None]:
+    """Record ``queue``'s per-key concurrency limit (None: none); a queue
+    with none is claimed by the plain claim, as before limits existed."""
+    yield d.set_concurrency_limit(queue, limit)
+
+
+@reads
+def concurrency_limit(d: Dialect, queue: str) -> Plan[int | None]:
+    """``queue``'s per-key concurrency limit (None: none)."""
+    row = yield from fetch_one(d.queue_limits(queue))
+    return None if row is None or row[0] is None else int(row[0])
 
 
 def set_unique_processing(d: Dialect, queue: str, blocks: bool) -> Plan[None]:

@@ -11,6 +11,7 @@ from . import codec
 from .backoff import Backoff
 from .errors import InvalidArgument
 from .ints import check_int
+from .names import check_identifier
 from .timeconv import (
     Duration,
     check_instant_us,
@@ -307,6 +308,8 @@ class NewJob(NamedTuple):
     expires_at_us: int | None
     # Metadata kept beside the payload (``protocol.headers``): JSON text or None.
     headers: str | None = None
+    # The key its queue's per-key concurrency limit counts it under (None: unlimited).
+    concurrency_key: str | None = None
 
 
 class Enqueued(NamedTuple):
@@ -341,13 +344,16 @@ class EnqueueOptions(TypedDict, total=False):
     ``Transaction.enqueue``, ``outbox_enqueue``, ``Outbox.enqueue``), each
     optional: ``delay`` or ``run_at`` (when it may first run), ``priority``
     (higher first, default 0), ``max_attempts`` (default: the queue's),
-    ``expires`` (a deadline for its first claim, or a duration from now)."""
+    ``expires`` (a deadline for its first claim, or a duration from now),
+    ``concurrency_key`` (the key its queue's per-key concurrency limit
+    counts it under: ``Queue.set_limits``; None, the default: not limited)."""
 
     delay: Duration | None
     run_at: datetime | None
     priority: int
     max_attempts: int | None
     expires: datetime | Duration | None
+    concurrency_key: str | None
 
 
 _ENQUEUE_OPTIONS = frozenset(EnqueueOptions.__optional_keys__)
@@ -390,7 +396,11 @@ def resolve_enqueue(
     if expires_us is not None:
         check_instant_us(expires_us, "expires")
     attempts = defaults.max_attempts if max_attempts is None else check_max_attempts(max_attempts)
-    return NewJob(queue, codec.encode(payload), check_priority(priority), at, attempts, expires_us)
+    key = options.get("concurrency_key")
+    if key is not None:
+        key = check_identifier(key, "concurrency_key")
+    return NewJob(queue, codec.encode(payload), check_priority(priority), at, attempts, expires_us,
+                  None, key)  # fmt: skip
 
 
 def resolve_enqueue_many(
@@ -406,7 +416,7 @@ def resolve_enqueue_many(
     encode = codec.encode
     return [
         NewJob(queue, encode(p), first.priority, first.run_at_us, first.max_attempts,
-               first.expires_at_us)
+               first.expires_at_us, None, first.concurrency_key)
         for p in payloads
     ]  # fmt: skip
 

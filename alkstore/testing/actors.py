@@ -83,16 +83,18 @@ class Programs:
         return f"m{self._marker}"
 
     # -- operations --------------------------------------------------------------
-    def _enqueue_op(self, marker: str) -> Op:
+    def _enqueue_op(self, marker: str, key: str | None = None) -> Op:
         def plans(now: int) -> list[Plan[Any]]:
-            job = resolve_enqueue(self.queue, {"marker": marker}, now, self.options)
+            job = resolve_enqueue(self.queue, {"marker": marker}, now, self.options,
+                                  concurrency_key=key)  # fmt: skip
             return [queues.enqueue(self.d, job, "sim", now)]
 
-        return Op("enqueue", plans, meta={"marker": marker})
+        return Op("enqueue", plans, meta={"marker": marker, "key": key})
 
-    def _tx_op(self, marker: str, rollback: bool) -> Op:
+    def _tx_op(self, marker: str, rollback: bool, key: str | None = None) -> Op:
         def plans(now: int) -> list[Plan[Any]]:
-            job = resolve_enqueue(self.queue, {"marker": marker}, now, self.options)
+            job = resolve_enqueue(self.queue, {"marker": marker}, now, self.options,
+                                  concurrency_key=key)  # fmt: skip
             text = codec.encode({"marker": marker})
             return [
                 queues.enqueue(self.d, job, "sim", now),
@@ -100,7 +102,7 @@ class Programs:
                 wake_plans.notify(self.d, f"ch-{marker}", "sim", now),
             ]
 
-        return Op("tx", plans, rollback=rollback, meta={"marker": marker})
+        return Op("tx", plans, rollback=rollback, meta={"marker": marker, "key": key})
 
     def _unique_op(self, marker: str, key: str, rollback: bool) -> Op:
         def plans(now: int) -> list[Plan[Any]]:
@@ -120,24 +122,29 @@ class Programs:
                 which = self.chooser.choose(self.config.unique_keys, f"{actor.identity} key")
                 yield self._unique_op(marker, f"k{which}", rollback=how == 2)
                 continue
+            key = None
+            if self.config.concurrency_keys:
+                which = self.chooser.choose(self.config.concurrency_keys, f"{actor.identity} ckey")
+                key = f"c{which}"
             if how == 0:
-                yield self._enqueue_op(marker)
+                yield self._enqueue_op(marker, key)
             else:
-                yield self._tx_op(marker, rollback=how == 2)
+                yield self._tx_op(marker, rollback=how == 2, key=key)
 
     def _worker(self, actor: Actor) -> Program:
         worker = actor.identity
         vt = self.options.visibility_timeout_us
         while True:
             jobs = yield Op(
-                "claim", lambda now: [claim.claim(self.d, self.queue, worker, 1, now, vt)]
+                "claim",
+                lambda now: [claim.claim(self.d, self.queue, worker, self.config.claim_n, now, vt)],
             )
             if not jobs[0]:
                 if self._quiet():
                     return
                 yield WAIT
                 continue
-            job: JobRecord = jobs[0][0]
+            job: JobRecord = jobs[0][0]  # the others (claim_n > 1) are left to lapse
             actions = self.config.worker_actions
             action = actions[self.chooser.choose(len(actions), f"{worker} action job {job.id}")]
             if action == "stall":  # holds the claim and walks away

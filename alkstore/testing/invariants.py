@@ -69,6 +69,8 @@ class Ledger:
         self.max_attempts: dict[int, int] = {}
         self.fired: dict[str, list[int]] = {}
         self.catch_up_max: dict[str, int] = {}  # schedule -> jobs one tick may enqueue
+        self.concurrency_key: dict[int, str | None] = {}  # job id -> its key
+        self.concurrency_limit: int | None = None
 
     def fail(self, message: str) -> None:
         raise _Violation(message)
@@ -90,6 +92,20 @@ class Ledger:
                     f"holds an unexpired claim"
                 )
             self.owner[job.id] = Delivery(job.claimed_by, job.claims, job.claim_expires_at_us)
+        if self.concurrency_limit is not None and jobs:
+            self._within_limit({self.concurrency_key.get(j.id) for j in jobs}, now)
+
+    def _within_limit(self, keys: set[str | None], now: int) -> None:
+        live: dict[str, int] = {}
+        for job_id, d in self.owner.items():
+            key = self.concurrency_key.get(job_id)
+            if key in keys and key is not None and not d.settled and d.expires_us > now:
+                live[key] = live.get(key, 0) + 1
+        # a claim leaves at most N jobs of a concurrency key holding live claims
+        over = sorted(k for k, n in live.items() if n > (self.concurrency_limit or 0))
+        if over:
+            limit = self.concurrency_limit
+            self.fail(f"concurrency key(s) {over} over their limit {limit}: {live}")
 
     def settled(self, job: JobRecord, kind: str, ok: bool, now: int) -> None:
         current = self.owner.get(job.id)

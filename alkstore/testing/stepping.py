@@ -167,6 +167,13 @@ class Config:
     # Producers enqueue with unique keys, each choosing one of this many
     # (0: plain enqueues). A processing job keeps its key (the default).
     unique_keys: int = 0
+    # Producers enqueue with concurrency keys, each choosing one of this
+    # many (0: no keys), and the workers' queue limits each key to
+    # ``concurrency_limit`` live claims (set before any actor runs).
+    concurrency_keys: int = 0
+    concurrency_limit: int = 1
+    # How many jobs a worker's claim asks for.
+    claim_n: int = 1
 
 
 class Simulation(Programs):
@@ -220,9 +227,15 @@ class Simulation(Programs):
             self._run_alone(Op("retention", lambda now: [queues.set_retention(
                 self.d, self.queue, 86_400 * US, None,
             )]), "setup")  # fmt: skip
+        if c.concurrency_keys:
+            self.ledger.concurrency_limit = c.concurrency_limit
+            self._run_alone(Op("limits", lambda now: [queues.set_concurrency_limit(
+                self.d, self.queue, c.concurrency_limit,
+            )]), "setup")  # fmt: skip
         if c.pre_enqueued:
-            for _ in range(c.jobs):
-                self._run_alone(self._enqueue_op(self._next_marker()), "setup")
+            for i in range(c.jobs):
+                key = f"c{i % c.concurrency_keys}" if c.concurrency_keys else None
+                self._run_alone(self._enqueue_op(self._next_marker(), key), "setup")
         else:
             share = [c.jobs // c.producers + (i < c.jobs % c.producers) for i in range(c.producers)]
             for i, n in enumerate(share):
@@ -269,11 +282,13 @@ class Simulation(Programs):
         kind = op.kind
         if kind == "enqueue":
             led.enqueued[values[0]] = op.meta["marker"]
+            led.concurrency_key[values[0]] = op.meta.get("key")
         elif kind == "tx":
             if op.rollback:
                 led.rolled_back_markers.add(op.meta["marker"])
             else:
                 led.enqueued[values[0]] = op.meta["marker"]
+                led.concurrency_key[values[0]] = op.meta.get("key")
                 led.published.setdefault("events", []).append(values[1])
         elif kind == "enqueue_unique":
             if op.rollback:

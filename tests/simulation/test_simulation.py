@@ -5,7 +5,8 @@ committed jobs are never lost; an acked job is never delivered again; a job
 never has two unexpired owners; a job is settled only by its owner; attempts
 never exceed max_attempts; one lock never has two unexpired holders and its
 fencing tokens increase; two live jobs of a queue never hold one unique
-key; stream readers see committed offsets in order with
+key; a claim leaves at most N jobs of a concurrency key holding live
+claims (N: the queue's limit); stream readers see committed offsets in order with
 no gaps; saved offsets never move back; a rolled-back transaction leaves no
 row, event or notification; a schedule's fire time is enqueued at most once,
 never before it comes, and one tick enqueues at most its catch-up cap.
@@ -138,6 +139,31 @@ def test_unique_keys_never_have_two_live_holders(
     assert runs > 0
 
 
+# Producers dealing jobs over two concurrency keys (limit 1) while three
+# workers, each claiming two at a time, ack, retry, heartbeat or stall,
+# with a crash and a clock jump (on Postgres the exhaustive configurations
+# are too many interleavings for the budget: seeded runs cover them).
+LIMITED_RICH = Config(
+    jobs=6, producers=2, workers=3, concurrency_keys=2, claim_n=2, crashes=1, clock_jumps=1,
+    worker_actions=("ack", "retry", "heartbeat", "stall"),
+)  # fmt: skip
+
+
+def test_concurrency_limits_hold_under_racing_workers(
+    engine: SimBackend, request: pytest.FixtureRequest
+) -> None:
+    """Invariant: a claim leaves at most N jobs of a concurrency key holding
+    live claims, whatever the workers' interleaving (seeded, small budget)."""
+    deadline = time.monotonic() + UNIQUE_BUDGET_S
+    runs = steps = 0
+    while time.monotonic() < deadline:
+        steps += run_seed(LIMITED_RICH, runs, backend=engine, shrink_failures=True)
+        runs += 1
+    explored(request, f"{engine.name}: seeded (concurrency limits)",
+             f"{runs} seeds, {steps} steps in {UNIQUE_BUDGET_S:g} s")  # fmt: skip
+    assert runs > 0
+
+
 def test_a_seed_replays_the_same_interleaving(engine: SimBackend) -> None:
     """The same seed takes the same choices and the same steps, on a live server too."""
     traces = []
@@ -155,6 +181,11 @@ def test_a_run_cut_short_mid_transaction_still_drains(engine: SimBackend) -> Non
     for seed in range(10):
         run_seed(config, seed, backend=engine)
 
+
+LIMITED = Config(
+    jobs=3, producers=0, workers=2, pre_enqueued=True, concurrency_keys=2, claim_n=2,
+    crashes=0, clock_jumps=0, worker_actions=("ack",), rollback_txs=False,
+)  # fmt: skip
 
 EXHAUSTIVE = {
     # the issue's example: 2 workers x 2 jobs x up to one crash
@@ -189,6 +220,12 @@ EXHAUSTIVE = {
     "2 unique producers x 1 key x worker (ack)": Config(
         jobs=2, producers=2, workers=1, unique_keys=1, crashes=0, clock_jumps=0,
         worker_actions=("ack",), rollback_txs=False,
+    ),
+    # per-key limit 1: two workers race, each claim asking for two jobs
+    "2 workers (claim 2) x 3 jobs over 2 concurrency keys, limit 1": LIMITED,
+    "2 workers x 2 jobs x 1 concurrency key, limit 1 x ack/stall": Config(
+        jobs=2, producers=0, workers=2, pre_enqueued=True, concurrency_keys=1, crashes=0,
+        clock_jumps=0, worker_actions=("ack", "stall"), rollback_txs=False,
     ),
     # one fire time, enqueued exactly once
     "2 tickers x 1 due schedule": Config(
@@ -422,6 +459,34 @@ class PgUniqueWithoutIndex(PostgresDialect):
         return Statement(sql, (queue, key), Fetch.ONE)
 
 
+class LimitCountedOncePerStatement(SqliteDialect):
+    """The limited claim takes two jobs per statement, the key's room
+    counted once before it: one claim of n can overrun a key."""
+
+    def claim_limited(
+        self, queue: str, worker: str, now_us: int, until_us: int, limit: int
+    ) -> Statement:
+        real = super().claim_limited(queue, worker, now_us, until_us, limit)
+        sql = real.sql.replace("WHERE id = (", "WHERE id IN (").replace("LIMIT 1)", "LIMIT 2)")
+        return Statement(sql, real.params, real.fetch)
+
+
+class PgLimitCountedOncePerStatement(PostgresDialect):
+    def __init__(self, schema: str = "alkstore") -> None:
+        super().__init__(schema)
+        self._claim_limited = self._claim_limited.replace("LIMIT 1", "LIMIT 2")
+
+
+class PgLimitWithoutLock(PostgresDialect):
+    """The limit read without locking the queue's row: two limited claims
+    run side by side, neither sees the other's uncommitted claim, and both
+    take a job of the same key."""
+
+    def __init__(self, schema: str = "alkstore") -> None:
+        super().__init__(schema)
+        self._claim_limit = self._claim_limit.removesuffix(" FOR UPDATE")
+
+
 def test_the_text_edits_of_the_broken_dialects_take() -> None:
     """The dialects above that edit the real statements' text must change it:
     if the text they look for moved (into a rule fragment, say), the edit
@@ -432,6 +497,10 @@ def test_the_text_edits_of_the_broken_dialects_take() -> None:
     assert PgTickWithoutCas("alkstore")._due_schedules == real._due_schedules
     assert PgTickWithoutRowLock("alkstore")._due_schedules != real._due_schedules
     assert PgTickWithoutRowLock("alkstore")._advance_schedule == real._advance_schedule
+    assert PgLimitWithoutLock("alkstore")._claim_limit != real._claim_limit
+    assert PgLimitCountedOncePerStatement("alkstore")._claim_limited != real._claim_limited
+    lite = SqliteDialect().claim_limited("q", "w", 0, 1, 1).sql
+    assert LimitCountedOncePerStatement().claim_limited("q", "w", 0, 1, 1).sql != lite
 
 
 @pytest.mark.skipif("postgres" not in ENGINES, reason="Postgres not selected")
@@ -511,6 +580,21 @@ BROKEN = {
         Config(jobs=4, producers=2, workers=0, unique_keys=1, crashes=0, clock_jumps=0,
                rollback_txs=False),
         "two live jobs hold unique key",
+    ),
+    "limit-counted-once-per-statement": (
+        LimitCountedOncePerStatement,
+        PgLimitCountedOncePerStatement,
+        Config(jobs=2, producers=0, workers=1, pre_enqueued=True, concurrency_keys=1,
+               claim_n=2, crashes=0, clock_jumps=0, worker_actions=("ack",),
+               rollback_txs=False),
+        "over their limit",
+    ),
+    "limit-without-lock": (
+        None,
+        PgLimitWithoutLock,
+        Config(jobs=2, producers=0, workers=2, pre_enqueued=True, concurrency_keys=1,
+               crashes=0, clock_jumps=0, worker_actions=("ack", "stall"), rollback_txs=False),
+        "over their limit",
     ),
     "claim-without-row-lock": (
         None,

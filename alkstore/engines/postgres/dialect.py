@@ -61,6 +61,7 @@ from .rules import (
     history_retention,
     keep_fire_time,
     keep_higher_offset,
+    key_has_room,
     lock_free,
     lock_free_since,
     lock_held,
@@ -68,6 +69,8 @@ from .rules import (
     owned,
     protected_floor,
     prune_due,
+    queue_claims_unlimited,
+    queue_limit,
     queue_running,
     schedule_due,
     sweep_exhausted,
@@ -248,7 +251,7 @@ class PostgresDialect:
         # whose visible_at passed, with attempts left, is claimable again.
         self._claim = f"""WITH picked AS (
             SELECT id FROM {jobs}
-            WHERE queue = $1 AND {claimable('$2')} AND {queue_running(queues, '$1')}
+            WHERE queue = {queue_claims_unlimited(queues, '$1')} AND {claimable('$2')}
             ORDER BY {CLAIM_ORDER}
             LIMIT $3
             FOR UPDATE SKIP LOCKED)
@@ -257,6 +260,36 @@ class PostgresDialect:
                 claimed_by = $4, run_at = j.visible_at, visible_at = $5
             FROM picked WHERE j.id = picked.id
             RETURNING {column_list(JOB_COLUMNS, table="j")}, {history_retention(queues, '$1')}"""
+        # A limited queue (rules.queue_claims_unlimited closed the claim
+        # above): its limit is read with its row locked (FOR UPDATE), which
+        # queues the limited claims of that queue one behind the other until
+        # each commits; every statement after the lock sees the claims
+        # committed before it (READ COMMITTED takes a snapshot per
+        # statement). Then one job per statement, the first in claim order
+        # whose key has room (rules.key_has_room counts the key's live
+        # claims in jobs_keyed).
+        self._claim_limit = f"{queue_limit(queues, '$1')} FOR UPDATE"
+        self._claim_limited = f"""WITH picked AS (
+            SELECT c.id FROM {jobs} AS c
+            WHERE c.queue = $1 AND {claimable('$2')} AND {queue_running(queues, '$1')}
+                AND {key_has_room(jobs, '$1', '$2', '$5', row='c')}
+            ORDER BY {CLAIM_ORDER}
+            LIMIT 1
+            FOR UPDATE SKIP LOCKED)
+        UPDATE {jobs} AS j
+            SET state = {STATE_PROCESSING}, attempts = j.attempts + 1, claims = j.claims + 1,
+                claimed_by = $3, run_at = j.visible_at, visible_at = $4
+            FROM picked WHERE j.id = picked.id
+            RETURNING {column_list(JOB_COLUMNS, table="j")}, {history_retention(queues, '$1')}"""
+        self._set_concurrency_keys = (
+            f"UPDATE {jobs} AS j SET concurrency_key = k.key "
+            "FROM unnest($1::bigint[], $2::text[]) AS k(id, key) WHERE j.id = k.id"
+        )
+        self._set_concurrency_limit = (
+            f"INSERT INTO {queues} (name, concurrency_limit) VALUES ($1, $2) "
+            "ON CONFLICT (name) DO UPDATE SET concurrency_limit = EXCLUDED.concurrency_limit"
+        )
+        self._queue_limits = f"SELECT concurrency_limit FROM {queues} WHERE name = $1"
         # Each claimed row carries its queue's history retention (above), so
         # the ack knows whether to keep the job with no round trip of its own.
         self._ack = f"DELETE FROM {jobs} WHERE id = $1 AND {owned('$2', '$3', '$4')}"
@@ -700,6 +733,25 @@ class PostgresDialect:
 
     def claim(self, queue: str, worker: str, n: int, now_us: int, until_us: int) -> Statement:
         return Statement(self._claim, (queue, now_us, n, worker, until_us), Fetch.ALL)
+
+    def claim_limit(self, queue: str) -> Statement:
+        return Statement(self._claim_limit, (queue,), Fetch.ONE)
+
+    def claim_limited(
+        self, queue: str, worker: str, now_us: int, until_us: int, limit: int
+    ) -> Statement:
+        return Statement(self._claim_limited, (queue, now_us, worker, until_us, limit), Fetch.ALL)
+
+    def set_concurrency_keys(self, pairs: Sequence[tuple[int, str]]) -> Statement:
+        return Statement(
+            self._set_concurrency_keys, ([p[0] for p in pairs], [p[1] for p in pairs])
+        )
+
+    def set_concurrency_limit(self, queue: str, limit: int | None) -> Statement:
+        return Statement(self._set_concurrency_limit, (queue, limit))
+
+    def queue_limits(self, queue: str) -> Statement:
+        return Statement(self._queue_limits, (queue,), Fetch.ONE)
 
     def ack(self, job_id: int, worker: str, claim: int, now_us: int) -> Statement:
         return Statement(self._ack, (job_id, worker, claim, now_us), Fetch.ROWCOUNT)

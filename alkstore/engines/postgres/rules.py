@@ -127,6 +127,51 @@ def unique_recently_acked(queue: str, key: str, since: str) -> str:
     )
 
 
+# -- concurrency limits ---------------------------------------------------------
+# The queue has a per-key concurrency limit (``queues.concurrency_limit``).
+# Model: none (limits are a contract extension, checked by the contract tests
+# and the simulation's per-key invariant).
+QUEUE_LIMITED = "concurrency_limit IS NOT NULL"
+# A job counts against its key's limit: processing with a concurrency key
+# (the predicate of jobs_keyed, the index the limited claim counts with).
+KEYED_PROCESSING = f"state = {STATE_PROCESSING} AND concurrency_key IS NOT NULL"
+
+
+def queue_claims_unlimited(queues: str, queue: str) -> str:
+    """The queue the plain claim walks (a scalar subquery): ``queue`` when
+    it is neither paused nor limited (no row of the ``queues`` table says
+    either), NULL otherwise, which matches no job, so the walk of the claim
+    index is empty rather than a scan of the backlog against a false guard.
+    A limited queue's jobs are taken by the limited claim only; the plain
+    claim, one statement as before, costs a queue without limits nothing
+    more. Binds: queue (twice)."""
+    return (
+        f"(SELECT {queue} WHERE NOT EXISTS (SELECT 1 FROM {queues} WHERE name = {queue} "
+        f"AND (paused OR {QUEUE_LIMITED})))"
+    )
+
+
+def queue_limit(queues: str, queue: str) -> str:
+    """The queue's concurrency limit, for a claim that found the plain path
+    closed: its row, running (not paused) and limited, or none. Binds: queue."""
+    return (
+        f"SELECT concurrency_limit FROM {queues} WHERE name = {queue} "
+        f"AND NOT paused AND {QUEUE_LIMITED}"
+    )
+
+
+def key_has_room(jobs: str, queue: str, now: str, limit: str, row: str) -> str:
+    """The job ``row`` may be claimed under its queue's limit: it has no
+    concurrency key, or fewer than ``limit`` jobs of its key hold a live
+    claim (a lapsed claim no longer counts: its worker lost the job).
+    Binds: queue, now, limit."""
+    return (
+        f"({row}.concurrency_key IS NULL OR (SELECT count(*) FROM {jobs} AS k "
+        f"WHERE k.queue = {queue} AND k.concurrency_key = {row}.concurrency_key "
+        f"AND k.state = {STATE_PROCESSING} AND {hidden(now, row='k')}) < {limit})"
+    )
+
+
 # -- retention ---------------------------------------------------------------
 def history_retention(queues: str, queue: str) -> str:
     """How long ``queue`` keeps its finished jobs, in microseconds (NULL:

@@ -21,7 +21,14 @@ import hashlib
 from ...protocol import rows
 from ...protocol.plan import Fetch, Plan, Statement, fetch_one, reads
 from .names import check_schema, quote_ident
-from .rules import ATTEMPTS_LEFT, CLAIM_ORDER, EXHAUSTED, HAS_DEADLINE, UNIQUE_HELD
+from .rules import (
+    ATTEMPTS_LEFT,
+    CLAIM_ORDER,
+    EXHAUSTED,
+    HAS_DEADLINE,
+    KEYED_PROCESSING,
+    UNIQUE_HELD,
+)
 
 DEFAULT_SCHEMA = "alkstore"
 
@@ -256,6 +263,14 @@ def _v4(schema: str) -> tuple[str, ...]:
         "DEFAULT 'latest'",
         f"ALTER TABLE {s}.schedules ADD COLUMN IF NOT EXISTS catch_up_max bigint",
         f"ALTER TABLE {s}.schedules ADD COLUMN IF NOT EXISTS catch_up_grace_us bigint",
+        # v4, per-key concurrency limits: a job's concurrency key (NULL: not
+        # limited), a queue's limit (NULL: none, the plain claim), and the
+        # index the limited claim counts a key's live claims with
+        # (processing keyed jobs only, so it stays as small as what runs).
+        f"ALTER TABLE {s}.jobs ADD COLUMN IF NOT EXISTS concurrency_key text COLLATE \"C\"",
+        f"ALTER TABLE {s}.queues ADD COLUMN IF NOT EXISTS concurrency_limit bigint",
+        f"""CREATE INDEX IF NOT EXISTS jobs_keyed
+            ON {s}.jobs (queue, concurrency_key, visible_at) WHERE {KEYED_PROCESSING}""",
     )
 
 

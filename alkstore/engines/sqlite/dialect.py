@@ -47,6 +47,7 @@ from .rules import (
     history_retention,
     keep_fire_time,
     keep_higher_offset,
+    key_has_room,
     lock_free,
     lock_free_since,
     lock_held,
@@ -54,6 +55,8 @@ from .rules import (
     owned,
     protected_floor,
     prune_due,
+    queue_claims_unlimited,
+    queue_limit,
     queue_running,
     schedule_due,
     sweep_exhausted,
@@ -153,10 +156,35 @@ _CLAIM = f"""UPDATE __alkstore_jobs
         claimed_by = ?, run_at = visible_at, visible_at = ?
     WHERE id IN (
         SELECT id FROM __alkstore_jobs INDEXED BY __alkstore_jobs_claim
-        WHERE queue = ? AND {claimable('?')} AND {queue_running('__alkstore_queues', '?')}
+        WHERE queue = {queue_claims_unlimited('__alkstore_queues', '?')} AND {claimable('?')}
         ORDER BY {CLAIM_ORDER}
         LIMIT ?)
     RETURNING {_JOB_COLS}, {history_retention('__alkstore_queues', '?')}"""
+# A limited queue (rules.queue_claims_unlimited closed the claim above): its
+# limit, then one job per statement, the first in claim order whose key has
+# room (rules.key_has_room counts the key's live claims in jobs_keyed). The
+# write transaction is the lock: no other claim runs until it commits, and
+# each statement sees the claims made before it in this one.
+_CLAIM_LIMIT = queue_limit("__alkstore_queues", "?")
+_CLAIM_LIMITED = f"""UPDATE __alkstore_jobs
+    SET state = {STATE_PROCESSING}, attempts = attempts + 1, claims = claims + 1,
+        claimed_by = ?, run_at = visible_at, visible_at = ?
+    WHERE id = (
+        SELECT c.id FROM __alkstore_jobs AS c INDEXED BY __alkstore_jobs_claim
+        WHERE c.queue = ? AND {claimable('?')} AND {queue_running('__alkstore_queues', '?')}
+            AND {key_has_room('__alkstore_jobs', '?', '?', '?', row='c')}
+        ORDER BY {CLAIM_ORDER}
+        LIMIT 1)
+    RETURNING {_JOB_COLS}, {history_retention('__alkstore_queues', '?')}"""
+_SET_CONCURRENCY_KEYS = (
+    "UPDATE __alkstore_jobs SET concurrency_key = k.value ->> 1 "
+    "FROM json_each(?) AS k WHERE __alkstore_jobs.id = k.value ->> 0"
+)
+_SET_CONCURRENCY_LIMIT = (
+    "INSERT INTO __alkstore_queues (name, concurrency_limit) VALUES (?, ?) "
+    "ON CONFLICT (name) DO UPDATE SET concurrency_limit = excluded.concurrency_limit"
+)
+_QUEUE_LIMITS = "SELECT concurrency_limit FROM __alkstore_queues WHERE name = ?"
 _ACK = f"DELETE FROM __alkstore_jobs WHERE id = ? AND {owned('?', '?', '?')}"
 
 
@@ -618,8 +646,26 @@ class SqliteDialect:
         return _CLAIM_PRELUDE
 
     def claim(self, queue: str, worker: str, n: int, now_us: int, until_us: int) -> Statement:
-        params = (worker, until_us, queue, now_us, now_us, queue, n, queue)
+        params = (worker, until_us, queue, queue, now_us, now_us, n, queue)
         return Statement(_CLAIM, params, Fetch.ALL)
+
+    def claim_limit(self, queue: str) -> Statement:
+        return Statement(_CLAIM_LIMIT, (queue,), Fetch.ONE)
+
+    def claim_limited(
+        self, queue: str, worker: str, now_us: int, until_us: int, limit: int
+    ) -> Statement:
+        params = (worker, until_us, queue, now_us, now_us, queue, queue, now_us, limit, queue)
+        return Statement(_CLAIM_LIMITED, params, Fetch.ALL)
+
+    def set_concurrency_keys(self, pairs: Sequence[tuple[int, str]]) -> Statement:
+        return Statement(_SET_CONCURRENCY_KEYS, (orjson.dumps(list(pairs)).decode(),))
+
+    def set_concurrency_limit(self, queue: str, limit: int | None) -> Statement:
+        return Statement(_SET_CONCURRENCY_LIMIT, (queue, limit))
+
+    def queue_limits(self, queue: str) -> Statement:
+        return Statement(_QUEUE_LIMITS, (queue,), Fetch.ONE)
 
     def ack(self, job_id: int, worker: str, claim: int, now_us: int) -> Statement:
         return Statement(_ACK, (job_id, worker, claim, now_us), Fetch.ROWCOUNT)

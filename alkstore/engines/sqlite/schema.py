@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from ...protocol import rows
 from ...protocol.plan import Fetch, Plan, Statement, fetch_one, fetch_row, reads
-from .rules import ATTEMPTS_LEFT, CLAIM_ORDER, EXHAUSTED, HAS_DEADLINE, UNIQUE_HELD
+from .rules import (
+    ATTEMPTS_LEFT,
+    CLAIM_ORDER,
+    EXHAUSTED,
+    HAS_DEADLINE,
+    KEYED_PROCESSING,
+    UNIQUE_HELD,
+)
 
 # Applied on every connection, before anything else. WAL lets readers run
 # beside the single writer; NORMAL sync in WAL mode is durable across process
@@ -214,6 +221,14 @@ _V4: tuple[str, ...] = (
     "ALTER TABLE __alkstore_schedules ADD COLUMN catch_up TEXT NOT NULL DEFAULT 'latest'",
     "ALTER TABLE __alkstore_schedules ADD COLUMN catch_up_max INTEGER",
     "ALTER TABLE __alkstore_schedules ADD COLUMN catch_up_grace_us INTEGER",
+    # v4, per-key concurrency limits: a job's concurrency key (NULL: not
+    # limited), a queue's limit (NULL: none, the plain claim), and the index
+    # the limited claim counts a key's live claims with (processing keyed
+    # jobs only, so it stays as small as what runs).
+    "ALTER TABLE __alkstore_jobs ADD COLUMN concurrency_key TEXT",
+    "ALTER TABLE __alkstore_queues ADD COLUMN concurrency_limit INTEGER",
+    f"""CREATE INDEX IF NOT EXISTS __alkstore_jobs_keyed
+        ON __alkstore_jobs (queue, concurrency_key, visible_at) WHERE {KEYED_PROCESSING}""",
 )
 
 # (version, statements). Append only: a released migration never changes.

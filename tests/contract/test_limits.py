@@ -1,0 +1,169 @@
+"""Rules: per-key concurrency limits (contract extension, on every backend).
+
+- ``set_limits(concurrency_per_key=N)``: at most N jobs with the same
+  ``concurrency_key`` (an enqueue option) hold a live claim at once; ``None``
+  lifts the limit; ``limits()`` reads it back. Jobs without a key are not
+  limited; keys are per queue.
+- A lapsed claim no longer counts (its worker lost the job); an ack, retry,
+  fail or release frees the key's room at once.
+- Fairness: claims take jobs in claim order (priority, then due time, then
+  id) among those whose key has room; a job whose key is full is passed
+  over and is its key's first taken once the key has room.
+- Every enqueue path takes the key (enqueue, batch, unique, transaction).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from alkstore import InvalidArgument, InvalidName, ManualClock, Store
+
+
+def _keys(jobs: list) -> list[str]:  # type: ignore[type-arg]
+    return [j.payload["k"] for j in jobs]
+
+
+async def test_at_most_n_jobs_of_a_key_are_claimed_at_once(store: Store) -> None:
+    q = store.queue("q")
+    await q.set_limits(concurrency_per_key=2)
+    for i in range(4):
+        await q.enqueue({"k": "a", "i": i}, concurrency_key="a")
+    await q.enqueue({"k": "b", "i": 0}, concurrency_key="b")
+    await q.enqueue({"k": None, "i": 0})
+    jobs = await q.claim_batch("w1", 10)
+    assert sorted(map(str, _keys(jobs))) == ["None", "a", "a", "b"]
+    assert await q.claim_batch("w2", 10) == []  # a is full, across workers
+    first_a = next(j for j in jobs if j.payload["k"] == "a")
+    assert await first_a.ack()
+    more = await q.claim_batch("w2", 10)
+    assert [(j.payload["k"], j.payload["i"]) for j in more] == [("a", 2)]
+
+
+async def test_without_a_limit_keys_change_nothing_and_none_lifts_it(store: Store) -> None:
+    q = store.queue("q")
+    assert await q.limits() is None
+    for i in range(3):
+        await q.enqueue({"k": "a", "i": i}, concurrency_key="a")
+    assert len(await q.claim_batch("w", 1)) == 1
+    await q.set_limits(concurrency_per_key=1)
+    assert await q.limits() == 1
+    assert await q.claim_batch("w", 10) == []  # the running job fills the key
+    await q.set_limits(concurrency_per_key=None)
+    assert await q.limits() is None
+    assert len(await q.claim_batch("w", 10)) == 2
+
+
+async def test_settling_or_a_lapsed_claim_frees_room(store: Store, clock: ManualClock) -> None:
+    q = store.queue("q", visibility_timeout=10, max_attempts=5)
+    await q.set_limits(concurrency_per_key=1)
+    for i in range(4):
+        await q.enqueue({"k": "a", "i": i}, concurrency_key="a")
+    (j0,) = await q.claim_batch("w", 5)
+    assert await j0.retry(delay=0)  # back to pending: first in order again
+    (j0,) = await q.claim_batch("w", 5)
+    assert j0.payload["i"] == 0
+    assert await j0.fail("no")
+    (j1,) = await q.claim_batch("w", 5)
+    assert await j1.release()
+    (j1,) = await q.claim_batch("w", 5)
+    assert j1.payload["i"] == 1
+    assert await q.claim_batch("w2", 5) == []
+    clock.advance(11)  # j1's claim lapses: it no longer counts, and room is back
+    (again,) = await q.claim_batch("w2", 5)
+    assert again.payload["i"] == 2  # due before j1's lapsed claim, so first
+
+
+async def test_a_full_key_is_passed_over_in_claim_order_and_never_starves(store: Store) -> None:
+    q = store.queue("q")
+    await q.set_limits(concurrency_per_key=1)
+    await q.enqueue({"k": "a", "i": 0}, concurrency_key="a", priority=9)
+    await q.enqueue({"k": "a", "i": 1}, concurrency_key="a", priority=9)
+    for i in range(3):
+        await q.enqueue({"k": "b", "i": i}, concurrency_key="b", priority=1)
+    await q.enqueue({"k": "c", "i": 0}, concurrency_key="c", priority=0)
+    taken = await q.claim_batch("w", 10)
+    # one per key, in claim order: a (priority 9), then b, then c
+    assert [(j.payload["k"], j.payload["i"]) for j in taken] == [("a", 0), ("b", 0), ("c", 0)]
+    # lower-priority jobs keep coming, but a's next job is first once a has room
+    await q.enqueue({"k": "d", "i": 0}, concurrency_key="d", priority=5)
+    assert await taken[0].ack()
+    nxt = await q.claim_batch("w", 1)
+    assert [(j.payload["k"], j.payload["i"]) for j in nxt] == [("a", 1)]
+
+
+async def test_limits_are_per_queue_and_keys_per_queue(store: Store) -> None:
+    a, b = store.queue("a"), store.queue("b")
+    await a.set_limits(concurrency_per_key=1)
+    for q in (a, b):
+        for i in range(2):
+            await q.enqueue({"k": "x", "i": i}, concurrency_key="x")
+    assert len(await a.claim_batch("w", 5)) == 1
+    assert len(await b.claim_batch("w", 5)) == 2  # b has no limit
+
+
+async def test_every_enqueue_path_takes_the_key(store: Store) -> None:
+    q = store.queue("q")
+    await q.set_limits(concurrency_per_key=1)
+    await q.enqueue({"k": "plain"}, concurrency_key="a")
+    await q.enqueue_batch([{"k": "batch"}, {"k": "batch"}], concurrency_key="a")
+    await q.enqueue_unique({"k": "unique"}, "u", concurrency_key="a")
+    async with store.transaction() as tx:
+        await tx.enqueue(q, {"k": "tx"}, concurrency_key="a")
+    # five jobs of key a: one claim at a time, whatever path enqueued them
+    seen = []
+    for _ in range(5):
+        jobs = await q.claim_batch("w", 5)
+        assert len(jobs) == 1
+        seen.append(jobs[0].payload["k"])
+        assert await q.claim_batch("w2", 5) == []
+        assert await jobs[0].ack()
+    assert seen == ["plain", "batch", "batch", "unique", "tx"]
+
+
+async def test_a_paused_limited_queue_gives_nothing(store: Store) -> None:
+    q = store.queue("q")
+    await q.set_limits(concurrency_per_key=1)
+    await q.enqueue({"k": "a"}, concurrency_key="a")
+    await q.pause()
+    assert await q.claim_batch("w", 5) == []
+    await q.resume()
+    assert len(await q.claim_batch("w", 5)) == 1
+
+
+@pytest.mark.producer
+async def test_the_limit_is_stored_with_the_queue(store: Store) -> None:
+    q = store.queue("q")
+    assert await q.limits() is None
+    await q.set_limits(concurrency_per_key=3)
+    assert await store.queue("q").limits() == 3
+    assert await store.queue("other").limits() is None
+    await q.pause()  # the other settings stay
+    assert await q.limits() == 3
+    await q.set_limits(concurrency_per_key=None)
+    assert await q.limits() is None
+
+
+@pytest.mark.producer
+async def test_enqueue_paths_accept_a_concurrency_key(store: Store) -> None:
+    q = store.queue("q")
+    await q.enqueue({"n": 1}, concurrency_key="a")
+    await q.enqueue_batch([{"n": 2}, {"n": 3}], concurrency_key="b")
+    assert not (await q.enqueue_unique({"n": 4}, "u", concurrency_key="a")).duplicate
+    async with store.transaction() as tx:
+        await tx.enqueue(q, {"n": 5}, concurrency_key="c")
+    assert (await q.stats()).ready == 5
+
+
+@pytest.mark.producer
+async def test_bad_limit_arguments_are_refused_before_any_write(store: Store) -> None:
+    q = store.queue("q")
+    for bad in (0, -1, 1.5, "2", True):
+        with pytest.raises(InvalidArgument):
+            await q.set_limits(concurrency_per_key=bad)  # type: ignore[arg-type]
+    for key in ("", 5, "a\x00b"):
+        with pytest.raises(InvalidName):
+            await q.enqueue("x", concurrency_key=key)  # type: ignore[arg-type]
+    with pytest.raises(InvalidName):
+        await q.enqueue_batch(["x"], concurrency_key="")
+    assert (await q.stats()).ready == 0
+    assert await q.limits() is None
