@@ -129,27 +129,70 @@ class Dialect(Protocol):
         ...
     def claim(self, queue: str, worker: str, n: int, now_us: int, until_us: int) -> Statement: ...
     def claim_limit(self, queue: str) -> Statement:
-        """Its row is ``(concurrency_limit,)`` when ``queue`` is limited and
-        running (none otherwise); taken by a claim ``claim`` found closed. On
-        an engine with concurrent writers it locks the queue's row until
-        commit, so limited claims of a queue run one after the other."""
+        """Its row is the queue's limits (``LIMIT_COLUMNS``: concurrency
+        limit, rate limit and period, per-key rate limit and period) when
+        ``queue`` is limited and running (none otherwise); taken by a claim
+        ``claim`` found closed. On an engine with concurrent writers it locks
+        the queue's row until commit, so limited claims of a queue run one
+        after the other."""
         ...
     def claim_limited(
-        self, queue: str, worker: str, now_us: int, until_us: int, limit: int
+        self,
+        queue: str,
+        worker: str,
+        now_us: int,
+        until_us: int,
+        concurrency: int | None,
+        key_rate: tuple[int, int] | None,
     ) -> Statement:
         """Claim the first claimable job (claim order) whose concurrency key
-        has fewer than ``limit`` live claims, or none: zero or one row,
-        shaped like ``claim``'s."""
+        has fewer than ``concurrency`` live claims (None: not checked) and,
+        with ``key_rate`` = (limit, since_us), fewer than ``limit`` claims
+        logged after ``since_us``, or none: zero or one row, shaped like
+        ``claim``'s."""
         ...
     def set_concurrency_keys(self, pairs: Sequence[tuple[int, str]]) -> Statement:
         """Give each (job id, concurrency key) job its key, in the
         transaction that inserted it."""
         ...
-    def set_concurrency_limit(self, queue: str, limit: int | None) -> Statement:
-        """Record ``queue``'s per-key concurrency limit (None: none)."""
+    def set_limits(
+        self,
+        queue: str,
+        concurrency: int | None,
+        rate: tuple[int, int] | None,
+        key_rate: tuple[int, int] | None,
+    ) -> Statement:
+        """Record ``queue``'s limits, replacing what it had: the per-key
+        concurrency limit, the rate and the per-key rate as (limit,
+        period_us); None lifts one."""
         ...
     def queue_limits(self, queue: str) -> Statement:
-        """Its row is ``(concurrency_limit,)``, or none for a queue never configured."""
+        """Its row is the queue's ``LIMIT_COLUMNS``, or none for a queue
+        never configured."""
+        ...
+    def claims_in_window(self, queue: str, key: str, since_us: int) -> Statement:
+        """Its row is ``(count,)``: claims of ``queue`` logged under ``key``
+        ('' for the queue's own rate) after ``since_us``."""
+        ...
+    def window_opens(self, queue: str, key: str, since_us: int, skip: int) -> Statement:
+        """Its row is ``(at,)``: the instant of the claim logged under
+        ``key`` after ``since_us``, ``skip`` entries from the oldest (none
+        when there are fewer)."""
+        ...
+    def first_key_claim(self, queue: str, since_us: int) -> Statement:
+        """Its row is ``(at,)``: the oldest claim of ``queue`` logged under a
+        concurrency key after ``since_us`` (NULL when there is none)."""
+        ...
+    def log_queue_claim(self, queue: str, at_us: int) -> Statement:
+        """Log one claim of ``queue`` for its own rate."""
+        ...
+    def log_key_claim(self, job_id: int, at_us: int) -> Statement:
+        """Log the claim of job ``job_id`` under its concurrency key (nothing
+        for a job without one)."""
+        ...
+    def prune_claim_log(self, queue: str, before_us: int) -> Statement:
+        """Forget ``queue``'s claims logged at or before ``before_us`` (out
+        of every window)."""
         ...
     def ack(self, job_id: int, worker: str, claim: int, now_us: int) -> Statement: ...
     def ack_history(

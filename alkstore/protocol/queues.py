@@ -9,9 +9,9 @@ from .errors import DatabaseError, InvalidArgument, brief
 from .ints import check_int
 from .names import cancel_channel, queue_channel
 from .plan import Plan, Row, Statement, fetch_all, fetch_count, fetch_one, fetch_row, reads
-from .rows import _opt_int, _shape, dead_info, history_info, job_info
+from .rows import _opt_int, _shape, dead_info, history_info, job_info, queue_limits
 from .timeconv import held_until_us
-from .types import Enqueued, JobInfo, NewJob, QueueStats
+from .types import Enqueued, JobInfo, NewJob, QueueLimits, QueueStats, Rate
 
 
 def enqueue(d: Dialect, job: NewJob, origin: str, now_us: int) -> Plan[int]:
@@ -142,17 +142,22 @@ def _insert_unique(
     raise DatabaseError(f"unique key {key!r} changed hands {UNIQUE_ROUNDS} times in one enqueue")
 
 
-def set_concurrency_limit(d: Dialect, queue: str, limit: int | None) -> Plan[None]:
-    """Record ``queue``'s per-key concurrency limit (None: none); a queue
-    with none is claimed by the plain claim, as before limits existed."""
-    yield d.set_concurrency_limit(queue, limit)
+def set_limits(d: Dialect, queue: str, limits: QueueLimits) -> Plan[None]:
+    """Record ``queue``'s limits, replacing what it had; a queue with none
+    is claimed by the plain claim, as before limits existed."""
+    yield d.set_limits(queue, limits.concurrency_per_key, _rate(limits.rate),
+                       _rate(limits.rate_per_key))  # fmt: skip
+
+
+def _rate(rate: Rate | None) -> tuple[int, int] | None:
+    return None if rate is None else (rate.limit, rate.period_us)
 
 
 @reads
-def concurrency_limit(d: Dialect, queue: str) -> Plan[int | None]:
-    """``queue``'s per-key concurrency limit (None: none)."""
+def limits(d: Dialect, queue: str) -> Plan[QueueLimits]:
+    """``queue``'s limits (all None: none)."""
     row = yield from fetch_one(d.queue_limits(queue))
-    return None if row is None or row[0] is None else int(row[0])
+    return queue_limits(row)
 
 
 def set_unique_processing(d: Dialect, queue: str, blocks: bool) -> Plan[None]:

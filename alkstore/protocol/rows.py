@@ -26,7 +26,7 @@ from .dialect import (
     STATE_PROCESSING,
     STREAM_SUMMARY_COLUMNS,
 )
-from .errors import CodecError, DatabaseError, SchemaMismatch, brief
+from .errors import CodecError, DatabaseError, InvalidArgument, SchemaMismatch, brief
 from .plan import Row
 from .timeconv import to_datetime
 from .types import (
@@ -36,7 +36,9 @@ from .types import (
     JobRecord,
     JobState,
     LockInfo,
+    QueueLimits,
     QueueSummary,
+    Rate,
     ScheduleInfo,
     StreamEvent,
     StreamInfo,
@@ -402,3 +404,28 @@ def require_schema(found: int, expected: int, where: str) -> int:
     if found != expected:
         raise SchemaMismatch(found, expected, where)
     return found
+
+
+def queue_limits(row: Row | None) -> QueueLimits:
+    """A queue's ``LIMIT_COLUMNS`` row (None: a queue never configured)."""
+    if row is None:
+        return QueueLimits()
+    _shape(row, 5, "queue limits")
+    concurrency, rate, rate_us, key_rate, key_rate_us = (
+        _opt_int(v, what) for v, what in zip(row, _LIMIT_FIELDS, strict=True)
+    )
+    return QueueLimits(concurrency, _rate(rate, rate_us), _rate(key_rate, key_rate_us))
+
+
+_LIMIT_FIELDS = (
+    "concurrency_limit", "rate_limit", "rate_period_us", "key_rate_limit", "key_rate_period_us",
+)  # fmt: skip
+
+
+def _rate(limit: int | None, period_us: int | None) -> Rate | None:
+    if limit is None or period_us is None:
+        return None
+    try:
+        return Rate(limit, timedelta(microseconds=period_us))
+    except InvalidArgument as exc:
+        raise CodecError(f"row holds a rate out of range: {exc}") from None

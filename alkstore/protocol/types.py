@@ -263,6 +263,59 @@ class LockRecord:
     expires_at_us: int
 
 
+# The longest period a rate may have: the claim log keeps each claim for a
+# period, so a longer one is a quota, not a rate (and grows the log).
+MAX_RATE_PERIOD = timedelta(days=31)
+
+
+@dataclass(frozen=True, slots=True)
+class Rate:
+    """At most ``limit`` claims in any window of length ``per`` (a sliding
+    window: a claim is allowed when fewer than ``limit`` were made in the
+    ``per`` before it). ``per`` is seconds or a timedelta, kept as a
+    timedelta. Raises ``InvalidArgument`` for a limit that is not a
+    positive int or a period that is not positive and at most 31 days."""
+
+    limit: int
+    per: timedelta
+
+    def __init__(self, limit: int, per: Duration) -> None:
+        limit = check_int(limit, "rate limit", lo=1, hi=2**31 - 1)
+        us = duration_us(per, "rate period", allow_zero=False)
+        if us > MAX_RATE_PERIOD // timedelta(microseconds=1):
+            raise InvalidArgument(f"rate period must be at most 31 days, got {per!r}")
+        object.__setattr__(self, "limit", limit)
+        object.__setattr__(self, "per", timedelta(microseconds=us))
+
+    @property
+    def period_us(self) -> int:
+        """``per`` in whole microseconds (how the database stores it)."""
+        return self.per // timedelta(microseconds=1)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueLimits:
+    """A queue's limits, enforced inside each claim's transaction (None: none).
+
+    ``concurrency_per_key``: at most N jobs of one concurrency key hold a
+    live claim at once. ``rate``: at most ``rate.limit`` claims of the queue
+    in any window of ``rate.per``. ``rate_per_key``: the same, counted per
+    concurrency key (jobs without a key are counted by ``rate`` only)."""
+
+    concurrency_per_key: int | None = None
+    rate: Rate | None = None
+    rate_per_key: Rate | None = None
+
+    @property
+    def any(self) -> bool:
+        """Whether any limit is set (a queue with none claims on the plain path)."""
+        return (
+            self.concurrency_per_key is not None
+            or self.rate is not None
+            or self.rate_per_key is not None
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class QueueOptions:
     """Per-handle queue settings (no IO; validated once at ``store.queue``)."""

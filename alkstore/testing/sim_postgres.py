@@ -270,6 +270,7 @@ class PostgresSimBackend:
     def __init__(self, dsn: str, schema: str, dialect: Dialect | None = None) -> None:
         self.dsn = dsn
         self.schema = schema
+        self.wake_prefix = f"ch-{schema}-"
         self.dialect: Dialect = dialect or PostgresDialect(schema)
         self.observer = _Session(dsn)
         self._idle: list[PgSimConn] = []

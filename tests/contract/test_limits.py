@@ -1,4 +1,4 @@
-"""Rules: per-key concurrency limits (contract extension, on every backend).
+"""Rules: per-key concurrency limits and rate limits (contract extension, on every backend).
 
 - ``set_limits(concurrency_per_key=N)``: at most N jobs with the same
   ``concurrency_key`` (an enqueue option) hold a live claim at once; ``None``
@@ -10,13 +10,20 @@
   id) among those whose key has room; a job whose key is full is passed
   over and is its key's first taken once the key has room.
 - Every enqueue path takes the key (enqueue, batch, unique, transaction).
+- ``set_limits(rate=Rate(N, per=P))``: at most N claims of the queue in any
+  window of length P (sliding: a claim is allowed when fewer than N were
+  made in the P before it); ``rate_per_key`` the same per concurrency key.
+  A key over its rate is passed over like a full key. ``set_limits``
+  replaces every limit; ``limits()`` returns a ``QueueLimits``.
 """
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
-from alkstore import InvalidArgument, InvalidName, ManualClock, Store
+from alkstore import InvalidArgument, InvalidName, ManualClock, QueueLimits, Rate, Store
 
 
 def _keys(jobs: list) -> list[str]:  # type: ignore[type-arg]
@@ -41,15 +48,15 @@ async def test_at_most_n_jobs_of_a_key_are_claimed_at_once(store: Store) -> None
 
 async def test_without_a_limit_keys_change_nothing_and_none_lifts_it(store: Store) -> None:
     q = store.queue("q")
-    assert await q.limits() is None
+    assert await q.limits() == QueueLimits()
     for i in range(3):
         await q.enqueue({"k": "a", "i": i}, concurrency_key="a")
     assert len(await q.claim_batch("w", 1)) == 1
     await q.set_limits(concurrency_per_key=1)
-    assert await q.limits() == 1
+    assert await q.limits() == QueueLimits(concurrency_per_key=1)
     assert await q.claim_batch("w", 10) == []  # the running job fills the key
     await q.set_limits(concurrency_per_key=None)
-    assert await q.limits() is None
+    assert await q.limits() == QueueLimits()
     assert len(await q.claim_batch("w", 10)) == 2
 
 
@@ -133,14 +140,19 @@ async def test_a_paused_limited_queue_gives_nothing(store: Store) -> None:
 @pytest.mark.producer
 async def test_the_limit_is_stored_with_the_queue(store: Store) -> None:
     q = store.queue("q")
-    assert await q.limits() is None
-    await q.set_limits(concurrency_per_key=3)
-    assert await store.queue("q").limits() == 3
-    assert await store.queue("other").limits() is None
+    assert await q.limits() == QueueLimits()
+    rate, per_key = Rate(5, per=2.5), Rate(1, per=timedelta(minutes=1))
+    await q.set_limits(concurrency_per_key=3, rate=rate, rate_per_key=per_key)
+    both = QueueLimits(concurrency_per_key=3, rate=rate, rate_per_key=per_key)
+    assert await store.queue("q").limits() == both
+    assert (await q.limits()).rate == Rate(5, per=timedelta(seconds=2.5))
+    assert await store.queue("other").limits() == QueueLimits()
     await q.pause()  # the other settings stay
-    assert await q.limits() == 3
-    await q.set_limits(concurrency_per_key=None)
-    assert await q.limits() is None
+    assert await q.limits() == both
+    await q.set_limits(rate=rate)  # replaces: what is not given is lifted
+    assert await q.limits() == QueueLimits(rate=rate)
+    await q.set_limits()
+    assert await q.limits() == QueueLimits()
 
 
 @pytest.mark.producer
@@ -166,4 +178,132 @@ async def test_bad_limit_arguments_are_refused_before_any_write(store: Store) ->
     with pytest.raises(InvalidName):
         await q.enqueue_batch(["x"], concurrency_key="")
     assert (await q.stats()).ready == 0
-    assert await q.limits() is None
+    assert await q.limits() == QueueLimits()
+
+
+# -- rate limits ------------------------------------------------------------------
+
+
+async def test_a_rate_admits_at_most_n_claims_in_any_window(
+    store: Store, clock: ManualClock
+) -> None:
+    q = store.queue("q")
+    await q.set_limits(rate=Rate(2, per=10))
+    for i in range(6):
+        await q.enqueue({"i": i})
+    assert [j.payload["i"] for j in await q.claim_batch("w", 10)] == [0, 1]
+    assert await q.claim_batch("w2", 10) == []  # across workers
+    assert await q.claim_one("w2") is None
+    clock.advance(9.999)
+    assert await q.claim_batch("w", 10) == []
+    clock.advance(0.001)  # a claim counts for 10 s: the first two left the window
+    assert [j.payload["i"] for j in await q.claim_batch("w", 1)] == [2]
+    clock.advance(6)
+    # a sliding window, not a fixed one: the claim 6 s ago still counts
+    assert [j.payload["i"] for j in await q.claim_batch("w", 10)] == [3]
+    assert await q.claim_batch("w", 10) == []
+    clock.advance(4)  # the claim at 10 s left the window, the one at 16 s has not
+    assert [j.payload["i"] for j in await q.claim_batch("w", 10)] == [4]
+
+
+async def test_every_claim_counts_settled_or_not(store: Store, clock: ManualClock) -> None:
+    q = store.queue("q", visibility_timeout=5, max_attempts=5)
+    await q.set_limits(rate=Rate(2, per=60))
+    for i in range(3):
+        await q.enqueue({"i": i})
+    first, second = await q.claim_batch("w", 10)
+    assert await first.ack()  # settling gives nothing back: a rate counts claims
+    assert await second.retry(delay=0)
+    assert await q.claim_batch("w", 10) == []
+    clock.advance(6)  # a lapsed claim neither: its reclaim is a claim too
+    assert await q.claim_batch("w", 10) == []
+    clock.advance(55)
+    assert len(await q.claim_batch("w", 10)) == 2
+
+
+async def test_a_rate_per_key_passes_over_a_key_and_never_starves_it(
+    store: Store, clock: ManualClock
+) -> None:
+    q = store.queue("q")
+    await q.set_limits(rate_per_key=Rate(1, per=10))
+    await q.enqueue({"k": "a", "i": 0}, concurrency_key="a", priority=9)
+    await q.enqueue({"k": "a", "i": 1}, concurrency_key="a", priority=9)
+    await q.enqueue({"k": "b", "i": 0}, concurrency_key="b")
+    await q.enqueue({"k": "b", "i": 1}, concurrency_key="b")
+    await q.enqueue({"k": None, "i": 0})
+    await q.enqueue({"k": None, "i": 1})
+    taken = await q.claim_batch("w", 10)
+    # one per key (each key's first, in claim order), keyless jobs unlimited
+    assert [(j.payload["k"], j.payload["i"]) for j in taken] == [
+        ("a", 0), ("b", 0), (None, 0), (None, 1),
+    ]  # fmt: skip
+    for job in taken:
+        assert await job.ack()  # acks free no rate
+    await q.enqueue({"k": "c", "i": 0}, concurrency_key="c", priority=9)
+    assert [j.payload["k"] for j in await q.claim_batch("w", 10)] == ["c"]
+    clock.advance(10)
+    # a's and b's next jobs are first again, ahead of later work
+    await q.enqueue({"k": "d", "i": 0}, concurrency_key="d")
+    nxt = await q.claim_batch("w", 2)
+    assert [(j.payload["k"], j.payload["i"]) for j in nxt] == [("a", 1), ("b", 1)]
+
+
+async def test_rates_and_a_concurrency_limit_hold_together(
+    store: Store, clock: ManualClock
+) -> None:
+    q = store.queue("q")
+    await q.set_limits(concurrency_per_key=1, rate=Rate(3, per=10), rate_per_key=Rate(2, per=10))
+    for i in range(4):
+        await q.enqueue({"k": "a", "i": i}, concurrency_key="a")
+    for i in range(4):
+        await q.enqueue({"k": "b", "i": i}, concurrency_key="b")
+    taken = await q.claim_batch("w", 10)
+    assert [(j.payload["k"], j.payload["i"]) for j in taken] == [("a", 0), ("b", 0)]
+    for job in taken:
+        assert await job.ack()
+    # concurrency has room again; the queue's rate has one claim left
+    assert [(j.payload["k"], j.payload["i"]) for j in await q.claim_batch("w", 10)] == [("a", 1)]
+    assert await q.claim_batch("w", 10) == []
+    clock.advance(10)
+    again = await q.claim_batch("w", 10)
+    assert [(j.payload["k"], j.payload["i"]) for j in again] == [("b", 1)]  # a is still running
+    assert await q.claim_batch("w", 10) == []  # a's key is full, b's too
+
+
+async def test_a_rate_limited_queue_is_per_queue(store: Store) -> None:
+    a, b = store.queue("a"), store.queue("b")
+    await a.set_limits(rate=Rate(1, per=60))
+    for q in (a, b):
+        for i in range(3):
+            await q.enqueue({"i": i})
+    assert len(await a.claim_batch("w", 5)) == 1
+    assert len(await b.claim_batch("w", 5)) == 3
+
+
+async def test_lowering_a_rate_applies_to_the_next_claim(store: Store, clock: ManualClock) -> None:
+    q = store.queue("q")
+    await q.set_limits(rate=Rate(3, per=10))
+    for i in range(6):
+        await q.enqueue({"i": i})
+    assert len(await q.claim_batch("w", 3)) == 3
+    await q.set_limits(rate=Rate(1, per=10))
+    clock.advance(5)
+    assert await q.claim_batch("w", 10) == []
+    clock.advance(5)  # all three left the window: one claim a window now
+    assert len(await q.claim_batch("w", 10)) == 1
+
+
+@pytest.mark.producer
+async def test_bad_rates_are_refused_before_any_write(store: Store) -> None:
+    q = store.queue("q")
+    for limit, per in ((0, 1), (-1, 1), (1.5, 1), ("2", 1), (True, 1), (1, 0), (1, -1),
+                       (1, "1"), (1, timedelta(days=32)), (1, float("nan"))):  # fmt: skip
+        with pytest.raises(InvalidArgument):
+            Rate(limit, per)  # type: ignore[arg-type]
+    for bad in (5, (5, 1.0), "5/s", QueueLimits()):
+        with pytest.raises(InvalidArgument):
+            await q.set_limits(rate=bad)  # type: ignore[arg-type]
+        with pytest.raises(InvalidArgument):
+            await q.set_limits(rate_per_key=bad)  # type: ignore[arg-type]
+    assert await q.limits() == QueueLimits()
+    assert Rate(1, per=timedelta(days=31)).per == timedelta(days=31)

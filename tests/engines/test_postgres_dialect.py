@@ -172,8 +172,8 @@ def test_migrate_creates_the_schema_and_is_idempotent(schema: str) -> None:
             schema,
         )
         assert [t for (t,) in tables] == [
-            "dead", "events", "history", "jobs", "locks", "meta", "offsets", "queues",
-            "schedules", "streams",
+            "claim_log", "dead", "events", "history", "jobs", "locks", "meta", "offsets",
+            "queues", "schedules", "streams",
         ]  # fmt: skip
         indexes = dict(
             c.sql("SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = $1", schema)
@@ -384,10 +384,16 @@ SAMPLE_CALLS: dict[str, tuple[Any, ...]] = {
     "queue_counts": ("q", T0),
     "oldest_ready": ("q", T0),
     "claim_limit": ("q",),
-    "claim_limited": ("q", "w", T0, T0 + US, 2),
+    "claim_limited": ("q", "w", T0, T0 + US, 2, (3, T0 - US)),
     "set_concurrency_keys": ([(1, "a"), (2, "b")],),
-    "set_concurrency_limit": ("q", 2),
+    "set_limits": ("q", 2, (5, US), None),
     "queue_limits": ("q",),
+    "claims_in_window": ("q", "", T0),
+    "window_opens": ("q", "", T0, 1),
+    "first_key_claim": ("q", T0),
+    "log_queue_claim": ("q", T0),
+    "log_key_claim": (1, T0),
+    "prune_claim_log": ("q", T0),
     "set_paused": ("q", True),
     "queue_paused": ("q",),
     "set_retention": ("q", US, None),
@@ -472,6 +478,11 @@ def test_statements_match_sqlite_fetch_kinds_and_bind_every_parameter() -> None:
     variants = [ours.sweep_candidates(None, T0, 10), ours.sweep_candidates("q", T0, 10)]
     variants += [ours.job_page("q", which, 0, 10, T0) for which in LIVE_FILTERS]
     variants += [getattr(ours, f)(None, 1) for f in ("get_job", "get_dead", "get_history")]
+    variants += [
+        ours.claim_limited("q", "w", T0, T0 + US, concurrency, key_rate)
+        for concurrency in (None, 2)
+        for key_rate in (None, (3, T0 - US))
+    ]
     for statement in variants:
         used = {int(n) for n in re.findall(r"\$(\d+)", statement.sql)}
         assert used == set(range(1, len(statement.params) + 1)), statement.sql

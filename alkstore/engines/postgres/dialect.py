@@ -50,6 +50,8 @@ from .names import channel_identifier, check_schema, listen_sql, unlisten_sql
 from .rules import (
     ATTEMPTS_LEFT,
     CLAIM_ORDER,
+    LIMIT_COLUMNS,
+    QUEUE_WIDE,
     SCHEDULE_RUNNING,
     TOKEN_FLOOR_KEY,
     UNIQUE_HELD,
@@ -59,9 +61,11 @@ from .rules import (
     fire_time_unchanged,
     hidden,
     history_retention,
+    in_window,
     keep_fire_time,
     keep_higher_offset,
     key_has_room,
+    key_under_rate,
     lock_free,
     lock_free_since,
     lock_held,
@@ -138,9 +142,36 @@ class PostgresDialect:
         self.schedules = qualified(self.schema, "schedules")
         self.queues = qualified(self.schema, "queues")
         self.history = qualified(self.schema, "history")
+        self.claim_log = qualified(self.schema, "claim_log")
         self.meta = qualified(self.schema, "meta")
         self._lock_key = lock_guard_key(self.schema)
         self._build()
+
+    def _claim_limited_text(self, concurrency: bool, key_rate: bool) -> str:
+        """The limited claim's text, checking the key's concurrency room
+        and/or its rate (a queue with only a queue-wide rate checks neither:
+        the core counts that rate once and asks for no more than its room).
+        Inputs: $1 queue, $2 now, $3 worker, $4 until, then the
+        concurrency limit, then the rate window's start and limit."""
+        jobs, queues = self.jobs, self.queues
+        rules, n = "", 5
+        if concurrency:
+            rules += f" AND {key_has_room(jobs, '$1', '$2', f'${n}', row='c')}"
+            n += 1
+        if key_rate:
+            rules += f" AND {key_under_rate(self.claim_log, '$1', f'${n}', f'${n + 1}', row='c')}"
+        return f"""WITH picked AS (
+            SELECT c.id FROM {jobs} AS c
+            WHERE c.queue = $1 AND {claimable('$2')} AND {queue_running(queues, '$1')}
+                {rules}
+            ORDER BY {CLAIM_ORDER}
+            LIMIT 1
+            FOR UPDATE SKIP LOCKED)
+        UPDATE {jobs} AS j
+            SET state = {STATE_PROCESSING}, attempts = j.attempts + 1, claims = j.claims + 1,
+                claimed_by = $3, run_at = j.visible_at, visible_at = $4
+            FROM picked WHERE j.id = picked.id
+            RETURNING {column_list(JOB_COLUMNS, table="j")}, {history_retention(queues, '$1')}"""
 
     def _to_history(
         self, delete: str, outcome: str, finished: str, prune_at: str, *, row: str = ""
@@ -269,27 +300,42 @@ class PostgresDialect:
         # whose key has room (rules.key_has_room counts the key's live
         # claims in jobs_keyed).
         self._claim_limit = f"{queue_limit(queues, '$1')} FOR UPDATE"
-        self._claim_limited = f"""WITH picked AS (
-            SELECT c.id FROM {jobs} AS c
-            WHERE c.queue = $1 AND {claimable('$2')} AND {queue_running(queues, '$1')}
-                AND {key_has_room(jobs, '$1', '$2', '$5', row='c')}
-            ORDER BY {CLAIM_ORDER}
-            LIMIT 1
-            FOR UPDATE SKIP LOCKED)
-        UPDATE {jobs} AS j
-            SET state = {STATE_PROCESSING}, attempts = j.attempts + 1, claims = j.claims + 1,
-                claimed_by = $3, run_at = j.visible_at, visible_at = $4
-            FROM picked WHERE j.id = picked.id
-            RETURNING {column_list(JOB_COLUMNS, table="j")}, {history_retention(queues, '$1')}"""
+        self._claim_limited = {
+            (concurrency, key_rate): self._claim_limited_text(concurrency, key_rate)
+            for concurrency in (False, True)
+            for key_rate in (False, True)
+        }
         self._set_concurrency_keys = (
             f"UPDATE {jobs} AS j SET concurrency_key = k.key "
             "FROM unnest($1::bigint[], $2::text[]) AS k(id, key) WHERE j.id = k.id"
         )
-        self._set_concurrency_limit = (
-            f"INSERT INTO {queues} (name, concurrency_limit) VALUES ($1, $2) "
-            "ON CONFLICT (name) DO UPDATE SET concurrency_limit = EXCLUDED.concurrency_limit"
+        self._set_limits = (
+            f"INSERT INTO {queues} (name, concurrency_limit, rate_limit, rate_period_us, "
+            "key_rate_limit, key_rate_period_us) VALUES ($1, $2, $3, $4, $5, $6) "
+            "ON CONFLICT (name) DO UPDATE SET concurrency_limit = EXCLUDED.concurrency_limit, "
+            "rate_limit = EXCLUDED.rate_limit, rate_period_us = EXCLUDED.rate_period_us, "
+            "key_rate_limit = EXCLUDED.key_rate_limit, "
+            "key_rate_period_us = EXCLUDED.key_rate_period_us"
         )
-        self._queue_limits = f"SELECT concurrency_limit FROM {queues} WHERE name = $1"
+        self._queue_limits = f"SELECT {LIMIT_COLUMNS} FROM {queues} WHERE name = $1"
+        log = self.claim_log
+        self._claims_in_window = (
+            f"SELECT count(*) FROM {log} WHERE queue = $1 AND key = $2 AND {in_window('$3')}"
+        )
+        self._window_opens = (
+            f"SELECT at FROM {log} WHERE queue = $1 AND key = $2 AND {in_window('$3')} "
+            "ORDER BY at LIMIT 1 OFFSET $4"
+        )
+        self._first_key_claim = (
+            f"SELECT min(at) FROM {log} WHERE queue = $1 AND {in_window('$2')} "
+            f"AND key <> {QUEUE_WIDE}"
+        )
+        self._log_queue_claim = f"INSERT INTO {log} (queue, key, at) VALUES ($1, {QUEUE_WIDE}, $2)"
+        self._log_key_claim = (
+            f"INSERT INTO {log} (queue, key, at) SELECT queue, concurrency_key, $1 FROM {jobs} "
+            "WHERE id = $2 AND concurrency_key IS NOT NULL"
+        )
+        self._prune_claim_log = f"DELETE FROM {log} WHERE queue = $1 AND at <= $2"
         # Each claimed row carries its queue's history retention (above), so
         # the ack knows whether to keep the job with no round trip of its own.
         self._ack = f"DELETE FROM {jobs} WHERE id = $1 AND {owned('$2', '$3', '$4')}"
@@ -738,20 +784,57 @@ class PostgresDialect:
         return Statement(self._claim_limit, (queue,), Fetch.ONE)
 
     def claim_limited(
-        self, queue: str, worker: str, now_us: int, until_us: int, limit: int
+        self,
+        queue: str,
+        worker: str,
+        now_us: int,
+        until_us: int,
+        concurrency: int | None,
+        key_rate: tuple[int, int] | None,
     ) -> Statement:
-        return Statement(self._claim_limited, (queue, now_us, worker, until_us, limit), Fetch.ALL)
+        params: tuple[object, ...] = (queue, now_us, worker, until_us)
+        if concurrency is not None:
+            params += (concurrency,)
+        if key_rate is not None:
+            params += (key_rate[1], key_rate[0])
+        sql = self._claim_limited[concurrency is not None, key_rate is not None]
+        return Statement(sql, params, Fetch.ALL)
 
     def set_concurrency_keys(self, pairs: Sequence[tuple[int, str]]) -> Statement:
         return Statement(
             self._set_concurrency_keys, ([p[0] for p in pairs], [p[1] for p in pairs])
         )
 
-    def set_concurrency_limit(self, queue: str, limit: int | None) -> Statement:
-        return Statement(self._set_concurrency_limit, (queue, limit))
+    def set_limits(
+        self,
+        queue: str,
+        concurrency: int | None,
+        rate: tuple[int, int] | None,
+        key_rate: tuple[int, int] | None,
+    ) -> Statement:
+        return Statement(self._set_limits, (queue, concurrency, *(rate or (None, None)),
+                                            *(key_rate or (None, None))))  # fmt: skip
 
     def queue_limits(self, queue: str) -> Statement:
         return Statement(self._queue_limits, (queue,), Fetch.ONE)
+
+    def claims_in_window(self, queue: str, key: str, since_us: int) -> Statement:
+        return Statement(self._claims_in_window, (queue, key, since_us), Fetch.ONE)
+
+    def window_opens(self, queue: str, key: str, since_us: int, skip: int) -> Statement:
+        return Statement(self._window_opens, (queue, key, since_us, skip), Fetch.ONE)
+
+    def first_key_claim(self, queue: str, since_us: int) -> Statement:
+        return Statement(self._first_key_claim, (queue, since_us), Fetch.ONE)
+
+    def log_queue_claim(self, queue: str, at_us: int) -> Statement:
+        return Statement(self._log_queue_claim, (queue, at_us))
+
+    def log_key_claim(self, job_id: int, at_us: int) -> Statement:
+        return Statement(self._log_key_claim, (at_us, job_id))
+
+    def prune_claim_log(self, queue: str, before_us: int) -> Statement:
+        return Statement(self._prune_claim_log, (queue, before_us))
 
     def ack(self, job_id: int, worker: str, claim: int, now_us: int) -> Statement:
         return Statement(self._ack, (job_id, worker, claim, now_us), Fetch.ROWCOUNT)

@@ -36,6 +36,8 @@ from ...protocol.types import NewJob, NewSchedule
 from .rules import (
     ATTEMPTS_LEFT,
     CLAIM_ORDER,
+    LIMIT_COLUMNS,
+    QUEUE_WIDE,
     SCHEDULE_RUNNING,
     TOKEN_FLOOR_KEY,
     UNIQUE_HELD,
@@ -45,9 +47,11 @@ from .rules import (
     fire_time_unchanged,
     hidden,
     history_retention,
+    in_window,
     keep_fire_time,
     keep_higher_offset,
     key_has_room,
+    key_under_rate,
     lock_free,
     lock_free_since,
     lock_held,
@@ -166,25 +170,68 @@ _CLAIM = f"""UPDATE __alkstore_jobs
 # write transaction is the lock: no other claim runs until it commits, and
 # each statement sees the claims made before it in this one.
 _CLAIM_LIMIT = queue_limit("__alkstore_queues", "?")
-_CLAIM_LIMITED = f"""UPDATE __alkstore_jobs
+
+
+def _claim_limited(concurrency: bool, key_rate: bool) -> str:
+    """The limited claim's text, checking the key's concurrency room and/or
+    its rate (a queue with only a queue-wide rate checks neither: the core
+    counts that rate once and asks for no more than its room)."""
+    rules = ""
+    if concurrency:
+        rules += f" AND {key_has_room('__alkstore_jobs', '?', '?', '?', row='c')}"
+    if key_rate:
+        rules += f" AND {key_under_rate('__alkstore_claim_log', '?', '?', '?', row='c')}"
+    return f"""UPDATE __alkstore_jobs
     SET state = {STATE_PROCESSING}, attempts = attempts + 1, claims = claims + 1,
         claimed_by = ?, run_at = visible_at, visible_at = ?
     WHERE id = (
         SELECT c.id FROM __alkstore_jobs AS c INDEXED BY __alkstore_jobs_claim
         WHERE c.queue = ? AND {claimable('?')} AND {queue_running('__alkstore_queues', '?')}
-            AND {key_has_room('__alkstore_jobs', '?', '?', '?', row='c')}
+            {rules}
         ORDER BY {CLAIM_ORDER}
         LIMIT 1)
     RETURNING {_JOB_COLS}, {history_retention('__alkstore_queues', '?')}"""
+
+
+_CLAIM_LIMITED = {
+    (concurrency, key_rate): _claim_limited(concurrency, key_rate)
+    for concurrency in (False, True)
+    for key_rate in (False, True)
+}
 _SET_CONCURRENCY_KEYS = (
     "UPDATE __alkstore_jobs SET concurrency_key = k.value ->> 1 "
     "FROM json_each(?) AS k WHERE __alkstore_jobs.id = k.value ->> 0"
 )
-_SET_CONCURRENCY_LIMIT = (
-    "INSERT INTO __alkstore_queues (name, concurrency_limit) VALUES (?, ?) "
-    "ON CONFLICT (name) DO UPDATE SET concurrency_limit = excluded.concurrency_limit"
+_SET_LIMITS = (
+    "INSERT INTO __alkstore_queues (name, concurrency_limit, rate_limit, rate_period_us, "
+    "key_rate_limit, key_rate_period_us) VALUES (?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT (name) DO UPDATE SET concurrency_limit = excluded.concurrency_limit, "
+    "rate_limit = excluded.rate_limit, rate_period_us = excluded.rate_period_us, "
+    "key_rate_limit = excluded.key_rate_limit, key_rate_period_us = excluded.key_rate_period_us"
 )
-_QUEUE_LIMITS = "SELECT concurrency_limit FROM __alkstore_queues WHERE name = ?"
+_QUEUE_LIMITS = f"SELECT {LIMIT_COLUMNS} FROM __alkstore_queues WHERE name = ?"
+_CLAIMS_IN_WINDOW = (
+    "SELECT count(*) FROM __alkstore_claim_log INDEXED BY __alkstore_claim_log_window "
+    f"WHERE queue = ? AND key = ? AND {in_window('?')}"
+)
+_WINDOW_OPENS = (
+    "SELECT at FROM __alkstore_claim_log INDEXED BY __alkstore_claim_log_window "
+    f"WHERE queue = ? AND key = ? AND {in_window('?')} ORDER BY at LIMIT 1 OFFSET ?"
+)
+_FIRST_KEY_CLAIM = (
+    "SELECT min(at) FROM __alkstore_claim_log INDEXED BY __alkstore_claim_log_age "
+    f"WHERE queue = ? AND {in_window('?')} AND key <> {QUEUE_WIDE}"
+)
+_LOG_QUEUE_CLAIM = f"INSERT INTO __alkstore_claim_log (queue, key, at) VALUES (?, {QUEUE_WIDE}, ?)"
+_LOG_KEY_CLAIM = (
+    "INSERT INTO __alkstore_claim_log (queue, key, at) "
+    "SELECT queue, concurrency_key, ? FROM __alkstore_jobs "
+    "WHERE id = ? AND concurrency_key IS NOT NULL"
+)
+_PRUNE_CLAIM_LOG = (
+    "DELETE FROM __alkstore_claim_log INDEXED BY __alkstore_claim_log_age "
+    "WHERE queue = ? AND at <= ?"
+)
 _ACK = f"DELETE FROM __alkstore_jobs WHERE id = ? AND {owned('?', '?', '?')}"
 
 
@@ -653,19 +700,56 @@ class SqliteDialect:
         return Statement(_CLAIM_LIMIT, (queue,), Fetch.ONE)
 
     def claim_limited(
-        self, queue: str, worker: str, now_us: int, until_us: int, limit: int
+        self,
+        queue: str,
+        worker: str,
+        now_us: int,
+        until_us: int,
+        concurrency: int | None,
+        key_rate: tuple[int, int] | None,
     ) -> Statement:
-        params = (worker, until_us, queue, now_us, now_us, queue, queue, now_us, limit, queue)
-        return Statement(_CLAIM_LIMITED, params, Fetch.ALL)
+        params: list[object] = [worker, until_us, queue, now_us, now_us, queue]
+        if concurrency is not None:
+            params += (queue, now_us, concurrency)
+        if key_rate is not None:
+            params += (queue, key_rate[1], key_rate[0])
+        params.append(queue)
+        sql = _CLAIM_LIMITED[concurrency is not None, key_rate is not None]
+        return Statement(sql, tuple(params), Fetch.ALL)
 
     def set_concurrency_keys(self, pairs: Sequence[tuple[int, str]]) -> Statement:
         return Statement(_SET_CONCURRENCY_KEYS, (orjson.dumps(list(pairs)).decode(),))
 
-    def set_concurrency_limit(self, queue: str, limit: int | None) -> Statement:
-        return Statement(_SET_CONCURRENCY_LIMIT, (queue, limit))
+    def set_limits(
+        self,
+        queue: str,
+        concurrency: int | None,
+        rate: tuple[int, int] | None,
+        key_rate: tuple[int, int] | None,
+    ) -> Statement:
+        return Statement(_SET_LIMITS, (queue, concurrency, *(rate or (None, None)),
+                                       *(key_rate or (None, None))))  # fmt: skip
 
     def queue_limits(self, queue: str) -> Statement:
         return Statement(_QUEUE_LIMITS, (queue,), Fetch.ONE)
+
+    def claims_in_window(self, queue: str, key: str, since_us: int) -> Statement:
+        return Statement(_CLAIMS_IN_WINDOW, (queue, key, since_us), Fetch.ONE)
+
+    def window_opens(self, queue: str, key: str, since_us: int, skip: int) -> Statement:
+        return Statement(_WINDOW_OPENS, (queue, key, since_us, skip), Fetch.ONE)
+
+    def first_key_claim(self, queue: str, since_us: int) -> Statement:
+        return Statement(_FIRST_KEY_CLAIM, (queue, since_us), Fetch.ONE)
+
+    def log_queue_claim(self, queue: str, at_us: int) -> Statement:
+        return Statement(_LOG_QUEUE_CLAIM, (queue, at_us))
+
+    def log_key_claim(self, job_id: int, at_us: int) -> Statement:
+        return Statement(_LOG_KEY_CLAIM, (at_us, job_id))
+
+    def prune_claim_log(self, queue: str, before_us: int) -> Statement:
+        return Statement(_PRUNE_CLAIM_LOG, (queue, before_us))
 
     def ack(self, job_id: int, worker: str, claim: int, now_us: int) -> Statement:
         return Statement(_ACK, (job_id, worker, claim, now_us), Fetch.ROWCOUNT)

@@ -229,6 +229,25 @@ _V4: tuple[str, ...] = (
     "ALTER TABLE __alkstore_queues ADD COLUMN concurrency_limit INTEGER",
     f"""CREATE INDEX IF NOT EXISTS __alkstore_jobs_keyed
         ON __alkstore_jobs (queue, concurrency_key, visible_at) WHERE {KEYED_PROCESSING}""",
+    # v4, rate limits: a queue's rate (``rate_limit`` claims per
+    # ``rate_period_us``) and per-key rate, and the claim log they are
+    # counted in: one row per claim of a rate-limited queue (``key`` is the
+    # job's concurrency key, or '' for the queue's own rate), kept for one
+    # period. The first index counts a key's window; the second lets a
+    # claim prune what fell out of the window without walking the live part.
+    "ALTER TABLE __alkstore_queues ADD COLUMN rate_limit INTEGER",
+    "ALTER TABLE __alkstore_queues ADD COLUMN rate_period_us INTEGER",
+    "ALTER TABLE __alkstore_queues ADD COLUMN key_rate_limit INTEGER",
+    "ALTER TABLE __alkstore_queues ADD COLUMN key_rate_period_us INTEGER",
+    """CREATE TABLE IF NOT EXISTS __alkstore_claim_log (
+        queue TEXT    NOT NULL,
+        key   TEXT    NOT NULL,
+        at    INTEGER NOT NULL
+    )""",
+    """CREATE INDEX IF NOT EXISTS __alkstore_claim_log_window
+        ON __alkstore_claim_log (queue, key, at)""",
+    """CREATE INDEX IF NOT EXISTS __alkstore_claim_log_age
+        ON __alkstore_claim_log (queue, at)""",
 )
 
 # (version, statements). Append only: a released migration never changes.
