@@ -263,3 +263,67 @@ async def test_a_handler_that_raises_after_its_job_was_cancelled_counts_a_cancel
         go_on.set()
     report = only(reports)
     assert (report.cancelled_by_request, report.lost, report.retried) == (1, 0, 0)
+
+
+async def test_a_worker_holding_many_jobs_stops_exactly_the_cancelled_ones(store: Store) -> None:
+    # One look (one statement) covers every job the worker holds: the two
+    # cancelled handlers are cancelled, the two others go on until the drain.
+    q = store.queue("q")
+    ids = await q.enqueue_batch(list(range(4)))
+    started = {job_id: aio.event() for job_id in ids}
+    stopped = {job_id: aio.event() for job_id in ids}
+
+    async def handler(job: Job) -> None:
+        started[job.id].set()
+        try:
+            await aio.sleep(NEVER)
+        finally:
+            stopped[job.id].set()
+
+    drain, reports = Drain(), []
+    async with aio.open_task_group() as group:
+        await start(group, q, handler, drain, reports, concurrency=4)
+        async with aio.fail_after(SOON):
+            for job_id in ids:
+                await started[job_id].wait()
+        assert await q.cancel(ids[1]) is True
+        assert await q.cancel(ids[3]) is True
+        async with aio.fail_after(SOON):
+            await stopped[ids[1]].wait()
+            await stopped[ids[3]].wait()
+        await aio.sleep(0.05)  # room for a wrong cancel to land
+        assert not stopped[ids[0]].is_set() and not stopped[ids[2]].is_set()
+        drain.now()
+    report = only(reports)
+    assert (report.started, report.cancelled_by_request, report.lost) == (4, 2, 0)
+    assert (report.handed_back, report.cancelled, report.acked) == (2, 2, 0)
+
+
+async def test_the_cancel_check_tells_a_cancelled_job_from_every_other_place(
+    store: Store,
+) -> None:
+    # The worker's check (``protocol.queues.cancelled_among``), one statement
+    # for all the ids it asks about: a job live (pending or processing), dead,
+    # or acked into history was not cancelled; one cancelled into history,
+    # or gone from a queue that keeps none, was (as is an id never seen:
+    # the worker only asks about jobs it held).
+    from alkstore.protocol.queues import cancelled_among
+
+    q = store.queue("q")
+    await q.set_retention(history=3600, dead=None)
+    pending = await q.enqueue("pending", delay=3600)
+    running, dead, acked, cancelled = await q.enqueue_batch(["r", "d", "a", "c"])
+    jobs = {job.id: job for job in await q.claim_batch("w", 4)}
+    assert set(jobs) == {running, dead, acked, cancelled}
+    assert await jobs[dead].fail("no") and await jobs[acked].ack()
+    assert await q.cancel(cancelled)
+    plain = store.queue("plain")  # keeps no history
+    gone = await plain.enqueue("x")
+    assert await plain.cancel(gone)
+
+    async def check(queue: str, ids: list[int]) -> list[int]:
+        return await store._run(cancelled_among(store._dialect, queue, ids))
+
+    assert await check("q", [pending, running, dead, acked, cancelled]) == [cancelled]
+    assert await check("plain", [10**12, gone]) == [10**12, gone]  # the caller's order
+    assert await check("q", []) == []

@@ -347,6 +347,20 @@ class PostgresDialect:
         self._get_dead_any = f"SELECT {_DEAD_COLS} FROM {dead} WHERE id = $1"
         self._get_history = f"SELECT {_HISTORY_COLS} FROM {history} WHERE id = $1 AND queue = $2"
         self._get_history_any = f"SELECT {_HISTORY_COLS} FROM {history} WHERE id = $1"
+        # A worker's cancel check: every id it holds in one statement (one
+        # snapshot), each looked up by primary key in the three tables. The
+        # OFFSET 0 keeps each NOT EXISTS a subplan run per id (a primary-key
+        # probe): without it the planner turns them into anti-joins, and
+        # with the default estimate for a queue's rows (no statistics yet, or
+        # stale ones) it reads the queue's every dead letter and history row
+        # once per check to match them against the ids.
+        self._cancelled_among = (
+            "SELECT t.id FROM unnest($1::bigint[]) AS t(id) "
+            f"WHERE NOT EXISTS (SELECT 1 FROM {jobs} WHERE id = t.id AND queue = $2 OFFSET 0) "
+            f"AND NOT EXISTS (SELECT 1 FROM {dead} WHERE id = t.id AND queue = $2 OFFSET 0) "
+            f"AND NOT EXISTS (SELECT 1 FROM {history} WHERE id = t.id AND queue = $2 "
+            "AND outcome <> 'cancelled' OFFSET 0)"
+        )
         # The sweep's candidates: deadlines that passed (except under a live
         # claim, which keeps its chance to ack) and lapsed claims with no
         # attempts left. Each arm matches one partial index (jobs_expiry,
@@ -841,6 +855,10 @@ class PostgresDialect:
         if queue is None:
             return Statement(self._get_history_any, (job_id,), Fetch.ONE)
         return Statement(self._get_history, (job_id, queue), Fetch.ONE)
+
+    def cancelled_among(self, queue: str, job_ids: Sequence[int]) -> Statement:
+        # bigint[] whatever element type psycopg picked for the list (as ack_batch).
+        return Statement(self._cancelled_among, (list(job_ids), queue), Fetch.ALL)
 
     def sweep_candidates(self, queue: str | None, now_us: int, limit: int) -> Statement:
         if queue is None:

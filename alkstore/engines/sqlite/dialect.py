@@ -260,6 +260,15 @@ _GET_DEAD = f"SELECT {_DEAD_COLS} FROM __alkstore_dead WHERE id = ? AND queue = 
 _GET_DEAD_ANY = f"SELECT {_DEAD_COLS} FROM __alkstore_dead WHERE id = ?"
 _GET_HISTORY = f"SELECT {_HISTORY_COLS} FROM __alkstore_history WHERE id = ? AND queue = ?"
 _GET_HISTORY_ANY = f"SELECT {_HISTORY_COLS} FROM __alkstore_history WHERE id = ?"
+# A worker's cancel check: every id it holds in one statement, each looked
+# up by primary key in the three tables (a job is in one of them at most).
+_CANCELLED_AMONG = (
+    "SELECT ids.value FROM json_each(?) AS ids "
+    "WHERE NOT EXISTS (SELECT 1 FROM __alkstore_jobs WHERE id = ids.value AND queue = ?) "
+    "AND NOT EXISTS (SELECT 1 FROM __alkstore_dead WHERE id = ids.value AND queue = ?) "
+    "AND NOT EXISTS (SELECT 1 FROM __alkstore_history WHERE id = ids.value AND queue = ? "
+    "AND outcome <> 'cancelled')"
+)
 
 
 def _sweep(scope: str) -> str:
@@ -763,6 +772,10 @@ class SqliteDialect:
         if queue is None:
             return Statement(_GET_HISTORY_ANY, (job_id,), Fetch.ONE)
         return Statement(_GET_HISTORY, (job_id, queue), Fetch.ONE)
+
+    def cancelled_among(self, queue: str, job_ids: Sequence[int]) -> Statement:
+        ids = orjson.dumps(list(job_ids)).decode()
+        return Statement(_CANCELLED_AMONG, (ids, queue, queue, queue), Fetch.ALL)
 
     def sweep_candidates(self, queue: str | None, now_us: int, limit: int) -> Statement:
         if queue is None:
