@@ -85,7 +85,13 @@ class JobInfo:
     ``state`` is ``pending`` or ``processing`` for a live job, ``dead`` for a
     dead letter (``dead_reason``, ``died_at``), and ``acked`` or
     ``cancelled`` for a finished job kept in its queue's history
-    (``finished_at``; ``claimed_by`` is the worker that acked it)."""
+    (``finished_at``; ``claimed_by`` is the worker that acked it).
+
+    ``unique_key``: the key it was enqueued with by ``enqueue_unique`` (a
+    processing job that gave its key up still shows it), kept in history;
+    ``concurrency_key``: the key its queue's per-key limit counts it under,
+    for a live job only. A dead letter keeps neither (both None), nor does
+    ``requeue_dead`` bring them back."""
 
     id: int
     queue: str
@@ -103,6 +109,8 @@ class JobInfo:
     dead_reason: DeadReason | None = None
     died_at: datetime | None = None
     finished_at: datetime | None = None
+    unique_key: str | None = None
+    concurrency_key: str | None = None
 
     def payload_as(self, target: type[T]) -> T:
         """The payload decoded into ``target`` (a dataclass, attrs class, ``msgspec.Struct``,
@@ -128,9 +136,13 @@ class QueueStats:
 class QueueSummary:
     """One queue as ``Store.list_queues`` sees it: its counts (as
     ``QueueStats``), the ``run_at`` of its oldest ready job, whether it is
-    paused, how many finished jobs its history keeps, and its retention
+    paused, how many finished jobs its history keeps, its retention
     settings (``history_retention`` None: no history is kept;
-    ``dead_retention`` None: dead letters stay until purged).
+    ``dead_retention`` None: dead letters stay until purged), and its
+    flow-control settings: ``concurrency_per_key`` (``Queue.set_limits``;
+    None: no limit) and ``unique_processing_blocks``
+    (``Queue.set_unique_policy``; True, the default: a processing job keeps
+    its unique key).
 
     An outbox's queue is listed under its internal name
     (``__alkstore_outbox:NAME``) with ``outbox`` set to ``NAME``; for an
@@ -147,6 +159,8 @@ class QueueSummary:
     history_retention: timedelta | None
     dead_retention: timedelta | None
     outbox: str | None = None
+    concurrency_per_key: int | None = None
+    unique_processing_blocks: bool = True
 
 
 @dataclass(frozen=True, slots=True)

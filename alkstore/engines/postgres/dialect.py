@@ -39,6 +39,7 @@ from ...protocol.dialect import (
     EVENT_COLUMNS,
     HISTORY_COLUMNS,
     JOB_COLUMNS,
+    JOB_INFO_COLUMNS,
     SCHEDULE_COLUMNS,
     STATE_PENDING,
     STATE_PROCESSING,
@@ -86,6 +87,7 @@ if TYPE_CHECKING:
 
 # -- column lists (the row shapes of protocol.dialect) -----------------------
 _JOB_COLS = column_list(JOB_COLUMNS)
+_JOB_INFO_COLS = column_list(JOB_INFO_COLUMNS)
 _DEAD_COLS = column_list(DEAD_COLUMNS)
 _EVENT_COLS = column_list(EVENT_COLUMNS)
 _HISTORY_COLS = column_list(HISTORY_COLUMNS)
@@ -341,8 +343,8 @@ class PostgresDialect:
         )
         self._cancel = f"DELETE FROM {jobs} WHERE id = $1 AND queue = $2"
         self._cancel_history = self._to_history(self._cancel, "cancelled", "$3", "$4")
-        self._get_job = f"SELECT {_JOB_COLS} FROM {jobs} WHERE id = $1 AND queue = $2"
-        self._get_job_any = f"SELECT {_JOB_COLS} FROM {jobs} WHERE id = $1"
+        self._get_job = f"SELECT {_JOB_INFO_COLS} FROM {jobs} WHERE id = $1 AND queue = $2"
+        self._get_job_any = f"SELECT {_JOB_INFO_COLS} FROM {jobs} WHERE id = $1"
         self._get_dead = f"SELECT {_DEAD_COLS} FROM {dead} WHERE id = $1 AND queue = $2"
         self._get_dead_any = f"SELECT {_DEAD_COLS} FROM {dead} WHERE id = $1"
         self._get_history = f"SELECT {_HISTORY_COLS} FROM {history} WHERE id = $1 AND queue = $2"
@@ -437,7 +439,7 @@ class PostgresDialect:
             "SELECT c.ready, c.scheduled, c.processing, c.oldest, "
             f"(SELECT COUNT(*) FROM {dead} WHERE queue = $2), "
             f"(SELECT COUNT(*) FROM {history} WHERE queue = $2), "
-            "q.paused, q.history_us, q.dead_us "
+            "q.paused, q.history_us, q.dead_us, q.concurrency_limit, q.unique_processing "
             "FROM (SELECT "
             f"COUNT(*) FILTER (WHERE state = {STATE_PENDING} AND {claimable('$1')}) AS ready, "
             f"COUNT(*) FILTER (WHERE state = {STATE_PENDING} AND {hidden('$1')}) AS scheduled, "
@@ -451,7 +453,7 @@ class PostgresDialect:
             # One state's range of the list index, walked in id order from
             # ``after``.
             return (
-                f"SELECT {_JOB_COLS} FROM {jobs} "
+                f"SELECT {_JOB_INFO_COLS} FROM {jobs} "
                 f"WHERE queue = $1 AND state = {state} AND id > $2{also} ORDER BY id LIMIT $3"
             )
 

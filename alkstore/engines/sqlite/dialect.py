@@ -26,6 +26,7 @@ from ...protocol.dialect import (
     EVENT_COLUMNS,
     HISTORY_COLUMNS,
     JOB_COLUMNS,
+    JOB_INFO_COLUMNS,
     SCHEDULE_COLUMNS,
     STATE_PENDING,
     STATE_PROCESSING,
@@ -68,6 +69,7 @@ from .rules import (
 
 # -- column lists (the row shapes of protocol.dialect) -----------------------
 _JOB_COLS = column_list(JOB_COLUMNS)
+_JOB_INFO_COLS = column_list(JOB_INFO_COLUMNS)
 _DEAD_COLS = column_list(DEAD_COLUMNS)
 _EVENT_COLS = column_list(EVENT_COLUMNS)
 _HISTORY_COLS = column_list(HISTORY_COLUMNS)
@@ -254,8 +256,8 @@ _BURY_COPY = (
 _BURY_DELETE = "DELETE FROM __alkstore_jobs WHERE id = ?"
 _CANCEL = "DELETE FROM __alkstore_jobs WHERE id = ? AND queue = ?"
 _CANCEL_HISTORY = _to_history("cancelled", "id = ? AND queue = ?")
-_GET_JOB = f"SELECT {_JOB_COLS} FROM __alkstore_jobs WHERE id = ? AND queue = ?"
-_GET_JOB_ANY = f"SELECT {_JOB_COLS} FROM __alkstore_jobs WHERE id = ?"
+_GET_JOB = f"SELECT {_JOB_INFO_COLS} FROM __alkstore_jobs WHERE id = ? AND queue = ?"
+_GET_JOB_ANY = f"SELECT {_JOB_INFO_COLS} FROM __alkstore_jobs WHERE id = ?"
 _GET_DEAD = f"SELECT {_DEAD_COLS} FROM __alkstore_dead WHERE id = ? AND queue = ?"
 _GET_DEAD_ANY = f"SELECT {_DEAD_COLS} FROM __alkstore_dead WHERE id = ?"
 _GET_HISTORY = f"SELECT {_HISTORY_COLS} FROM __alkstore_history WHERE id = ? AND queue = ?"
@@ -378,7 +380,7 @@ _QUEUE_SUMMARY = (
     "SELECT c.ready, c.scheduled, c.processing, c.oldest, "
     "(SELECT COUNT(*) FROM __alkstore_dead WHERE queue = ?), "
     "(SELECT COUNT(*) FROM __alkstore_history WHERE queue = ?), "
-    "q.paused, q.history_us, q.dead_us "
+    "q.paused, q.history_us, q.dead_us, q.concurrency_limit, q.unique_processing "
     "FROM (SELECT "
     f"COALESCE(SUM(state = {STATE_PENDING} AND {claimable('?')}), 0) AS ready, "
     f"COALESCE(SUM(state = {STATE_PENDING} AND {hidden('?')}), 0) AS scheduled, "
@@ -392,7 +394,7 @@ _QUEUE_SUMMARY = (
 def _job_page(state: int, also: str = "") -> str:
     # One state's range of the list index, walked in id order from ``after``.
     return (
-        f"SELECT {_JOB_COLS} FROM __alkstore_jobs INDEXED BY __alkstore_jobs_list "
+        f"SELECT {_JOB_INFO_COLS} FROM __alkstore_jobs INDEXED BY __alkstore_jobs_list "
         f"WHERE queue = ? AND state = {state} AND id > ?{also} ORDER BY id LIMIT ?"
     )
 
