@@ -22,6 +22,9 @@ JOB_COLUMNS = (
 # Column order of a claimed job row: a live job row, then how long its queue
 # keeps finished jobs (``history_us``: None keeps none), which the ack obeys.
 CLAIM_COLUMNS = (*JOB_COLUMNS, "history_us")
+# Column order of a live job row as the inspection reads it (``get_job``,
+# ``job_page``): a live job row, then its flow-control keys.
+JOB_INFO_COLUMNS = (*JOB_COLUMNS, "unique_key", "concurrency_key")
 # Column order of a dead-letter row.
 DEAD_COLUMNS = (
     "id", "queue", "payload", "priority", "attempts", "max_attempts", "run_at",
@@ -29,10 +32,12 @@ DEAD_COLUMNS = (
 )  # fmt: skip
 # Column order of a stream event row.
 EVENT_COLUMNS = ("offset", "stream", "key", "payload", "created_at")
-# Column order of a history row (a finished job kept for inspection).
+# Column order of a history row (a finished job kept for inspection). It
+# keeps the job's unique key (``unique_for`` finds acked jobs by it), not
+# its concurrency key; a dead-letter row keeps neither.
 HISTORY_COLUMNS = (
     "id", "queue", "outcome", "payload", "priority", "attempts", "max_attempts", "run_at",
-    "created_at", "finished_at", "worker", "last_error",
+    "created_at", "finished_at", "worker", "last_error", "unique_key",
 )  # fmt: skip
 # Column order of a schedule row as listed.
 SCHEDULE_COLUMNS = (
@@ -49,10 +54,12 @@ DUE_SCHEDULE_COLUMNS = (
 # writes its select list in this order.
 # A queue's summary: the counts of ``queue_counts``, the visible_at of the
 # oldest ready job, the dead and history counts, and its ``queues`` row
-# (NULLs for a queue that has none).
+# (NULLs for a queue that has none): pause, retention, per-key concurrency
+# limit and unique policy.
 QUEUE_SUMMARY_COLUMNS = (
     "ready", "scheduled", "processing", "oldest_ready", "dead", "history", "paused",
-    "history_us", "dead_us",
+    "history_us", "dead_us", "concurrency_limit", "rate_limit", "rate_period_us",
+    "key_rate_limit", "key_rate_period_us", "unique_processing",
 )  # fmt: skip
 # A stream's summary: its counter row (NULLs for a stream without one), its
 # event count and its oldest event (NULLs for none).
@@ -249,10 +256,18 @@ class Dialect(Protocol):
         the first statement's row count says whether there was one."""
         ...
     # ``queue`` None below: the job in whichever queue holds it.
-    def get_job(self, queue: str | None, job_id: int) -> Statement: ...
+    def get_job(self, queue: str | None, job_id: int) -> Statement:
+        """The live job row (``JOB_INFO_COLUMNS``), if any."""
+        ...
     def get_dead(self, queue: str | None, job_id: int) -> Statement: ...
     def get_history(self, queue: str | None, job_id: int) -> Statement:
         """The history row (``HISTORY_COLUMNS``) of a finished job, if kept."""
+        ...
+    def cancelled_among(self, queue: str, job_ids: Sequence[int]) -> Statement:
+        """Its rows are ``(id,)`` of those of ``job_ids`` that are neither
+        live nor dead in ``queue`` nor kept in its history with an outcome
+        other than ``cancelled``, in any order: one statement (one snapshot)
+        for every id."""
         ...
 
     def sweep_candidates(self, queue: str | None, now_us: int, limit: int) -> Statement: ...
@@ -301,7 +316,7 @@ class Dialect(Protocol):
     def job_page(
         self, queue: str, which: str, after: int, limit: int, now_us: int
     ) -> Statement:
-        """Live jobs (``JOB_COLUMNS``) of ``queue`` with ids above ``after``,
+        """Live jobs (``JOB_INFO_COLUMNS``) of ``queue`` with ids above ``after``,
         ascending, at most ``limit``; ``which`` is one of ``LIVE_FILTERS``."""
         ...
 

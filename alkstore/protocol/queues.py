@@ -9,7 +9,7 @@ from .errors import DatabaseError, InvalidArgument, brief
 from .ints import check_int
 from .names import cancel_channel, queue_channel
 from .plan import Plan, Row, Statement, fetch_all, fetch_count, fetch_one, fetch_row, reads
-from .rows import _opt_int, _shape, dead_info, history_info, job_info, queue_limits
+from .rows import _int, _opt_int, _shape, dead_info, history_info, job_info, queue_limits
 from .timeconv import held_until_us
 from .types import Enqueued, JobInfo, NewJob, QueueLimits, QueueStats, Rate
 
@@ -203,26 +203,20 @@ def cancel(d: Dialect, queue: str, job_id: int, origin: str, now_us: int) -> Pla
 @reads
 def cancelled_among(d: Dialect, queue: str, job_ids: Sequence[int]) -> Plan[list[int]]:
     """Which of ``job_ids`` (jobs a worker holds) were cancelled: no longer
-    live, not dead, and not in history as acked. One read transaction, a
-    statement per job (and two more for one that is gone, which is rare).
+    live, not dead, and not in history as acked. One statement for all of
+    them, so one round trip and one snapshot however many jobs the worker
+    holds (a job moving between the tables meanwhile is seen in one place).
 
     Only the worker can ack a job it holds, and it asks only about jobs it
     has not settled, so a job gone from the live table and not swept to the
     dead letters was cancelled. Without history, a job whose claim lapsed
     and that another worker then claimed and acked looks the same: the
     caller's claim was lost either way."""
-    gone: list[int] = []
-    for job_id in job_ids:
-        row = yield from fetch_one(d.get_job(queue, job_id))
-        if row is not None:
-            continue
-        if (yield from fetch_one(d.get_dead(queue, job_id))) is not None:
-            continue
-        row = yield from fetch_one(d.get_history(queue, job_id))
-        if row is not None and history_info(row).state != "cancelled":
-            continue
-        gone.append(job_id)
-    return gone
+    if not job_ids:
+        return []
+    rows = yield from fetch_all(d.cancelled_among(queue, job_ids))
+    gone = {_int(row[0], "id") for row in rows}
+    return [job_id for job_id in job_ids if job_id in gone]  # in the caller's order
 
 
 def kept_until(now_us: int, retention_us: int) -> int:

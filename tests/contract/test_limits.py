@@ -15,6 +15,9 @@
   made in the P before it); ``rate_per_key`` the same per concurrency key.
   A key over its rate is passed over like a full key. ``set_limits``
   replaces every limit; ``limits()`` returns a ``QueueLimits``.
+- Inspection: ``JobInfo.concurrency_key`` is a live job's key (None in
+  history and for a dead letter, which comes back from ``requeue_dead``
+  without it); ``QueueSummary.concurrency_per_key`` is the limit.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from datetime import timedelta
 import pytest
 
 from alkstore import InvalidArgument, InvalidName, ManualClock, QueueLimits, Rate, Store
+
+from .helpers import US, set_retention
 
 
 def _keys(jobs: list) -> list[str]:  # type: ignore[type-arg]
@@ -307,3 +312,49 @@ async def test_bad_rates_are_refused_before_any_write(store: Store) -> None:
             await q.set_limits(rate_per_key=bad)  # type: ignore[arg-type]
     assert await q.limits() == QueueLimits()
     assert Rate(1, per=timedelta(days=31)).per == timedelta(days=31)
+
+
+@pytest.mark.producer
+async def test_inspection_shows_a_live_jobs_concurrency_key(store: Store) -> None:
+    q = store.queue("q", max_attempts=1)
+    await set_retention(store, "q", history_us=3600 * US, dead_us=None)
+    plain = await q.enqueue({"n": 0})
+    keyed = await q.enqueue({"n": 1}, concurrency_key="a")
+    batch = await q.enqueue_batch([{"n": 2}, {"n": 3}], concurrency_key="b")
+    unique = (await q.enqueue_unique({"n": 4}, "u", concurrency_key="c")).id
+    async with store.transaction() as tx:
+        in_tx = await tx.enqueue(q, {"n": 5}, concurrency_key="d")
+    expected = {plain: None, keyed: "a", batch[0]: "b", batch[1]: "b", unique: "c", in_tx: "d"}
+    assert {j.id: j.concurrency_key for j in await q.list_jobs()} == expected
+    for job_id, key in expected.items():
+        info = await q.get_job(job_id)
+        assert info is not None and info.concurrency_key == key
+        assert info.unique_key == ("u" if job_id == unique else None)
+        assert await store.get_job(job_id) == info
+    # Claimed: still shown. Acked into history, or dead: not kept.
+    claimed = {job.id: job for job in await q.claim_batch("w", 2)}
+    assert set(claimed) == {plain, keyed}
+    info = await q.get_job(keyed)
+    assert info is not None and (info.state, info.concurrency_key) == ("processing", "a")
+    assert await claimed[keyed].ack()
+    info = await q.get_job(keyed)
+    assert info is not None and (info.state, info.concurrency_key) == ("acked", None)
+    (job,) = await q.claim_batch("w", 1)
+    assert job.id == batch[0] and await job.fail("no")
+    info = await q.get_job(batch[0])
+    assert info is not None and (info.state, info.concurrency_key) == ("dead", None)
+    assert [d.concurrency_key for d in await q.dead_letters()] == [None]
+    # The dead table keeps no key: a requeued letter comes back without it.
+    assert await q.requeue_dead(batch[0])
+    info = await q.get_job(batch[0])
+    assert info is not None and (info.state, info.concurrency_key) == ("pending", None)
+
+
+async def test_list_queues_shows_the_limit(store: Store) -> None:
+    await store.queue("limited").set_limits(concurrency_per_key=3)
+    await store.queue("lifted").set_limits(concurrency_per_key=2)
+    await store.queue("lifted").set_limits(concurrency_per_key=None)
+    await store.queue("plain").enqueue("x")
+    listed = {s.name: s.limits.concurrency_per_key for s in await store.list_queues()}
+    assert listed == {"limited": 3, "lifted": None, "plain": None}
+    assert listed["limited"] == (await store.queue("limited").limits()).concurrency_per_key

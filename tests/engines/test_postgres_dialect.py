@@ -380,6 +380,7 @@ SAMPLE_CALLS: dict[str, tuple[Any, ...]] = {
     "get_job": ("q", 1),
     "get_dead": ("q", 1),
     "get_history": ("q", 1),
+    "cancelled_among": ("q", [1, 2]),
     "sweep_candidates": ("q", T0, 10),
     "queue_counts": ("q", T0),
     "oldest_ready": ("q", T0),
@@ -508,6 +509,39 @@ def test_the_claim_walks_its_index_however_stale_the_statistics(
     plan = "\n".join(line for (line,) in lines)
     assert "Index Scan using jobs_claim" in plan, plan
     assert "Sort" not in plan and "Bitmap" not in plan, plan
+
+
+def test_the_cancel_check_looks_every_held_job_up_by_primary_key(
+    pg: Pg, d: PostgresDialect
+) -> None:
+    """A worker's cancel check asks about every job it holds in one
+    statement: a primary-key probe per id in each table, never a scan of a
+    table or of the queue's range of it (as a hash or materialized anti-join
+    would do), on tables autovacuum has not analyzed yet."""
+    for _ in range(20):
+        pg.run(Q.enqueue_many(d, [new_job() for _ in range(1000)], ORIGIN, T0))
+    for table, extra, value in (
+        (d.dead, "reason, died_at", "'failed', 0"),
+        (d.history, "outcome, finished_at, prune_at", "'acked', 0, 0"),
+    ):
+        pg.sql(
+            f"INSERT INTO {table} (id, queue, payload, priority, attempts, max_attempts, "
+            f"run_at, created_at, {extra}) SELECT 100000 + n, 'q', '1', 0, 1, 3, 0, 0, {value} "
+            "FROM generate_series(1, 5000) AS n",
+            fetch=Fetch.NONE,
+        )
+    held = [5, 17, 19_999, 100_007, 40_000]
+    check = d.cancelled_among("q", held)
+    explain = Statement("EXPLAIN " + check.sql, check.params, Fetch.ALL)
+    plan = "\n".join(line for (line,) in pg.run(iter_statements(explain))[0])
+    for scan in ("Seq Scan", "Bitmap", "Hash", "Materialize", "Join"):
+        assert scan not in plan, plan
+    # One probe per id in each table: an index condition on the id.
+    probe = r"Index (?:Only )?Scan using \w+ on (\w+)\s+\(.*\)\n\s+Index Cond: (.*)"
+    probes = re.findall(probe, plan)
+    assert sorted(table for table, _ in probes) == ["dead", "history", "jobs"], plan
+    assert all("id = t.id" in cond for _, cond in probes), plan
+    assert pg.run(Q.cancelled_among(d, "q", held)) == [40_000]
 
 
 def enqueue(pg: Pg, d: PostgresDialect, **kw: Any) -> int:

@@ -39,6 +39,7 @@ from ...protocol.dialect import (
     EVENT_COLUMNS,
     HISTORY_COLUMNS,
     JOB_COLUMNS,
+    JOB_INFO_COLUMNS,
     SCHEDULE_COLUMNS,
     STATE_PENDING,
     STATE_PROCESSING,
@@ -90,6 +91,7 @@ if TYPE_CHECKING:
 
 # -- column lists (the row shapes of protocol.dialect) -----------------------
 _JOB_COLS = column_list(JOB_COLUMNS)
+_JOB_INFO_COLS = column_list(JOB_INFO_COLUMNS)
 _DEAD_COLS = column_list(DEAD_COLUMNS)
 _EVENT_COLS = column_list(EVENT_COLUMNS)
 _HISTORY_COLS = column_list(HISTORY_COLUMNS)
@@ -387,12 +389,26 @@ class PostgresDialect:
         )
         self._cancel = f"DELETE FROM {jobs} WHERE id = $1 AND queue = $2"
         self._cancel_history = self._to_history(self._cancel, "cancelled", "$3", "$4")
-        self._get_job = f"SELECT {_JOB_COLS} FROM {jobs} WHERE id = $1 AND queue = $2"
-        self._get_job_any = f"SELECT {_JOB_COLS} FROM {jobs} WHERE id = $1"
+        self._get_job = f"SELECT {_JOB_INFO_COLS} FROM {jobs} WHERE id = $1 AND queue = $2"
+        self._get_job_any = f"SELECT {_JOB_INFO_COLS} FROM {jobs} WHERE id = $1"
         self._get_dead = f"SELECT {_DEAD_COLS} FROM {dead} WHERE id = $1 AND queue = $2"
         self._get_dead_any = f"SELECT {_DEAD_COLS} FROM {dead} WHERE id = $1"
         self._get_history = f"SELECT {_HISTORY_COLS} FROM {history} WHERE id = $1 AND queue = $2"
         self._get_history_any = f"SELECT {_HISTORY_COLS} FROM {history} WHERE id = $1"
+        # A worker's cancel check: every id it holds in one statement (one
+        # snapshot), each looked up by primary key in the three tables. The
+        # OFFSET 0 keeps each NOT EXISTS a subplan run per id (a primary-key
+        # probe): without it the planner turns them into anti-joins, and
+        # with the default estimate for a queue's rows (no statistics yet, or
+        # stale ones) it reads the queue's every dead letter and history row
+        # once per check to match them against the ids.
+        self._cancelled_among = (
+            "SELECT t.id FROM unnest($1::bigint[]) AS t(id) "
+            f"WHERE NOT EXISTS (SELECT 1 FROM {jobs} WHERE id = t.id AND queue = $2 OFFSET 0) "
+            f"AND NOT EXISTS (SELECT 1 FROM {dead} WHERE id = t.id AND queue = $2 OFFSET 0) "
+            f"AND NOT EXISTS (SELECT 1 FROM {history} WHERE id = t.id AND queue = $2 "
+            "AND outcome <> 'cancelled' OFFSET 0)"
+        )
         # The sweep's candidates: deadlines that passed (except under a live
         # claim, which keeps its chance to ack) and lapsed claims with no
         # attempts left. Each arm matches one partial index (jobs_expiry,
@@ -469,7 +485,8 @@ class PostgresDialect:
             "SELECT c.ready, c.scheduled, c.processing, c.oldest, "
             f"(SELECT COUNT(*) FROM {dead} WHERE queue = $2), "
             f"(SELECT COUNT(*) FROM {history} WHERE queue = $2), "
-            "q.paused, q.history_us, q.dead_us "
+            "q.paused, q.history_us, q.dead_us, q.concurrency_limit, q.rate_limit, "
+            "q.rate_period_us, q.key_rate_limit, q.key_rate_period_us, q.unique_processing "
             "FROM (SELECT "
             f"COUNT(*) FILTER (WHERE state = {STATE_PENDING} AND {claimable('$1')}) AS ready, "
             f"COUNT(*) FILTER (WHERE state = {STATE_PENDING} AND {hidden('$1')}) AS scheduled, "
@@ -483,7 +500,7 @@ class PostgresDialect:
             # One state's range of the list index, walked in id order from
             # ``after``.
             return (
-                f"SELECT {_JOB_COLS} FROM {jobs} "
+                f"SELECT {_JOB_INFO_COLS} FROM {jobs} "
                 f"WHERE queue = $1 AND state = {state} AND id > $2{also} ORDER BY id LIMIT $3"
             )
 
@@ -924,6 +941,10 @@ class PostgresDialect:
         if queue is None:
             return Statement(self._get_history_any, (job_id,), Fetch.ONE)
         return Statement(self._get_history, (job_id, queue), Fetch.ONE)
+
+    def cancelled_among(self, queue: str, job_ids: Sequence[int]) -> Statement:
+        # bigint[] whatever element type psycopg picked for the list (as ack_batch).
+        return Statement(self._cancelled_among, (list(job_ids), queue), Fetch.ALL)
 
     def sweep_candidates(self, queue: str | None, now_us: int, limit: int) -> Statement:
         if queue is None:

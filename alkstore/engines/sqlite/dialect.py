@@ -26,6 +26,7 @@ from ...protocol.dialect import (
     EVENT_COLUMNS,
     HISTORY_COLUMNS,
     JOB_COLUMNS,
+    JOB_INFO_COLUMNS,
     SCHEDULE_COLUMNS,
     STATE_PENDING,
     STATE_PROCESSING,
@@ -72,6 +73,7 @@ from .rules import (
 
 # -- column lists (the row shapes of protocol.dialect) -----------------------
 _JOB_COLS = column_list(JOB_COLUMNS)
+_JOB_INFO_COLS = column_list(JOB_INFO_COLUMNS)
 _DEAD_COLS = column_list(DEAD_COLUMNS)
 _EVENT_COLS = column_list(EVENT_COLUMNS)
 _HISTORY_COLS = column_list(HISTORY_COLUMNS)
@@ -301,12 +303,21 @@ _BURY_COPY = (
 _BURY_DELETE = "DELETE FROM __alkstore_jobs WHERE id = ?"
 _CANCEL = "DELETE FROM __alkstore_jobs WHERE id = ? AND queue = ?"
 _CANCEL_HISTORY = _to_history("cancelled", "id = ? AND queue = ?")
-_GET_JOB = f"SELECT {_JOB_COLS} FROM __alkstore_jobs WHERE id = ? AND queue = ?"
-_GET_JOB_ANY = f"SELECT {_JOB_COLS} FROM __alkstore_jobs WHERE id = ?"
+_GET_JOB = f"SELECT {_JOB_INFO_COLS} FROM __alkstore_jobs WHERE id = ? AND queue = ?"
+_GET_JOB_ANY = f"SELECT {_JOB_INFO_COLS} FROM __alkstore_jobs WHERE id = ?"
 _GET_DEAD = f"SELECT {_DEAD_COLS} FROM __alkstore_dead WHERE id = ? AND queue = ?"
 _GET_DEAD_ANY = f"SELECT {_DEAD_COLS} FROM __alkstore_dead WHERE id = ?"
 _GET_HISTORY = f"SELECT {_HISTORY_COLS} FROM __alkstore_history WHERE id = ? AND queue = ?"
 _GET_HISTORY_ANY = f"SELECT {_HISTORY_COLS} FROM __alkstore_history WHERE id = ?"
+# A worker's cancel check: every id it holds in one statement, each looked
+# up by primary key in the three tables (a job is in one of them at most).
+_CANCELLED_AMONG = (
+    "SELECT ids.value FROM json_each(?) AS ids "
+    "WHERE NOT EXISTS (SELECT 1 FROM __alkstore_jobs WHERE id = ids.value AND queue = ?) "
+    "AND NOT EXISTS (SELECT 1 FROM __alkstore_dead WHERE id = ids.value AND queue = ?) "
+    "AND NOT EXISTS (SELECT 1 FROM __alkstore_history WHERE id = ids.value AND queue = ? "
+    "AND outcome <> 'cancelled')"
+)
 
 
 def _sweep(scope: str) -> str:
@@ -416,7 +427,8 @@ _QUEUE_SUMMARY = (
     "SELECT c.ready, c.scheduled, c.processing, c.oldest, "
     "(SELECT COUNT(*) FROM __alkstore_dead WHERE queue = ?), "
     "(SELECT COUNT(*) FROM __alkstore_history WHERE queue = ?), "
-    "q.paused, q.history_us, q.dead_us "
+    "q.paused, q.history_us, q.dead_us, q.concurrency_limit, q.rate_limit, q.rate_period_us, "
+    "q.key_rate_limit, q.key_rate_period_us, q.unique_processing "
     "FROM (SELECT "
     f"COALESCE(SUM(state = {STATE_PENDING} AND {claimable('?')}), 0) AS ready, "
     f"COALESCE(SUM(state = {STATE_PENDING} AND {hidden('?')}), 0) AS scheduled, "
@@ -430,7 +442,7 @@ _QUEUE_SUMMARY = (
 def _job_page(state: int, also: str = "") -> str:
     # One state's range of the list index, walked in id order from ``after``.
     return (
-        f"SELECT {_JOB_COLS} FROM __alkstore_jobs INDEXED BY __alkstore_jobs_list "
+        f"SELECT {_JOB_INFO_COLS} FROM __alkstore_jobs INDEXED BY __alkstore_jobs_list "
         f"WHERE queue = ? AND state = {state} AND id > ?{also} ORDER BY id LIMIT ?"
     )
 
@@ -847,6 +859,10 @@ class SqliteDialect:
         if queue is None:
             return Statement(_GET_HISTORY_ANY, (job_id,), Fetch.ONE)
         return Statement(_GET_HISTORY, (job_id, queue), Fetch.ONE)
+
+    def cancelled_among(self, queue: str, job_ids: Sequence[int]) -> Statement:
+        ids = orjson.dumps(list(job_ids)).decode()
+        return Statement(_CANCELLED_AMONG, (ids, queue, queue, queue), Fetch.ALL)
 
     def sweep_candidates(self, queue: str | None, now_us: int, limit: int) -> Statement:
         if queue is None:
