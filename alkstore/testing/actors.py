@@ -76,7 +76,6 @@ class Programs:
     queue: str
     options: QueueOptions
     actors: list[Actor]
-    wake_prefix: str
     _marker: int
 
     def _next_marker(self) -> str:
@@ -100,7 +99,7 @@ class Programs:
             return [
                 queues.enqueue(self.d, job, "sim", now),
                 streams.publish(self.d, "events", None, text, "sim", now),
-                wake_plans.notify(self.d, f"{self.wake_prefix}{marker}", "sim", now),
+                wake_plans.notify(self.d, f"ch-{marker}", "sim", now),
             ]
 
         return Op("tx", plans, rollback=rollback, meta={"marker": marker, "key": key})

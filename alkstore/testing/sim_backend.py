@@ -85,10 +85,6 @@ class SimBackend(Protocol):
     """Opens a fresh database for each run (a run may be one of thousands)."""
 
     name: str
-    # What the run's wake channels start with: unique to the backend where
-    # the wakes of other processes' runs could reach it (Postgres LISTEN is
-    # per database, not per schema).
-    wake_prefix: str
 
     def open_run(self, channels: list[str]) -> SimRun:
         """An empty migrated database; wakes on ``channels`` are recorded."""

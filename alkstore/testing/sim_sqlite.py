@@ -154,7 +154,6 @@ class SqliteSimBackend:
     lets a test run the simulation against a deliberately broken engine."""
 
     name = "sqlite"
-    wake_prefix = "ch-"  # a file per run: no other run's wakes reach it
 
     def __init__(self, dialect: Dialect | None = None, path: Path | None = None) -> None:
         self.dialect: Dialect = dialect or SqliteDialect()

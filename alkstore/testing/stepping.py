@@ -209,10 +209,7 @@ class Simulation(Programs):
         self.ledger = Ledger()
         self.queue = check_name("jobs")
         self.options = QueueOptions.of(config.visibility_timeout_s, config.max_attempts)
-        self.wake_prefix = backend.wake_prefix
-        self.db = backend.open_run(
-            [f"{self.wake_prefix}m{i}" for i in range(1, config.jobs + 1)]
-        )
+        self.db = backend.open_run([f"ch-m{i}" for i in range(1, config.jobs + 1)])
         self.d = self.db.dialect
         self.actors: list[Actor] = []
         try:
@@ -365,7 +362,7 @@ class Simulation(Programs):
         if twice:
             led.fail(f"two live jobs hold unique key(s) {twice}")
         # a rolled-back transaction leaves no trace and wakes nobody
-        wakes = {c.removeprefix(self.wake_prefix) for c in snap.woken_channels}
+        wakes = {c.removeprefix("ch-") for c in snap.woken_channels}
         leaked = (snap.job_markers | snap.event_markers | wakes) & led.rolled_back_markers
         if leaked:
             led.fail(f"rolled-back transactions left traces: {sorted(leaked)}")

@@ -9,6 +9,7 @@ An unreachable server fails the tests; it never skips them.
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import os
 import random
@@ -1094,6 +1095,20 @@ def test_channel_identifiers_are_fixed_ascii_and_distinct() -> None:
     assert PostgresDialect().unlisten("x") == f'UNLISTEN "{channel_identifier("x")}"'
 
 
+def test_channels_are_scoped_by_schema_and_the_default_keeps_its_identifiers() -> None:
+    """LISTEN/NOTIFY are per database: a store in another schema gets
+    identifiers of its own, so two schemas never wake each other; the
+    default schema's are those of earlier releases (the bare digest)."""
+    default, other, third = PostgresDialect(), PostgresDialect("app_a"), PostgresDialect("app_b")
+    assert default.channel_identifier("x") == "alk_" + hashlib.sha256(b"x").hexdigest()[:56]
+    ids = {d.channel_identifier("__alkstore_q:orders") for d in (default, other, third)}
+    assert len(ids) == 3
+    for d in (other, third):
+        assert re.fullmatch(r"alk_[0-9a-f]{56}", d.channel_identifier("x"))
+        assert d.listen("x") == f'LISTEN "{d.channel_identifier("x")}"'
+        assert d.notify("x", ORIGIN, T0).params == (d.channel_identifier("x"),)
+
+
 def test_quote_ident() -> None:
     assert quote_ident("jobs") == '"jobs"'
     assert quote_ident('a"b') == '"a""b"'
@@ -1132,7 +1147,7 @@ def test_listen_on_mapped_identifiers_and_pg_notify(d: PostgresDialect) -> None:
             statement = d.notify(name, ORIGIN, T0)
             assert statement.wakes == (name,)
             sender.run(iter_statements(statement))
-            assert wait_notifies(listener, 5) == [channel_identifier(name)], name
+            assert wait_notifies(listener, 5) == [d.channel_identifier(name)], name
 
         # A rolled-back notify never arrives; a committed one does, at commit.
         statement = d.notify(names[0], ORIGIN, T0)
@@ -1142,12 +1157,12 @@ def test_listen_on_mapped_identifiers_and_pg_notify(d: PostgresDialect) -> None:
         sender.sql(control.ROLLBACK, fetch=Fetch.NONE)
         assert wait_notifies(listener, 0.3) == []
         sender.run(iter_statements(statement))
-        assert wait_notifies(listener, 5) == [channel_identifier(names[0])]
+        assert wait_notifies(listener, 5) == [d.channel_identifier(names[0])]
 
         listener.sql(d.unlisten(names[0]), fetch=Fetch.NONE)
         sender.run(iter_statements(d.notify(names[0], ORIGIN, T0)))
         sender.run(iter_statements(d.notify(names[1], ORIGIN, T0)))
-        assert wait_notifies(listener, 5) == [channel_identifier(names[1])]
+        assert wait_notifies(listener, 5) == [d.channel_identifier(names[1])]
     finally:
         listener.close()
         sender.close()
@@ -1159,9 +1174,9 @@ def test_enqueue_and_publish_notify_their_channels(pg: Pg, d: PostgresDialect) -
         listener.sql(d.listen("__alkstore_q:q"), fetch=Fetch.NONE)
         listener.sql(d.listen("__alkstore_s:s"), fetch=Fetch.NONE)
         enqueue(pg, d)
-        assert wait_notifies(listener, 5) == [channel_identifier("__alkstore_q:q")]
+        assert wait_notifies(listener, 5) == [d.channel_identifier("__alkstore_q:q")]
         pg.run(S.publish(d, "s", None, "1", ORIGIN, T0))
-        assert wait_notifies(listener, 5) == [channel_identifier("__alkstore_s:s")]
+        assert wait_notifies(listener, 5) == [d.channel_identifier("__alkstore_s:s")]
     finally:
         listener.close()
 

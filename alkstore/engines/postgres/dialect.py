@@ -145,6 +145,7 @@ class PostgresDialect:
         self.queues = qualified(self.schema, "queues")
         self.history = qualified(self.schema, "history")
         self.claim_log = qualified(self.schema, "claim_log")
+        self._channel_scope = "" if self.schema == DEFAULT_SCHEMA else self.schema
         self.meta = qualified(self.schema, "meta")
         self._lock_key = lock_guard_key(self.schema)
         self._build()
@@ -727,22 +728,23 @@ class PostgresDialect:
     def notify(self, channel: str, origin: str, now_us: int) -> Statement:
         # ``origin`` and ``now_us`` are SQLite-watcher bookkeeping with no
         # use here: NOTIFY carries the sender's pid.
-        return Statement(self._notify, (channel_identifier(channel),), wakes=(channel,))
+        return Statement(self._notify, (self.channel_identifier(channel),), wakes=(channel,))
 
     # Postgres only (the listener's, not the protocol's).
     def channel_identifier(self, channel: str) -> str:
-        """The LISTEN/NOTIFY identifier of ``channel`` (see :mod:`.names`)."""
-        return channel_identifier(channel)
+        """The LISTEN/NOTIFY identifier of ``channel`` in this schema (see
+        :mod:`.names`: stores in other schemas of the database do not hear it)."""
+        return channel_identifier(channel, self._channel_scope)
 
     def listen(self, channel: str) -> str:
         """``LISTEN`` SQL for ``channel``; no parameters. Run it outside any
         transaction block on the listening connection (inside one it only
         takes effect at commit)."""
-        return listen_sql(channel)
+        return listen_sql(channel, self._channel_scope)
 
     def unlisten(self, channel: str) -> str:
         """``UNLISTEN`` SQL for ``channel``; no parameters."""
-        return unlisten_sql(channel)
+        return unlisten_sql(channel, self._channel_scope)
 
     # -- queues --------------------------------------------------------------
     def enqueue(self, job: NewJob, now_us: int) -> Statement:
