@@ -75,9 +75,9 @@ def _claim_limited(
     if rate is not None or key_rate is not None:
         longest = max(r.period_us for r in (rate, key_rate) if r is not None)
         yield d.prune_claim_log(queue, now_us - longest)
-    room = n
+    room = used = n
     if rate is not None:
-        used = yield from _count(d.claims_in_window(queue, "", now_us - rate.period_us))
+        used = yield from _count(d.claims_in_window(queue, now_us - rate.period_us))
         room = min(n, rate.limit - used)
     key_window = None
     if key_rate is not None:
@@ -96,7 +96,9 @@ def _claim_limited(
             yield d.log_key_claim(int(got[0][0]), now_us)
     opens = None
     if len(rows) < n:
-        opens = yield from _rate_opens(d, queue, now_us, limits, len(rows) >= room)
+        # The queue's window now holds ``used + len(rows)`` claims.
+        full = rate is not None and len(rows) >= room
+        opens = yield from _rate_opens(d, queue, now_us, limits, used + len(rows) if full else None)
     return rows, opens
 
 
@@ -106,18 +108,18 @@ def _count(statement: Statement) -> Plan[int]:
 
 
 def _rate_opens(
-    d: Dialect, queue: str, now_us: int, limits: QueueLimits, queue_rate_full: bool
+    d: Dialect, queue: str, now_us: int, limits: QueueLimits, in_window: int | None
 ) -> Plan[int | None]:
     """When a claim held short by a rate may take more: the queue's rate,
-    when it is what stopped the claim, opens when enough of its window's
-    claims age out; a key's rate when its oldest logged claim does (the
-    earliest any key may have room: a worker woken then may find its jobs'
-    keys still full and sleeps again, never spins). None: no rate held it."""
+    when it is what stopped the claim (``in_window``: the claims its window
+    holds), opens when enough of them age out; a key's rate when its oldest
+    logged claim does (the earliest any key may have room: a worker woken
+    then may find its jobs' keys still full and sleeps again, never spins).
+    None: no rate held it."""
     rate, key_rate = limits.rate, limits.rate_per_key
-    if rate is not None and queue_rate_full:
-        since = now_us - rate.period_us
-        used = yield from _count(d.claims_in_window(queue, "", since))
-        row = yield from fetch_one(d.window_opens(queue, "", since, max(0, used - rate.limit)))
+    if rate is not None and in_window is not None:
+        skip = max(0, in_window - rate.limit)
+        row = yield from fetch_one(d.window_opens(queue, now_us - rate.period_us, skip))
         return None if row is None else int(row[0]) + rate.period_us
     if key_rate is not None:
         row = yield from fetch_one(d.first_key_claim(queue, now_us - key_rate.period_us))

@@ -177,14 +177,14 @@ class Dialect(Protocol):
         """Its row is the queue's ``LIMIT_COLUMNS``, or none for a queue
         never configured."""
         ...
-    def claims_in_window(self, queue: str, key: str, since_us: int) -> Statement:
-        """Its row is ``(count,)``: claims of ``queue`` logged under ``key``
-        ('' for the queue's own rate) after ``since_us``."""
+    def claims_in_window(self, queue: str, since_us: int) -> Statement:
+        """Its row is ``(count,)``: claims of ``queue`` logged for its own
+        rate after ``since_us``."""
         ...
-    def window_opens(self, queue: str, key: str, since_us: int, skip: int) -> Statement:
-        """Its row is ``(at,)``: the instant of the claim logged under
-        ``key`` after ``since_us``, ``skip`` entries from the oldest (none
-        when there are fewer)."""
+    def window_opens(self, queue: str, since_us: int, skip: int) -> Statement:
+        """Its row is ``(at,)``: the instant of the claim of ``queue`` logged
+        for its own rate after ``since_us``, ``skip`` entries from the
+        oldest (none when there are fewer)."""
         ...
     def first_key_claim(self, queue: str, since_us: int) -> Statement:
         """Its row is ``(at,)``: the oldest claim of ``queue`` logged under a

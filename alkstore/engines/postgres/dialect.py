@@ -323,11 +323,12 @@ class PostgresDialect:
         self._queue_limits = f"SELECT {LIMIT_COLUMNS} FROM {queues} WHERE name = $1"
         log = self.claim_log
         self._claims_in_window = (
-            f"SELECT count(*) FROM {log} WHERE queue = $1 AND key = $2 AND {in_window('$3')}"
+            f"SELECT count(*) FROM {log} WHERE queue = $1 AND key = {QUEUE_WIDE} "
+            f"AND {in_window('$2')}"
         )
         self._window_opens = (
-            f"SELECT at FROM {log} WHERE queue = $1 AND key = $2 AND {in_window('$3')} "
-            "ORDER BY at LIMIT 1 OFFSET $4"
+            f"SELECT at FROM {log} WHERE queue = $1 AND key = {QUEUE_WIDE} "
+            f"AND {in_window('$2')} ORDER BY at LIMIT 1 OFFSET $3"
         )
         self._first_key_claim = (
             f"SELECT min(at) FROM {log} WHERE queue = $1 AND {in_window('$2')} "
@@ -837,11 +838,11 @@ class PostgresDialect:
     def queue_limits(self, queue: str) -> Statement:
         return Statement(self._queue_limits, (queue,), Fetch.ONE)
 
-    def claims_in_window(self, queue: str, key: str, since_us: int) -> Statement:
-        return Statement(self._claims_in_window, (queue, key, since_us), Fetch.ONE)
+    def claims_in_window(self, queue: str, since_us: int) -> Statement:
+        return Statement(self._claims_in_window, (queue, since_us), Fetch.ONE)
 
-    def window_opens(self, queue: str, key: str, since_us: int, skip: int) -> Statement:
-        return Statement(self._window_opens, (queue, key, since_us, skip), Fetch.ONE)
+    def window_opens(self, queue: str, since_us: int, skip: int) -> Statement:
+        return Statement(self._window_opens, (queue, since_us, skip), Fetch.ONE)
 
     def first_key_claim(self, queue: str, since_us: int) -> Statement:
         return Statement(self._first_key_claim, (queue, since_us), Fetch.ONE)

@@ -214,11 +214,11 @@ _SET_LIMITS = (
 _QUEUE_LIMITS = f"SELECT {LIMIT_COLUMNS} FROM __alkstore_queues WHERE name = ?"
 _CLAIMS_IN_WINDOW = (
     "SELECT count(*) FROM __alkstore_claim_log INDEXED BY __alkstore_claim_log_window "
-    f"WHERE queue = ? AND key = ? AND {in_window('?')}"
+    f"WHERE queue = ? AND key = {QUEUE_WIDE} AND {in_window('?')}"
 )
 _WINDOW_OPENS = (
     "SELECT at FROM __alkstore_claim_log INDEXED BY __alkstore_claim_log_window "
-    f"WHERE queue = ? AND key = ? AND {in_window('?')} ORDER BY at LIMIT 1 OFFSET ?"
+    f"WHERE queue = ? AND key = {QUEUE_WIDE} AND {in_window('?')} ORDER BY at LIMIT 1 OFFSET ?"
 )
 _FIRST_KEY_CLAIM = (
     "SELECT min(at) FROM __alkstore_claim_log INDEXED BY __alkstore_claim_log_age "
@@ -745,11 +745,11 @@ class SqliteDialect:
     def queue_limits(self, queue: str) -> Statement:
         return Statement(_QUEUE_LIMITS, (queue,), Fetch.ONE)
 
-    def claims_in_window(self, queue: str, key: str, since_us: int) -> Statement:
-        return Statement(_CLAIMS_IN_WINDOW, (queue, key, since_us), Fetch.ONE)
+    def claims_in_window(self, queue: str, since_us: int) -> Statement:
+        return Statement(_CLAIMS_IN_WINDOW, (queue, since_us), Fetch.ONE)
 
-    def window_opens(self, queue: str, key: str, since_us: int, skip: int) -> Statement:
-        return Statement(_WINDOW_OPENS, (queue, key, since_us, skip), Fetch.ONE)
+    def window_opens(self, queue: str, since_us: int, skip: int) -> Statement:
+        return Statement(_WINDOW_OPENS, (queue, since_us, skip), Fetch.ONE)
 
     def first_key_claim(self, queue: str, since_us: int) -> Statement:
         return Statement(_FIRST_KEY_CLAIM, (queue, since_us), Fetch.ONE)
