@@ -185,7 +185,7 @@ def job_command(target: Target, job_id: int) -> None:
     if info.finished_at is not None:
         fields.append(("finished", f"{render.when(info.finished_at)} ({info.state})"))
         fields.append(("worker", info.claimed_by))
-    # None for a dead letter whatever it had: the dead table keeps no keys.
+    # A dead letter keeps its concurrency key, not its unique key (None).
     fields.append(("unique key", info.unique_key))
     fields.append(("concurrency key", info.concurrency_key))
     fields.append(("last error", info.last_error))

@@ -25,19 +25,22 @@ CLAIM_COLUMNS = (*JOB_COLUMNS, "history_us")
 # Column order of a live job row as the inspection reads it (``get_job``,
 # ``job_page``): a live job row, then its flow-control keys.
 JOB_INFO_COLUMNS = (*JOB_COLUMNS, "unique_key", "concurrency_key")
-# Column order of a dead-letter row.
+# Column order of a dead-letter row. It keeps the job's concurrency key
+# (``requeue_dead`` brings the job back with it, still limited), not its
+# unique key.
 DEAD_COLUMNS = (
     "id", "queue", "payload", "priority", "attempts", "max_attempts", "run_at",
     "created_at", "expires_at", "claimed_by", "last_error", "reason", "died_at",
+    "concurrency_key",
 )  # fmt: skip
 # Column order of a stream event row.
 EVENT_COLUMNS = ("offset", "stream", "key", "payload", "created_at")
 # Column order of a history row (a finished job kept for inspection). It
-# keeps the job's unique key (``unique_for`` finds acked jobs by it), not
-# its concurrency key; a dead-letter row keeps neither.
+# keeps the job's unique key (``unique_for`` finds acked jobs by it) and
+# its concurrency key.
 HISTORY_COLUMNS = (
     "id", "queue", "outcome", "payload", "priority", "attempts", "max_attempts", "run_at",
-    "created_at", "finished_at", "worker", "last_error", "unique_key",
+    "created_at", "finished_at", "worker", "last_error", "unique_key", "concurrency_key",
 )  # fmt: skip
 # Column order of a schedule row as listed.
 SCHEDULE_COLUMNS = (

@@ -245,8 +245,8 @@ def job_info(row: Row) -> JobInfo:
 
 
 def dead_info(row: Row) -> JobInfo:
-    """A dead-letter row (``DEAD_COLUMNS``). The dead table keeps no
-    flow-control keys: both read as None."""
+    """A dead-letter row (``DEAD_COLUMNS``). The dead table keeps the
+    job's concurrency key, not its unique key (None)."""
     f = _Fields(row, DEAD_COLUMNS, "dead letter")
     reason = f.text("reason")
     if reason not in _DEAD_REASONS:
@@ -261,12 +261,13 @@ def dead_info(row: Row) -> JobInfo:
         last_error=f.opt_text("last_error"),
         dead_reason=dead_reason,
         died_at=f.instant("died_at"),
+        concurrency_key=f.opt_text("concurrency_key"),
     )
 
 
 def history_info(row: Row) -> JobInfo:
-    """A history row (``HISTORY_COLUMNS``): a finished job. History keeps
-    its unique key, not its concurrency key (None)."""
+    """A history row (``HISTORY_COLUMNS``): a finished job, with its unique
+    and concurrency keys."""
     f = _Fields(row, HISTORY_COLUMNS, "history")
     outcome = f.text("outcome")
     if outcome not in _OUTCOMES:
@@ -283,6 +284,7 @@ def history_info(row: Row) -> JobInfo:
         last_error=f.opt_text("last_error"),
         finished_at=f.instant("finished_at"),
         unique_key=f.opt_text("unique_key"),
+        concurrency_key=f.opt_text("concurrency_key"),
     )
 
 

@@ -452,6 +452,30 @@ def test_dead_requeue_and_purge(fresh: Db) -> None:
     assert cli("dead", "requeue", "emails", *fresh.args).code == 2  # no selection
 
 
+def test_dead_requeue_restores_concurrency_keys(fresh: Db) -> None:
+    async def kill_keyed(store: Store) -> list[int]:
+        q = store.queue("keyed", max_attempts=1)
+        await q.set_limits(concurrency_per_key=1)
+        ids = [await q.enqueue({"i": i}, concurrency_key="acct:1") for i in range(2)]
+        for _ in ids:
+            job = await q.claim_one("w")
+            assert job is not None and await job.fail("no")
+        return ids
+
+    ids = read(fresh, kill_keyed)
+    dead = cli("dead", "keyed", *fresh.args, "--json").doc["dead"]
+    assert [(d["id"], d["concurrency_key"]) for d in dead] == [(i, "acct:1") for i in ids]
+    moved = cli("dead", "requeue", "keyed", "--all", *fresh.args, "--json").doc
+    assert moved == {"queue": "keyed", "requeued": ids, "missing": []}
+    jobs = cli("jobs", "keyed", *fresh.args, "--json").doc["jobs"]
+    assert [(j["id"], j["concurrency_key"]) for j in jobs] == [(i, "acct:1") for i in ids]
+
+    async def claim_all(store: Store) -> list[int]:
+        return [j.id for j in await store.queue("keyed").claim_batch("w", 10)]
+
+    assert read(fresh, claim_all) == ids[:1]  # the limit still holds them: one at a time
+
+
 def test_migrate_creates_then_checks(engine: str, tmp_path: Path) -> None:
     db = new_db(engine, tmp_path)
     try:

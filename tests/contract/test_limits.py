@@ -15,9 +15,11 @@
   made in the P before it); ``rate_per_key`` the same per concurrency key.
   A key over its rate is passed over like a full key. ``set_limits``
   replaces every limit; ``limits()`` returns a ``QueueLimits``.
-- Inspection: ``JobInfo.concurrency_key`` is a live job's key (None in
-  history and for a dead letter, which comes back from ``requeue_dead``
-  without it); ``QueueSummary.concurrency_per_key`` is the limit.
+- Inspection: ``JobInfo.concurrency_key`` is a job's key, live, dead or in
+  history; ``QueueSummary.concurrency_per_key`` is the limit.
+- A dead letter keeps its key, and ``requeue_dead`` restores it: the
+  requeued job is limited (concurrency and rate) as it was before it died,
+  whatever buried it (fail, exhausted attempts, deadline).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from datetime import timedelta
 
 import pytest
 
-from alkstore import InvalidArgument, InvalidName, ManualClock, QueueLimits, Rate, Store
+from alkstore import InvalidArgument, InvalidName, ManualClock, Queue, QueueLimits, Rate, Store
 
 from .helpers import US, set_retention
 
@@ -331,23 +333,108 @@ async def test_inspection_shows_a_live_jobs_concurrency_key(store: Store) -> Non
         assert info is not None and info.concurrency_key == key
         assert info.unique_key == ("u" if job_id == unique else None)
         assert await store.get_job(job_id) == info
-    # Claimed: still shown. Acked into history, or dead: not kept.
+    # Claimed, acked or cancelled into history, dead: still shown.
     claimed = {job.id: job for job in await q.claim_batch("w", 2)}
     assert set(claimed) == {plain, keyed}
     info = await q.get_job(keyed)
     assert info is not None and (info.state, info.concurrency_key) == ("processing", "a")
     assert await claimed[keyed].ack()
+    assert await claimed[plain].ack()
     info = await q.get_job(keyed)
+    assert info is not None and (info.state, info.concurrency_key) == ("acked", "a")
+    info = await q.get_job(plain)
     assert info is not None and (info.state, info.concurrency_key) == ("acked", None)
+    assert await q.cancel(in_tx)
+    info = await q.get_job(in_tx)
+    assert info is not None and (info.state, info.concurrency_key) == ("cancelled", "d")
+    acked = await q.list_jobs(state="acked")
+    assert {j.id: j.concurrency_key for j in acked} == {keyed: "a", plain: None}
+    assert [j.concurrency_key for j in await q.list_jobs(state="cancelled")] == ["d"]
     (job,) = await q.claim_batch("w", 1)
     assert job.id == batch[0] and await job.fail("no")
     info = await q.get_job(batch[0])
-    assert info is not None and (info.state, info.concurrency_key) == ("dead", None)
-    assert [d.concurrency_key for d in await q.dead_letters()] == [None]
-    # The dead table keeps no key: a requeued letter comes back without it.
+    assert info is not None and (info.state, info.concurrency_key) == ("dead", "b")
+    assert await store.get_job(batch[0]) == info
+    assert [d.concurrency_key for d in await q.dead_letters()] == ["b"]
+    assert [d.concurrency_key for d in await q.list_jobs(state="dead")] == ["b"]
+    # A requeued letter comes back with its key.
     assert await q.requeue_dead(batch[0])
     info = await q.get_job(batch[0])
-    assert info is not None and (info.state, info.concurrency_key) == ("pending", None)
+    assert info is not None and (info.state, info.concurrency_key) == ("pending", "b")
+    assert await q.dead_letters() == []
+
+
+async def _die(q: Queue, job_id: int, how: str, clock: ManualClock) -> None:
+    """Bury the pending job ``job_id`` (the only one claimable) by ``how``."""
+    if how == "expired":
+        clock.advance(2)  # past its deadline (expires=1 at enqueue)
+        assert await q.sweep_expired() == 1
+    else:
+        (job,) = await q.claim_batch("w0", 1)
+        assert job.id == job_id
+        if how == "failed":
+            assert await job.fail("no")
+        elif how == "max_attempts":  # a retry of its last attempt
+            assert await job.retry(error="no")
+        else:  # its last attempt's claim lapses: the sweep buries it
+            clock.advance(11)
+            assert await q.sweep_expired() == 1
+    (dead,) = await q.dead_letters()
+    assert (dead.id, dead.dead_reason, dead.concurrency_key) == (job_id, how, "a")
+
+
+@pytest.mark.parametrize("how", ["failed", "max_attempts", "claim_expired", "expired"])
+async def test_a_requeued_dead_letter_is_still_limited_by_its_key(
+    store: Store, clock: ManualClock, how: str
+) -> None:
+    q = store.queue("q", max_attempts=1, visibility_timeout=10)
+    await q.set_limits(concurrency_per_key=1)
+    dies = await q.enqueue({"i": 0}, concurrency_key="a", expires=1 if how == "expired" else None)
+    await _die(q, dies, how, clock)
+    runs = await q.enqueue({"i": 1}, concurrency_key="a")
+    (running,) = await q.claim_batch("w1", 5)
+    assert running.id == runs
+    assert await q.requeue_dead(dies)
+    # The running job fills key a: the requeued one waits for it...
+    assert await q.claim_batch("w2", 5) == []
+    other = await q.enqueue({"i": 2}, concurrency_key="b")
+    assert [j.id for j in await q.claim_batch("w2", 5)] == [other]
+    assert await running.ack()
+    # ...and is claimed once it settles, with its key counted again.
+    (back,) = await q.claim_batch("w2", 5)
+    assert (back.id, back.payload) == (dies, {"i": 0})
+    await q.enqueue({"i": 3}, concurrency_key="a")
+    assert await q.claim_batch("w3", 5) == []
+
+
+async def test_requeued_dead_letters_are_limited_one_by_one_and_by_rate(
+    store: Store, clock: ManualClock
+) -> None:
+    # Several letters of one key requeued together (as `alkstore dead
+    # requeue --all` does, one requeue each): one runs at a time.
+    q = store.queue("q", max_attempts=1)
+    await q.set_limits(concurrency_per_key=1)
+    ids = [await q.enqueue({"i": i}, concurrency_key="a") for i in range(3)]
+    for _ in ids:
+        (job,) = await q.claim_batch("w0", 1)
+        assert await job.fail("no")
+    assert sorted(d.id for d in await q.dead_letters()) == ids
+    for job_id in ids:
+        assert await q.requeue_dead(job_id)
+    for job_id in ids:
+        (job,) = await q.claim_batch("w", 5)
+        assert job.id == job_id and await q.claim_batch("w", 5) == []
+        assert await job.ack()
+    # A per-key rate holds a requeued letter too.
+    r = store.queue("r", max_attempts=1)
+    await r.set_limits(rate_per_key=Rate(1, per=10))
+    dies = await r.enqueue({"i": 0}, concurrency_key="a")
+    (job,) = await r.claim_batch("w", 5)
+    assert await job.fail("no")  # the claim counted in key a's window
+    assert await r.requeue_dead(dies)
+    assert await r.claim_batch("w", 5) == []
+    clock.advance(10)
+    assert [j.id for j in await r.claim_batch("w", 5)] == [dies]
 
 
 async def test_list_queues_shows_the_limit(store: Store) -> None:

@@ -71,6 +71,7 @@ def _dead(**overrides: object) -> tuple[object, ...]:
         "last_error": None,
         "reason": "failed",
         "died_at": 0,
+        "concurrency_key": None,
     }
     fields.update(overrides)
     return tuple(fields.values())

@@ -23,6 +23,7 @@ from alkstore.protocol.inspection import (
 )
 from alkstore.protocol.plan import Fetch, Statement, run_sync
 from alkstore.protocol.rows import (
+    dead_info,
     history_info,
     job_info,
     lock_info,
@@ -164,17 +165,37 @@ def test_a_live_job_row_carries_its_flow_control_keys() -> None:
 
 
 def test_a_history_row_is_a_finished_job() -> None:
-    row = (9, "q", "cancelled", '{"a": 1}', 2, 1, 3, T0, T0 - S, T0 + S, None, "why", "k")
+    row = (9, "q", "cancelled", '{"a": 1}', 2, 1, 3, T0, T0 - S, T0 + S, None, "why", "k", "c")
     info = history_info(row)
     assert info.state == "cancelled" and info.payload == {"a": 1}
     assert info.finished_at == to_datetime(T0 + S) and info.claimed_by is None
     assert info.last_error == "why" and info.expires_at is None and info.died_at is None
-    # History keeps the unique key, not the concurrency key.
-    assert info.unique_key == "k" and info.concurrency_key is None
+    # History keeps both flow-control keys.
+    assert info.unique_key == "k" and info.concurrency_key == "c"
+    plain = history_info((*row[:-2], None, None))
+    assert plain.unique_key is None and plain.concurrency_key is None
     with pytest.raises(CodecError, match="outcome"):
-        history_info((9, "q", "lost", "1", 2, 1, 3, T0, T0, T0, None, None, None))
+        history_info((9, "q", "lost", "1", 2, 1, 3, T0, T0, T0, None, None, None, None))
     with pytest.raises(CodecError, match="unique_key"):
-        history_info((9, "q", "acked", "1", 2, 1, 3, T0, T0, T0, None, None, 7))
+        history_info((9, "q", "acked", "1", 2, 1, 3, T0, T0, T0, None, None, 7, None))
+    with pytest.raises(CodecError, match="concurrency_key"):
+        history_info((*row[:-1], 7))
+    with pytest.raises(CodecError, match="wrong shape"):
+        history_info(row[:-1])
+
+
+def test_a_dead_letter_row_keeps_its_concurrency_key() -> None:
+    row = (9, "q", '{"a": 1}', 2, 3, 3, T0, T0 - S, None, "w", "boom", "failed", T0 + S, "c")
+    info = dead_info(row)
+    assert info.state == "dead" and info.dead_reason == "failed"
+    assert info.died_at == to_datetime(T0 + S) and info.last_error == "boom"
+    # The dead table keeps the concurrency key (a requeue restores it), not the unique key.
+    assert info.concurrency_key == "c" and info.unique_key is None
+    assert dead_info((*row[:-1], None)).concurrency_key is None
+    with pytest.raises(CodecError, match="concurrency_key"):
+        dead_info((*row[:-1], 7))
+    with pytest.raises(CodecError, match="wrong shape"):
+        dead_info(row[:-1])
 
 
 def test_a_queue_summary_row_reads_flags_and_spans_on_both_engines() -> None:

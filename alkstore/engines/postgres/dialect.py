@@ -101,12 +101,12 @@ _SWEEP_COLS = "id, state, visible_at, expires_at, attempts, max_attempts"
 # HISTORY_COLUMNS, leaves out its metadata and prune time).
 _HISTORY_INSERT_COLS = (
     "id, queue, outcome, payload, priority, attempts, max_attempts, run_at, created_at, "
-    "finished_at, worker, last_error, headers, prune_at, unique_key"
+    "finished_at, worker, last_error, headers, prune_at, unique_key, concurrency_key"
 )
 # What a finished job takes from its live row into history.
 _FINISHED = (
     "id", "queue", "payload", "priority", "attempts", "max_attempts", "run_at", "created_at",
-    "claimed_by", "last_error", "headers", "unique_key",
+    "claimed_by", "last_error", "headers", "unique_key", "concurrency_key",
 )  # fmt: skip
 
 
@@ -188,7 +188,7 @@ class PostgresDialect:
             f"INSERT INTO {self.history} ({_HISTORY_INSERT_COLS}) "
             f"SELECT id, queue, '{outcome}', payload, priority, attempts, max_attempts, run_at, "
             f"created_at, {finished}::bigint, claimed_by, last_error, headers, {prune_at}::bigint, "
-            "unique_key "
+            "unique_key, concurrency_key "
             f"FROM gone{ids}"
         )
 
@@ -379,14 +379,16 @@ class PostgresDialect:
         )
         # One statement moves the row: delete it from the live table and
         # insert what was deleted into the dead one (with a prune time if its
-        # queue has a dead retention).
+        # queue has a dead retention, and its concurrency key, which a
+        # requeue restores).
         self._bury = (
             f"WITH gone AS (DELETE FROM {jobs} WHERE id = $1 RETURNING id, queue, payload, "
             "priority, attempts, max_attempts, run_at, created_at, expires_at, claimed_by, "
-            f"last_error, claims, headers) INSERT INTO {dead} ({_DEAD_COLS}, claims, headers, "
-            "prune_at) SELECT id, queue, payload, priority, attempts, max_attempts, run_at, "
-            "created_at, expires_at, claimed_by, COALESCE($2::text, last_error), $3::text, "
-            f"$4::bigint, claims, headers, {dead_prune_at('$4::bigint', queues, 'gone.queue')} "
+            f"last_error, claims, headers, concurrency_key) INSERT INTO {dead} ({_DEAD_COLS}, "
+            "claims, headers, prune_at) SELECT id, queue, payload, priority, attempts, "
+            "max_attempts, run_at, created_at, expires_at, claimed_by, "
+            "COALESCE($2::text, last_error), $3::text, $4::bigint, concurrency_key, claims, "
+            f"headers, {dead_prune_at('$4::bigint', queues, 'gone.queue')} "
             "FROM gone"
         )
         self._cancel = f"DELETE FROM {jobs} WHERE id = $1 AND queue = $2"
@@ -458,16 +460,18 @@ class PostgresDialect:
         )
         # One statement: the dead row comes back under its own id (the
         # identity never hands that id out again, so OVERRIDING SYSTEM VALUE
-        # cannot collide). Its row count says whether the job moved.
+        # cannot collide) and with its concurrency key (so a limited queue
+        # still limits it). Its row count says whether the job moved.
         self._requeue_dead = (
             f"WITH back AS (DELETE FROM {dead} WHERE id = $1 AND queue = $2 "
             "RETURNING id, queue, payload, priority, max_attempts, created_at, last_error, "
-            "claims, headers) "
+            "claims, headers, concurrency_key) "
             f"INSERT INTO {jobs} (id, queue, payload, priority, attempts, max_attempts, "
-            "run_at, created_at, expires_at, visible_at, state, last_error, claims, headers) "
-            "OVERRIDING SYSTEM VALUE "
+            "run_at, created_at, expires_at, visible_at, state, last_error, claims, headers, "
+            "concurrency_key) OVERRIDING SYSTEM VALUE "
             "SELECT id, queue, payload, priority, 0, max_attempts, $3::bigint, created_at, "
-            f"NULL::bigint, $3::bigint, {STATE_PENDING}, last_error, claims, headers FROM back"
+            f"NULL::bigint, $3::bigint, {STATE_PENDING}, last_error, claims, headers, "
+            "concurrency_key FROM back"
         )
         self._purge_all = f"DELETE FROM {dead} WHERE queue = $1"
         self._purge_before = f"DELETE FROM {dead} WHERE queue = $1 AND died_at < $2"

@@ -267,7 +267,13 @@ def _v4(schema: str) -> tuple[str, ...]:
         # limited), a queue's limit (NULL: none, the plain claim), and the
         # index the limited claim counts a key's live claims with
         # (processing keyed jobs only, so it stays as small as what runs).
+        # Dead letters and history keep the key too: inspection shows it,
+        # and a requeued dead letter comes back with it, still limited
+        # (without it, requeue_dead would hand back a job that runs
+        # unlimited).
         f"ALTER TABLE {s}.jobs ADD COLUMN IF NOT EXISTS concurrency_key text COLLATE \"C\"",
+        f"ALTER TABLE {s}.dead ADD COLUMN IF NOT EXISTS concurrency_key text COLLATE \"C\"",
+        f"ALTER TABLE {s}.history ADD COLUMN IF NOT EXISTS concurrency_key text COLLATE \"C\"",
         f"ALTER TABLE {s}.queues ADD COLUMN IF NOT EXISTS concurrency_limit bigint",
         f"""CREATE INDEX IF NOT EXISTS jobs_keyed
             ON {s}.jobs (queue, concurrency_key, visible_at) WHERE {KEYED_PROCESSING}""",

@@ -83,7 +83,7 @@ _SWEEP_COLS = "id, state, visible_at, expires_at, attempts, max_attempts"
 # HISTORY_COLUMNS, leaves out its metadata and prune time).
 _HISTORY_INSERT_COLS = (
     "id, queue, outcome, payload, priority, attempts, max_attempts, run_at, created_at, "
-    "finished_at, worker, last_error, headers, prune_at, unique_key"
+    "finished_at, worker, last_error, headers, prune_at, unique_key, concurrency_key"
 )
 
 # -- wakes -------------------------------------------------------------------
@@ -245,7 +245,7 @@ def _to_history(outcome: str, where: str, returning: str = "") -> str:
     return (
         f"INSERT INTO __alkstore_history ({_HISTORY_INSERT_COLS}) "
         f"SELECT id, queue, '{outcome}', payload, priority, attempts, max_attempts, run_at, "
-        "created_at, ?, claimed_by, last_error, headers, ?, unique_key "
+        "created_at, ?, claimed_by, last_error, headers, ?, unique_key, concurrency_key "
         f"FROM __alkstore_jobs WHERE {where}{returning}"
     )
 
@@ -292,11 +292,13 @@ _EXTEND_CLAIM = (
     f"UPDATE __alkstore_jobs SET visible_at = ? WHERE id = ? AND {owned('?', '?', '?')}"
 )
 # Two statements move the row: copy it into the dead table (with a prune
-# time if its queue has a dead retention), delete it.
+# time if its queue has a dead retention, and its concurrency key, which a
+# requeue restores), delete it.
 _BURY_COPY = (
     f"INSERT INTO __alkstore_dead ({_DEAD_COLS}, claims, headers, prune_at) "
     "SELECT id, queue, payload, priority, attempts, max_attempts, run_at, "
-    "created_at, expires_at, claimed_by, COALESCE(?, last_error), ?, ?, claims, headers, "
+    "created_at, expires_at, claimed_by, COALESCE(?, last_error), ?, ?, concurrency_key, "
+    "claims, headers, "
     f"{dead_prune_at('?', '__alkstore_queues', '__alkstore_jobs.queue')} "
     "FROM __alkstore_jobs WHERE id = ?"
 )
@@ -372,14 +374,15 @@ _DEAD_LETTERS = (
     f"SELECT {_DEAD_COLS} FROM __alkstore_dead WHERE queue = ? ORDER BY died_at, id LIMIT ?"
 )
 # Two statements: the dead row comes back under its own id (AUTOINCREMENT
-# never hands that id out again), then leaves the dead table. The first
-# one's row count says whether the job moved.
+# never hands that id out again) and with its concurrency key (so a limited
+# queue still limits it), then leaves the dead table. The first one's row
+# count says whether the job moved.
 _REQUEUE_COPY = (
     "INSERT INTO __alkstore_jobs (id, queue, payload, priority, attempts, "
     "max_attempts, run_at, created_at, expires_at, visible_at, state, last_error, "
-    "claims, headers) "
+    "claims, headers, concurrency_key) "
     f"SELECT id, queue, payload, priority, 0, max_attempts, ?, created_at, NULL, ?, "
-    f"{STATE_PENDING}, last_error, claims, headers FROM __alkstore_dead "
+    f"{STATE_PENDING}, last_error, claims, headers, concurrency_key FROM __alkstore_dead "
     "WHERE id = ? AND queue = ?"
 )
 _REQUEUE_DELETE = "DELETE FROM __alkstore_dead WHERE id = ? AND queue = ?"

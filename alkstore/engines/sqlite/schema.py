@@ -224,8 +224,13 @@ _V4: tuple[str, ...] = (
     # v4, per-key concurrency limits: a job's concurrency key (NULL: not
     # limited), a queue's limit (NULL: none, the plain claim), and the index
     # the limited claim counts a key's live claims with (processing keyed
-    # jobs only, so it stays as small as what runs).
+    # jobs only, so it stays as small as what runs). Dead letters and
+    # history keep the key too: inspection shows it, and a requeued dead
+    # letter comes back with it, still limited (without it, requeue_dead
+    # would hand back a job that runs unlimited).
     "ALTER TABLE __alkstore_jobs ADD COLUMN concurrency_key TEXT",
+    "ALTER TABLE __alkstore_dead ADD COLUMN concurrency_key TEXT",
+    "ALTER TABLE __alkstore_history ADD COLUMN concurrency_key TEXT",
     "ALTER TABLE __alkstore_queues ADD COLUMN concurrency_limit INTEGER",
     f"""CREATE INDEX IF NOT EXISTS __alkstore_jobs_keyed
         ON __alkstore_jobs (queue, concurrency_key, visible_at) WHERE {KEYED_PROCESSING}""",
