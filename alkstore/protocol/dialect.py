@@ -251,6 +251,12 @@ class Dialect(Protocol):
         """Move the job to the dead letters, with a prune time if its queue
         has a dead retention (``rules.dead_prune_at``)."""
         ...
+    def cancel_target(self, queue: str, job_id: int) -> Statement:
+        """Its row is ``(state,)`` of the live job ``job_id`` of ``queue``
+        (none: no such job), locked until commit on an engine with
+        concurrent writers, so the cancel that follows removes the job in
+        that state."""
+        ...
     def cancel(self, queue: str, job_id: int) -> Statement: ...
     def cancel_history(
         self, queue: str, job_id: int, now_us: int, prune_at_us: int

@@ -186,16 +186,21 @@ def cancel(d: Dialect, queue: str, job_id: int, origin: str, now_us: int) -> Pla
     """Remove a live job (pending or processing); a worker's later ack
     returns False. The job moves into history (outcome ``cancelled``) when
     its queue keeps history, read in the same transaction. A job removed
-    notifies the queue's cancel channel: a worker running it (here or in
-    another process) looks, finds it gone, and cancels its handler."""
+    notifies the queue's cancel channel when it was processing: a worker
+    running it (here or in another process) looks, finds it gone, and
+    cancels its handler. A pending job is nobody's, so its cancel wakes no
+    worker (and, on a full database, needs no new row to free space)."""
     job_id = check_job_id(job_id)
+    target = yield from fetch_one(d.cancel_target(queue, job_id))
+    if target is None:
+        return False
     history_us, _ = yield from retention(d, queue)
     if history_us is None:
         count = yield from fetch_count(d.cancel(queue, job_id))
     else:
         moves = d.cancel_history(queue, job_id, now_us, kept_until(now_us, history_us))
         count = yield from moved(moves)
-    if count:
+    if count and _int(target[0], "state") == STATE_PROCESSING:
         yield d.notify(cancel_channel(queue), origin, now_us)
     return bool(count)
 

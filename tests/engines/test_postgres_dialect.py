@@ -376,6 +376,7 @@ SAMPLE_CALLS: dict[str, tuple[Any, ...]] = {
     "reschedule": (1, T0, "boom"),
     "extend_claim": (1, "w", 1, T0, T0 + US),
     "bury": (1, "failed", "boom", T0),
+    "cancel_target": ("q", 1),
     "cancel": ("q", 1),
     "cancel_history": ("q", 1, T0, T0 + US),
     "get_job": ("q", 1),

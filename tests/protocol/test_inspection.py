@@ -10,7 +10,9 @@ from typing import Any
 
 import pytest
 
-from alkstore.protocol.dialect import LIVE_FILTERS
+from alkstore.engines.postgres import PostgresDialect
+from alkstore.engines.sqlite import SqliteDialect
+from alkstore.protocol.dialect import LIVE_FILTERS, STATE_PENDING, STATE_PROCESSING
 from alkstore.protocol.errors import CodecError, InvalidArgument
 from alkstore.protocol.inspection import (
     JOB_STATES,
@@ -21,7 +23,9 @@ from alkstore.protocol.inspection import (
     list_queues,
     sources,
 )
+from alkstore.protocol.names import cancel_channel
 from alkstore.protocol.plan import Fetch, Statement, run_sync
+from alkstore.protocol.queues import cancel
 from alkstore.protocol.rows import (
     dead_info,
     history_info,
@@ -241,3 +245,26 @@ def test_a_released_lock_has_no_owner_and_no_expiry() -> None:
     assert (released.owner, released.expires_at, released.held) == (None, None, False)
     lapsed = lock_info(("l", "o", 4, T0, False))
     assert lapsed.expires_at == to_datetime(T0) and lapsed.held is False
+
+
+@pytest.mark.parametrize("dialect", [SqliteDialect(), PostgresDialect("alk_t_plan")])
+def test_only_a_processing_jobs_cancel_notifies_the_cancel_channel(dialect: Any) -> None:
+    """A pending job is nobody's: its cancel wakes no worker (and writes
+    nothing but the delete); a processing job's cancel wakes the queue's
+    cancel channel, read in the same transaction as the delete."""
+    for state, wakes in ((STATE_PENDING, False), (STATE_PROCESSING, True)):
+        seen: list[Statement] = []
+
+        def execute(statement: Statement, state: int = state, seen: list[Statement] = seen) -> Any:
+            seen.append(statement)
+            if statement.sql == dialect.cancel_target("q", 1).sql:
+                return (state,)
+            return 1 if statement.fetch is Fetch.ROWCOUNT else None
+
+        assert run_sync(cancel(dialect, "q", 1, "o", T0), execute) is True
+        notified = [s for s in seen if s.wakes == (cancel_channel("q"),)]
+        assert bool(notified) is wakes, state
+    # a job that is not there: nothing else runs
+    seen = []
+    assert run_sync(cancel(dialect, "q", 1, "o", T0), lambda s: seen.append(s)) is False
+    assert [s.sql for s in seen] == [dialect.cancel_target("q", 1).sql]

@@ -391,6 +391,9 @@ class PostgresDialect:
             f"headers, {dead_prune_at('$4::bigint', queues, 'gone.queue')} "
             "FROM gone"
         )
+        # The row lock holds the job from this read to the delete: a claim
+        # between the two cannot change what the cancel removes.
+        self._cancel_target = f"SELECT state FROM {jobs} WHERE id = $1 AND queue = $2 FOR UPDATE"
         self._cancel = f"DELETE FROM {jobs} WHERE id = $1 AND queue = $2"
         self._cancel_history = self._to_history(self._cancel, "cancelled", "$3", "$4")
         self._get_job = f"SELECT {_JOB_INFO_COLS} FROM {jobs} WHERE id = $1 AND queue = $2"
@@ -924,6 +927,9 @@ class PostgresDialect:
         self, job_id: int, reason: str, error: str | None, now_us: int
     ) -> tuple[Statement, ...]:
         return (Statement(self._bury, (job_id, error, reason, now_us), Fetch.ROWCOUNT),)
+
+    def cancel_target(self, queue: str, job_id: int) -> Statement:
+        return Statement(self._cancel_target, (job_id, queue), Fetch.ONE)
 
     def cancel(self, queue: str, job_id: int) -> Statement:
         return Statement(self._cancel, (job_id, queue), Fetch.ROWCOUNT)

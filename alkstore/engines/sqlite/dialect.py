@@ -303,6 +303,8 @@ _BURY_COPY = (
     "FROM __alkstore_jobs WHERE id = ?"
 )
 _BURY_DELETE = "DELETE FROM __alkstore_jobs WHERE id = ?"
+# The single writer holds the job from this read to the delete.
+_CANCEL_TARGET = "SELECT state FROM __alkstore_jobs WHERE id = ? AND queue = ?"
 _CANCEL = "DELETE FROM __alkstore_jobs WHERE id = ? AND queue = ?"
 _CANCEL_HISTORY = _to_history("cancelled", "id = ? AND queue = ?")
 _GET_JOB = f"SELECT {_JOB_INFO_COLS} FROM __alkstore_jobs WHERE id = ? AND queue = ?"
@@ -836,6 +838,9 @@ class SqliteDialect:
             Statement(_BURY_COPY, (error, reason, now_us, now_us, job_id), Fetch.ROWCOUNT),
             Statement(_BURY_DELETE, (job_id,), Fetch.ROWCOUNT),
         )
+
+    def cancel_target(self, queue: str, job_id: int) -> Statement:
+        return Statement(_CANCEL_TARGET, (job_id, queue), Fetch.ONE)
 
     def cancel(self, queue: str, job_id: int) -> Statement:
         return Statement(_CANCEL, (job_id, queue), Fetch.ROWCOUNT)
