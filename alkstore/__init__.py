@@ -44,6 +44,7 @@ from .protocol.types import (
     ScheduleInfo,
     StreamEvent,
     StreamInfo,
+    Throughput,
     Wake,
     WorkerReport,
 )
@@ -89,6 +90,7 @@ __all__ = [
     "StreamEvent",
     "StreamInfo",
     "SystemClock",
+    "Throughput",
     "Transaction",
     "TransactionConflict",
     "UsageError",
