@@ -32,6 +32,7 @@ from ..protocol.types import (
     JobInfo,
     QueueOptions,
     QueueStats,
+    QueueSummary,
     StreamEvent,
     StreamInfo,
     Throughput,
@@ -297,6 +298,10 @@ class Queue(ops.QueueHandle):
         """Up to ``limit`` of this queue's jobs by id, after id ``after``,
         in ``state`` (``alkstore.Queue.list_jobs``)."""
         return self._store._run(*ops.list_jobs(self._store, self.name, state, limit, after))
+
+    def summary(self) -> QueueSummary:
+        """This queue as ``Store.list_queues`` lists it (``alkstore.Queue.summary``)."""
+        return self._store._run(*ops.summary(self._store, self.name))
 
     def throughput(self, *, window: Duration = 1800.0, bucket: Duration = 60.0) -> Throughput:
         """This queue's finished and dead jobs per ``bucket`` over the last

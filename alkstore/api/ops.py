@@ -36,6 +36,7 @@ from ..protocol.types import (
     NewJob,
     QueueOptions,
     QueueStats,
+    QueueSummary,
     StreamEvent,
     StreamInfo,
     Throughput,
@@ -219,6 +220,10 @@ def get_job(ctx: OpContext, queue: str | None, job_id: object) -> Plan[JobInfo |
 
 def stats(ctx: OpContext, queue: str) -> Call[QueueStats]:
     return queues.stats(ctx._dialect, queue, ctx._now_us()), True  # counts grow with the queue
+
+
+def summary(ctx: OpContext, queue: str) -> Call[QueueSummary]:
+    return inspection.summarize_queue(ctx._dialect, queue, ctx._now_us()), True  # counts
 
 
 def dead_letters(ctx: OpContext, queue: str, limit: object) -> Call[list[JobInfo]]:

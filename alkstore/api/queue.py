@@ -21,6 +21,7 @@ from ..protocol.types import (
     NewJob,
     QueueOptions,
     QueueStats,
+    QueueSummary,
     Throughput,
     WorkerReport,
 )
@@ -474,6 +475,12 @@ class Queue(ops.QueueHandle):
     async def stats(self) -> QueueStats:
         """The queue's counts, as of now."""
         return await self._store._run(*ops.stats(self._store, self.name))
+
+    async def summary(self) -> QueueSummary:
+        """This queue as ``Store.list_queues`` lists it: its counts, oldest
+        ready job, pause, history and retention (zeros for a queue never
+        used), without listing the others."""
+        return await self._store._run(*ops.summary(self._store, self.name))
 
     async def dead_letters(self, limit: int = 100) -> list[JobInfo]:
         """Up to ``limit`` dead jobs of this queue, oldest first."""

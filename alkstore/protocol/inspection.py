@@ -81,9 +81,15 @@ def list_queues(d: Dialect, now_us: int) -> Plan[list[QueueSummary]]:
     names = yield from fetch_all(d.queue_names())
     out = []
     for (name,) in names:
-        row = yield from fetch_row(d.queue_summary(name, now_us))
-        out.append(queue_summary(name, outbox_of(name), row))
+        out.append((yield from summarize_queue(d, name, now_us)))
     return out
+
+
+@reads
+def summarize_queue(d: Dialect, queue: str, now_us: int) -> Plan[QueueSummary]:
+    """One queue as ``list_queues`` lists it (zeros for a queue never used)."""
+    row = yield from fetch_row(d.queue_summary(queue, now_us))
+    return queue_summary(queue, outbox_of(queue), row)
 
 
 @reads

@@ -354,3 +354,21 @@ async def test_bad_throughput_arguments_are_refused(store: Store) -> None:
     ):  # fmt: skip
         with pytest.raises(InvalidArgument):
             await q.throughput(**bad)  # type: ignore[arg-type]
+
+
+async def test_a_queue_summary_is_what_list_queues_lists_for_it(
+    store: Store, clock: ManualClock
+) -> None:
+    a = store.queue("a")
+    await a.enqueue(1)
+    await a.enqueue(2, delay=60)
+    clock.advance(3)
+    await store.queue("b").pause()
+    await store.outbox("o").enqueue({"m": 1})
+    listed = {s.name: s for s in await store.list_queues()}
+    assert await a.summary() == listed["a"]
+    assert await store.queue("b").summary() == listed["b"]
+    assert await store.outbox("o").queue.summary() == listed["__alkstore_outbox:o"]
+    assert await store.queue("never").summary() == QueueSummary(
+        "never", 0, 0, 0, 0, None, False, 0, None, None
+    )
