@@ -166,12 +166,15 @@ def throughput(
     d: Dialect, queue: str, now_us: int, window_us: int, bucket_us: int
 ) -> Plan[Throughput]:
     """What ``queue`` finished (into history) and buried (still dead) in
-    each bucket of the window ending at ``now_us``: two range counts, on the
+    each bucket of the window ending at ``now_us`` (included): two range counts, on the
     history's and the dead letters' (queue, time) indexes."""
     count = check_window(window_us, bucket_us)
     since = now_us - window_us
-    finished = yield from fetch_all(d.finished_per_bucket(queue, since, now_us, bucket_us))
-    dead = yield from fetch_all(d.dead_per_bucket(queue, since, now_us, bucket_us))
+    # The window is (since, now]: what finished at ``now`` itself counts, in
+    # the last bucket. The statements count [lo, hi) from lo.
+    lo, hi = since + 1, now_us + 1
+    finished = yield from fetch_all(d.finished_per_bucket(queue, lo, hi, bucket_us))
+    dead = yield from fetch_all(d.dead_per_bucket(queue, lo, hi, bucket_us))
     return Throughput(
         queue=queue,
         since=to_datetime(since),

@@ -153,7 +153,8 @@ class QueueSummary:
 class Throughput:
     """What a queue finished over recent minutes, as ``Queue.throughput``
     reads it: ``buckets`` consecutive windows of ``bucket`` each, the first
-    starting at ``since`` and the last ending at ``until``. ``finished[i]``
+    starting just after ``since`` and the last ending at ``until`` (now,
+    included). ``finished[i]``
     counts the jobs of window ``i`` kept in the queue's history (acked or
     cancelled: only while the queue keeps history), ``dead[i]`` the dead
     letters that died in it and are still dead letters."""

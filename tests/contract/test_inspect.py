@@ -323,12 +323,15 @@ async def test_throughput_counts_finished_and_dead_jobs_per_bucket(
     job = await other.claim_one("w")
     assert job is not None and await job.ack()  # another queue's: not counted
     clock.advance(170)  # now T + 310
+    await settle("ack")  # at now itself: the last bucket
 
     t = await q.throughput(window=300, bucket=60)
-    assert t.finished == (1, 2, 1, 0, 0) and t.dead == (0, 0, 1, 0, 0)
+    assert t.finished == (1, 2, 1, 0, 1) and t.dead == (0, 0, 1, 0, 0)
     assert t.queue == "t" and t.buckets == 5 and t.bucket == timedelta(minutes=1)
     assert t.since == at(clock, -300) and t.until == at(clock)
-    assert (await q.throughput(window=timedelta(minutes=10), bucket=300)).finished == (1, 4)
+    assert (await q.throughput(window=timedelta(minutes=10), bucket=300)).finished == (1, 5)
+    # The window is (since, until]: the ack at T, exactly ``since`` here, is left out.
+    assert (await q.throughput(window=310, bucket=310)).finished == (5,)
     # A requeued dead letter is no longer counted; a queue never used counts nothing.
     assert await q.requeue_dead(dead)
     assert (await q.throughput(window=300, bucket=60)).dead == (0,) * 5
