@@ -125,10 +125,10 @@ def _confirmed(form: FormData, which: str) -> None:
         raise BadRequest("purging deletes dead letters for good: tick the confirmation box")
 
 
-async def _dead_ids(handle: Queue, before: timedelta | None) -> list[int]:
+async def _dead_ids(store: Store, handle: Queue, before: timedelta | None) -> list[int]:
     """Ids of the queue's dead letters that died more than ``before`` ago
     (all when None), read a keyset page at a time."""
-    cutoff = None if before is None else now() - before
+    cutoff = None if before is None else now(store) - before
     chosen: list[int] = []
     after: int | None = None
     while True:
@@ -151,7 +151,7 @@ def _described(which: str, ids: list[int], age: timedelta | None) -> str:
 async def requeue_dead(store: Store, form: FormData) -> Done:
     name, handle = _queue(store, form)
     which, ids, age = _selection(form)
-    chosen = ids if which == "selected" else await _dead_ids(handle, age)
+    chosen = ids if which == "selected" else await _dead_ids(store, handle, age)
     moved = [job_id for job_id in chosen if await handle.requeue_dead(job_id)]
     missing = len(chosen) - len(moved)
     text = f"requeued {len(moved)} dead letter(s) of {name!r}, {_described(which, ids, age)}"
@@ -167,7 +167,7 @@ async def purge_dead(store: Store, form: FormData) -> Done:
     if which == "selected":
         purged = await handle.purge_dead(ids=ids)
     else:
-        purged = await handle.purge_dead(None if age is None else now() - age)
+        purged = await handle.purge_dead(None if age is None else now(store) - age)
     text = f"purged {purged} dead letter(s) of {name!r}, {_described(which, ids, age)}"
     return Done(text, f"/queue/dead?name={_q(name)}")
 

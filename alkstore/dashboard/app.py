@@ -4,20 +4,19 @@ store that is already open, on either engine and either driver."""
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import jinja2
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.routing import BaseRoute, Mount, Route
-from starlette.staticfiles import StaticFiles
+from starlette.routing import BaseRoute, Route
 from starlette.templating import Jinja2Templates
 
 from ..api.store import Store
 from ..protocol.errors import InvalidArgument, UsageError
-from . import actions, live, pages
+from . import actions, live, pages, static
 from . import format as fmt
 from .safety import Auth, AuthMiddleware, Csrf, HeadersMiddleware
 
@@ -31,7 +30,7 @@ class Settings:
     """What every route of one app needs: the store, the safety settings,
     the templates."""
 
-    store: Store
+    resolve: Callable[[], Store]
     allow_actions: bool
     auth: Auth | None
     csrf: Csrf
@@ -43,6 +42,19 @@ class Settings:
     templates: Jinja2Templates
     # The wake channels of the last build of each live key (view, params).
     channels: OrderedDict[tuple[str, ...], list[str]] = field(default_factory=OrderedDict)
+
+    @property
+    def store(self) -> Store:
+        """The store, as the app was given it (or as its getter returns it now)."""
+        store = self.resolve()
+        if not isinstance(store, Store):
+            raise UsageError(f"the dashboard's store getter returned {type(store).__name__}, "
+                             "not a Store")  # fmt: skip
+        if self.allow_actions and store.read_only:
+            raise UsageError(
+                "a read-only store cannot have actions: open it without read_only=True"
+            )
+        return store
 
     def remember_channels(self, key: tuple[str, ...], channels: list[str]) -> None:
         self.channels[key] = channels
@@ -57,7 +69,7 @@ def settings_of(request: Request) -> Settings:
 
 
 def create_app(
-    store: Store,
+    store: Store | Callable[[], Store],
     *,
     allow_actions: bool = False,
     auth: str | None = None,
@@ -71,6 +83,9 @@ def create_app(
     """The dashboard over ``store`` (open, of either engine and driver), as
     a Starlette application: serve it (``hypercorn``, ``uvicorn``) or mount
     it into your own (``app.mount("/alkstore", create_app(store))``).
+    ``store`` may also be a function returning the store, called at each
+    request: for an app that opens its store in its lifespan, after the
+    dashboard is mounted.
 
     It does not own the store: whoever opened it closes it, after the app
     has stopped serving. ``allow_actions``: the pages may change things
@@ -85,8 +100,19 @@ def create_app(
     POST (``"https://admin.example.com"``: a proxy that rewrites ``Host``).
     ``secret``: the CSRF key (default: random per process; give the same one
     to every process behind one address)."""
-    if allow_actions and store.read_only:
-        raise UsageError("a read-only store cannot have actions: open it without read_only=True")
+    if isinstance(store, Store):
+        if allow_actions and store.read_only:
+            raise UsageError(
+                "a read-only store cannot have actions: open it without read_only=True"
+            )
+        given = store
+
+        def resolve() -> Store:
+            return given
+    elif callable(store):
+        resolve = store
+    else:
+        raise InvalidArgument("store must be a Store or a function returning one")
     if not isinstance(refresh, int | float) or not 0.5 <= refresh <= 300:
         raise InvalidArgument("refresh must be between 0.5 and 300 seconds")
     parsed = None if auth is None else Auth.parse(auth)
@@ -101,14 +127,14 @@ def create_app(
     env.globals.update(ago=fmt.ago, chart=fmt.chart)
     templates = Jinja2Templates(env=env)
     settings = Settings(
-        store=store,
+        resolve=resolve,
         allow_actions=allow_actions,
         auth=parsed,
         csrf=Csrf(secret),
         refresh=float(refresh),
         debounce=min(1.0, float(refresh) / 2),
         title=title,
-        where=where if where is not None else store.engine,
+        where=where if where is not None else "",
         trusted_origins=tuple(trusted_origins),
         templates=templates,
     )
@@ -139,11 +165,7 @@ def routes() -> list[BaseRoute]:
         Route("/locks", pages.page("locks"), methods=get, name="locks"),
         Route("/live", live.endpoint, methods=get, name="live"),
         Route("/api/overview", pages.api_overview, methods=get, name="api_overview"),
-        Mount(
-            "/static",
-            app=StaticFiles(packages=[("alkstore.dashboard", "static")]),
-            name="static",
-        ),
+        Route("/static/{name}", static.endpoint(static.load()), methods=get, name="static"),
     ]
     for path, handler in actions.ACTIONS.items():
         found.append(Route(path, actions.endpoint(handler), methods=post, name=path))

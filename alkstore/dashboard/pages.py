@@ -115,7 +115,7 @@ async def api_overview(request: Request) -> Response:
     from ..cli import shapes
 
     store = _settings(request).store
-    at = now()
+    at = now(store)
     doc = {
         "at": at,
         "queues": [shapes.queue_doc(q, at) for q in await store.list_queues()],

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Final
 
 from ..api.queue import Queue
@@ -26,6 +26,7 @@ from ..protocol.names import (
     queue_channel,
     stream_channel,
 )
+from ..protocol.timeconv import to_datetime
 from ..protocol.types import JobInfo, QueueSummary, StreamEvent
 from . import format as fmt
 
@@ -125,8 +126,9 @@ class Built:
     channels: list[str] = field(default_factory=list)
 
 
-def now() -> datetime:
-    return datetime.now(UTC)
+def now(store: Store) -> datetime:
+    """Now, on the store's clock (the one its operations use)."""
+    return to_datetime(store._now_us())
 
 
 async def _queue_row(store: Store, summary: QueueSummary) -> QueueRow:
@@ -137,7 +139,7 @@ async def _queue_row(store: Store, summary: QueueSummary) -> QueueRow:
 
 
 async def overview(store: Store, params: Params) -> Built:
-    at = now()
+    at = now(store)
     queues = [await _queue_row(store, q) for q in await store.list_queues()]
     streams = await store.list_streams()
     schedules = sorted(await store.list_schedules(), key=lambda s: (s.paused, s.next_fire_at))
@@ -180,7 +182,7 @@ async def queue(store: Store, params: Params) -> Built:
     jobs, next_after = await _jobs_page(handle, state, after, limit)
     return Built(
         {
-            "now": now(),
+            "now": now(store),
             "name": name,
             "row": row,
             "summary": summary,
@@ -204,7 +206,7 @@ async def dead(store: Store, params: Params) -> Built:
     letters, next_after = await _jobs_page(handle, "dead", after, limit)
     return Built(
         {
-            "now": now(),
+            "now": now(store),
             "name": name,
             "summary": summary,
             "after": after,
@@ -228,7 +230,7 @@ async def job(store: Store, params: Params) -> Built:
             "history"
         )
     return Built(
-        {"now": now(), "job": info, "timeline": timeline(info)},
+        {"now": now(store), "job": info, "timeline": timeline(info)},
         [queue_channel(info.queue), cancel_channel(info.queue)],
     )
 
@@ -253,7 +255,7 @@ def timeline(info: JobInfo) -> list[tuple[datetime, str]]:
 async def streams(store: Store, params: Params) -> Built:
     found = await store.list_streams()
     return Built(
-        {"now": now(), "streams": found},
+        {"now": now(store), "streams": found},
         [stream_channel(s.name) for s in found][:MAX_CHANNELS],
     )
 
@@ -270,7 +272,7 @@ async def stream(store: Store, params: Params) -> Built:
     next_before = events[limit - 1].offset if len(events) > limit else None
     return Built(
         {
-            "now": now(),
+            "now": now(store),
             "name": name,
             "info": info,
             "events": events[:limit],
@@ -285,12 +287,12 @@ async def stream(store: Store, params: Params) -> Built:
 
 async def schedules(store: Store, params: Params) -> Built:
     found = await store.list_schedules()
-    return Built({"now": now(), "schedules": found})
+    return Built({"now": now(store), "schedules": found})
 
 
 async def locks(store: Store, params: Params) -> Built:
     found = await store.list_locks()
-    return Built({"now": now(), "locks": found})
+    return Built({"now": now(store), "locks": found})
 
 
 @dataclass(frozen=True, slots=True)

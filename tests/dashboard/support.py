@@ -146,14 +146,17 @@ def wait_until_serving(server: Server, timeout: float = STARTUP) -> None:
 
 
 @contextmanager
-def dashboard(args: list[str], log: Path, *, wait: bool = True) -> Iterator[Server]:
+def dashboard(
+    args: list[str], log: Path, *, wait: bool = True, env: dict[str, str] | None = None
+) -> Iterator[Server]:
     """``alkstore dashboard ARGS`` on a free port, killed and reaped when
     the block ends (if it has not exited by then)."""
     port = free_port()
     with log.open("wb") as out:
         process = subprocess.Popen(
             [sys.executable, "-m", "alkstore", "dashboard", "--port", str(port), *args],
-            stdout=out, stderr=subprocess.STDOUT, env=child_env(), cwd=log.parent,
+            stdout=out, stderr=subprocess.STDOUT, env={**child_env(), **(env or {})},
+            cwd=log.parent,
         )  # fmt: skip
     server = Server(process, f"http://127.0.0.1:{port}", log)
     try:
