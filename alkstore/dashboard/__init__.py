@@ -16,15 +16,17 @@ trio with Hypercorn); ``templates/`` and ``static/`` ship in the package.
 
 from __future__ import annotations
 
-import importlib.util
-
-_NEEDED = {"starlette": "starlette", "jinja2": "jinja2", "python_multipart": "python-multipart"}
-_missing = [dist for module, dist in _NEEDED.items() if importlib.util.find_spec(module) is None]
-if _missing:
+_EXTRA = {"starlette": "starlette", "jinja2": "jinja2", "python_multipart": "python-multipart"}
+try:
+    import jinja2  # noqa: F401
+    import python_multipart  # noqa: F401
+    import starlette  # noqa: F401
+except ImportError as exc:
+    missing = _EXTRA.get((exc.name or "").split(".")[0], exc.name)
     raise ImportError(
         "alkstore.dashboard needs the 'dashboard' extra: pip install 'alkstore[dashboard]' "
-        f"(missing: {', '.join(_missing)})"
-    )
+        f"(missing: {missing})"
+    ) from exc
 
 from .app import create_app  # noqa: E402
 

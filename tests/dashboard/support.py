@@ -167,3 +167,25 @@ def dashboard(
         if process.poll() is None:
             process.send_signal(signal.SIGKILL)
         process.wait(timeout=30)
+
+
+async def showcase(store: Store, clock: Any) -> None:
+    """A store that looks lived in, for the screenshots: half an hour of
+    work (``clock``, a ManualClock, starts 30 minutes ago and is moved
+    along), then ``fill``'s queues, streams, schedules and lock."""
+    import random
+
+    rng = random.Random(7)
+    emails = store.queue("emails", max_attempts=2)
+    await emails.set_retention(history=86_400, dead=None)
+    for minute in range(30):
+        await emails.enqueue_batch(
+            [{"to": f"user{minute}-{i}@example.com", "template": "welcome"} for i in range(30)]
+        )
+        for job in await emails.claim_batch(f"web-{minute % 3 + 1}:4242", rng.randint(8, 26)):
+            if rng.random() < 0.04:
+                await job.fail(ValueError("SMTP 550: mailbox unavailable"))
+            else:
+                await job.ack()
+        clock.advance(60)
+    await fill(store)
