@@ -5,8 +5,17 @@ queue paused shows paused; numbers change without a reload when the store
 changes. ``test_screenshots`` writes docs/img/dashboard-*.png, which
 docs/dashboard.md shows.
 
-Chromium comes from Debian (``.ci/run`` installs it); these tests run in
-the normal ``pytest -n 2`` run, never skipped."""
+Chromium comes from Debian (``.ci/run`` installs it; Playwright's own
+browser download is not reachable here); these tests run in the normal
+``pytest -n 2`` run, never skipped.
+
+The browser is this module's own fixture, not pytest-playwright's: its
+session-scoped ``playwright`` fixture keeps Playwright's asyncio loop marked
+running in the worker's thread until the session ends, and every asyncio
+test that runs after it on the same worker then fails ("Runner.run()
+cannot be called from a running event loop"). Scoped to this module,
+Playwright stops as soon as the worker moves on to another module's tests.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +25,7 @@ from pathlib import Path
 
 import pytest
 import trio
-from playwright.sync_api import ConsoleMessage, Page, expect
+from playwright.sync_api import Browser, ConsoleMessage, Page, expect, sync_playwright
 
 from alkstore import ManualClock, SystemClock
 from tests.backends import BACKENDS, PG_DSN, selected_backends
@@ -26,6 +35,7 @@ from .support import ROOT, Filled, Server, dashboard, fill, showcase
 pytestmark = pytest.mark.slow
 
 ENGINES = sorted({BACKENDS[n].engine for n in selected_backends(driver="trio")})
+CHROMIUM = "/usr/bin/chromium"
 SOON = 15_000  # ms: how long an expectation may take to come true
 PAGES = {
     "overview": "/",
@@ -80,6 +90,25 @@ def serve(engine: str, tmp_path: Path, *, lived_in: bool = False) -> Iterator[Se
     args = ["--db", db] if engine == "sqlite" else ["--dsn", PG_DSN, "--schema", location]
     with dashboard([*args, "--allow-actions", "--refresh", "1"], tmp_path / "log") as server:
         yield Served(server, engine, location, made[0])
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    try:
+        yield context.new_page()
+    finally:
+        context.close()
 
 
 @pytest.fixture(params=ENGINES)

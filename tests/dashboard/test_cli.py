@@ -42,11 +42,14 @@ def database(engine: str, tmp_path: Path) -> tuple[str, list[str]]:
 @pytest.mark.parametrize("engine", ENGINES)
 def test_serves_read_only_and_stops_on_sigterm(engine: str, tmp_path: Path) -> None:
     _, args = database(engine, tmp_path)
-    with dashboard(args, tmp_path / "dashboard.log") as server:
+    with dashboard([*args, "--refresh", "1"], tmp_path / "dashboard.log") as server:
         with httpx.Client(base_url=server.url, timeout=10) as c:
             page = c.get("/queue", params={"name": "emails"})
             assert page.status_code == 200 and 'data-count="dead"' in page.text
             assert "read-only" in page.text
+            # A read-only store listens for wakes as any store does.
+            live = c.get("/live", params={"view": "queue", "name": "emails", "wait": "1"})
+            assert live.status_code == 200 and "queue_summary" in live.json()["fragments"]
             assert c.get("/static/live.js").status_code == 200
             refused = c.post("/action/queue/pause", data={"name": "emails"},
                              headers={"origin": server.url})  # fmt: skip

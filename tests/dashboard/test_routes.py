@@ -33,6 +33,10 @@ async def test_the_overview_shows_every_queue_stream_schedule_and_held_lock(stor
     counts = dict(re.findall(r'data-count="(\w+)">(?:<a[^>]*>)?(\d+)', emails))
     assert counts == {"ready": "3", "scheduled": "0", "processing": "2", "dead": "3"}
     assert "webhooks (outbox)" in page
+    async with client(create_app(store)) as c:
+        outbox = await c.get("/queue", params={"name": "__alkstore_outbox:webhooks"})
+    assert outbox.status_code == 200 and "<h1>webhooks (outbox)</h1>" in outbox.text
+    assert 'data-count="ready">1<' in outbox.text
     reports = page.split('data-queue="reports"')[1].split("</tr>")[0]
     assert "paused" in reports
     # throughput: 4 acked into history and 3 dead, in the last 30 minutes
