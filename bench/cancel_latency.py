@@ -1,7 +1,7 @@
 """Live cancellation latency: from ``Queue.cancel`` to the handler seeing it.
 
     python bench/cancel_latency.py [--samples 200] [--engines sqlite,postgres]
-                                   [--modes same,cross] [--dsn DSN]
+                                   [--modes same,cross] [--held 1] [--dsn DSN]
 
 A worker (concurrency 1, the trio driver) runs a handler that sleeps until
 cancelled and notes ``time.monotonic_ns()`` as ``trio.Cancelled`` reaches
@@ -25,6 +25,10 @@ file; Postgres a fresh schema ``alk_bench_<hex>`` dropped at the end, on
 ``--dsn`` (default ``$ALKSTORE_PG_DSN``, then
 ``postgresql://postgres@127.0.0.1:5432/test``). The worker's heartbeat is
 75 s away (visibility timeout 300 s): only the cancel's wake can deliver it.
+
+``--held N`` (default 1) runs the worker with concurrency N and N - 1 other
+jobs whose handlers run for the whole benchmark, so on each cancel wake the
+worker asks about N held jobs, not one.
 """
 
 from __future__ import annotations
@@ -74,7 +78,7 @@ def make_handler(on_start: Any, on_seen: Any) -> Any:
 
 
 # -- the worker process of the cross mode -------------------------------------------------
-async def child(engine: str, location: str, dsn: str) -> None:
+async def child(engine: str, location: str, dsn: str, held: int) -> None:
     async with open_store(engine, location, dsn) as store:
 
         def started(job_id: int) -> None:
@@ -85,7 +89,8 @@ async def child(engine: str, location: str, dsn: str) -> None:
 
         async with trio.open_nursery() as nursery:
             await nursery.start(lambda task_status: store.queue(QUEUE).work(
-                make_handler(started, seen), poll_interval=30.0, task_status=task_status))
+                make_handler(started, seen), concurrency=held, poll_interval=30.0,
+                task_status=task_status))
             print("ready", flush=True)
             # Until the parent closes our stdin.
             await trio.to_thread.run_sync(sys.stdin.read)
@@ -113,6 +118,13 @@ class Lines:
 Sample = tuple[int, int, int]  # cancel call, from call, after return (ns)
 
 
+async def hold(store: Store, wait_started: Any, held: int) -> None:
+    """Start the ``held - 1`` jobs that keep the worker's other slots busy."""
+    q = store.queue(QUEUE)
+    for job_id in [await q.enqueue("held") for _ in range(held - 1)]:
+        await wait_started(job_id)
+
+
 async def sample(store: Store, wait_started: Any, wait_seen: Any, rng: random.Random) -> Sample:
     q = store.queue(QUEUE)
     job_id = await q.enqueue("x")
@@ -125,7 +137,7 @@ async def sample(store: Store, wait_started: Any, wait_seen: Any, rng: random.Ra
     return t1 - t0, seen - t0, seen - t1
 
 
-async def run_same(engine: str, location: str, dsn: str, n: int) -> list[Sample]:
+async def run_same(engine: str, location: str, dsn: str, n: int, held: int) -> list[Sample]:
     rng = random.Random(1)
     started: dict[int, trio.Event] = {}
     seen: dict[int, int] = {}
@@ -150,22 +162,25 @@ async def run_same(engine: str, location: str, dsn: str, n: int) -> list[Sample]
 
     async with open_store(engine, location, dsn) as store, trio.open_nursery() as nursery:
         await nursery.start(lambda task_status: store.queue(QUEUE).work(
-            make_handler(on_start, on_seen), poll_interval=30.0, task_status=task_status))
+            make_handler(on_start, on_seen), concurrency=held, poll_interval=30.0,
+            task_status=task_status))
         out = []
         with trio.fail_after(30 + n):
+            await hold(store, wait_started, held)
             for _ in range(n + WARMUP):
                 out.append(await sample(store, wait_started, wait_seen, rng))
         nursery.cancel_scope.cancel()
     return out[WARMUP:]
 
 
-async def run_cross(engine: str, location: str, dsn: str, n: int) -> list[Sample]:
+async def run_cross(engine: str, location: str, dsn: str, n: int, held: int) -> list[Sample]:
     rng = random.Random(2)
     if engine == "sqlite":  # the schema exists before the child opens the file
         async with open_store(engine, location, dsn):
             pass
     process = await trio.lowlevel.open_process(
-        [sys.executable, __file__, "--child", engine, location, "--dsn", dsn],
+        [sys.executable, __file__, "--child", engine, location, "--dsn", dsn,
+         "--held", str(held)],
         stdin=-1, stdout=-1,  # subprocess.PIPE
     )  # fmt: skip
     assert process.stdout is not None and process.stdin is not None
@@ -173,14 +188,15 @@ async def run_cross(engine: str, location: str, dsn: str, n: int) -> list[Sample
     try:
         with trio.fail_after(60):
             assert await lines.next() == "ready"
-        pending: dict[str, list[str]] = {}
+        # Lines read ahead of the one awaited (the held jobs may start in
+        # any order), by (kind, job id).
+        pending: dict[tuple[str, int], list[str]] = {}
 
         async def expect(kind: str, job_id: int) -> list[str]:
-            while True:
+            while (kind, job_id) not in pending:
                 words = (await lines.next()).split()
-                if words[0] == kind and int(words[1]) == job_id:
-                    return words
-                pending.setdefault(words[0], []).append(" ".join(words))
+                pending[words[0], int(words[1])] = words
+            return pending.pop((kind, job_id))
 
         async def wait_started(job_id: int) -> None:
             await expect("started", job_id)
@@ -191,6 +207,7 @@ async def run_cross(engine: str, location: str, dsn: str, n: int) -> list[Sample
         async with open_store(engine, location, dsn) as store:
             out = []
             with trio.fail_after(30 + n):
+                await hold(store, wait_started, held)
                 for _ in range(n + WARMUP):
                     out.append(await sample(store, wait_started, wait_seen, rng))
         return out[WARMUP:]
@@ -230,13 +247,17 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=200)
     parser.add_argument("--engines", default="sqlite,postgres")
     parser.add_argument("--modes", default="same,cross")
+    parser.add_argument("--held", type=int, default=1,
+                        help="jobs the worker holds at each cancel (its concurrency)")
     parser.add_argument("--dsn", default=DEFAULT_DSN)
     parser.add_argument("--child", nargs=2, metavar=("ENGINE", "LOCATION"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        trio.run(child, args.child[0], args.child[1], args.dsn)
+        trio.run(child, args.child[0], args.child[1], args.dsn, args.held)
         return
-    print("ms: p50 p95 per column")
+    if args.held < 1:
+        parser.error("--held must be at least 1")
+    print(f"ms: p50 p95 per column; the worker holds {args.held} job(s) at each cancel")
     print("| engine, mode     |    n | cancel call     | from call       | after return    |")
     print("|---|---|---|---|---|")
     for engine in args.engines.split(","):
@@ -245,11 +266,11 @@ def main() -> None:
             if engine == "sqlite":
                 with tempfile.TemporaryDirectory() as tmp:
                     samples = trio.run(run, engine, os.path.join(tmp, "bench.db"), args.dsn,
-                                       args.samples)  # fmt: skip
+                                       args.samples, args.held)  # fmt: skip
             else:
                 schema = "alk_bench_" + secrets.token_hex(4)
                 try:
-                    samples = trio.run(run, engine, schema, args.dsn, args.samples)
+                    samples = trio.run(run, engine, schema, args.dsn, args.samples, args.held)
                 finally:
                     drop_schema(args.dsn, schema)
             print(summarize(f"{engine}, {mode}", samples), flush=True)

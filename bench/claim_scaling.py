@@ -1,7 +1,7 @@
 """Claim cost against queue depth: it must not grow with the jobs waiting.
 
     python bench/claim_scaling.py [--depths 1000,10000,100000] [--engine sqlite|postgres]
-                                  [--keys 1000]
+                                  [--keys 1000] [--hot 1000] [--rate 1000]
 
 For each depth, fills a queue with that many ready jobs (plus as many
 scheduled for later and as many dead letters, which claims must not walk
@@ -14,6 +14,18 @@ scheduled) gets one of K concurrency keys, dealt round robin, and the queue
 allows one live claim per key (``set_limits(concurrency_per_key=1)``), so a
 batch of 100 takes the first job of 100 keys. Compare with the same depths
 without ``--keys`` (the plain claim).
+
+``--hot H`` (with ``--keys``) is the limited claim's worst case: H more jobs
+of one key, ahead of everything in claim order (priority 9), whose key is
+full (one of them is claimed and never settled), so every limited claim
+walks past all of them before it finds a job with room: its cost grows with
+H, not with the backlog behind.
+
+``--rate N`` puts a rate on the queue instead of a concurrency limit:
+``Rate(N, per=3600 s)``, never reached in the run, so what it measures is
+the rate's bookkeeping (a count of the window, a claim log row per job, the
+pruning): with N at or above the samples, the window holds up to all the
+run's claims.
 
 On PostgreSQL (``--engine postgres``, ``--dsn``, default ``$ALKSTORE_PG_DSN``)
 each depth gets a fresh schema, dropped afterwards; the jobs table is never
@@ -35,7 +47,7 @@ from contextlib import asynccontextmanager
 import psycopg
 import trio
 
-from alkstore import Store
+from alkstore import Rate, Store
 from alkstore.io_trio import PostgresOptions, open_postgres, open_sqlite
 
 DSN = os.environ.get("ALKSTORE_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
@@ -59,13 +71,22 @@ BATCH = 100
 
 
 async def measure(
-    location: str, dsn: str | None, depth: int, samples: int, batches: int, keys: int
+    location: str,
+    dsn: str | None,
+    depth: int,
+    samples: int,
+    batches: int,
+    keys: int,
+    hot: int = 0,
+    rate: int = 0,
 ) -> tuple[float, float]:
     async with opened(location, dsn) as store:
         q = store.queue("bench", max_attempts=1)
         total = depth + samples + batches * BATCH + min(depth, 1000)
         if keys:
             await q.set_limits(concurrency_per_key=1)
+        if rate:
+            await q.set_limits(rate=Rate(rate, per=3600))
         for start in range(0, total, 1000):
             count = min(1000, total - start)
             if not keys:
@@ -80,6 +101,13 @@ async def measure(
         dead = await q.claim_batch("setup", min(depth, 1000))
         for job in dead:
             await job.fail("setup")
+        if hot:
+            for start in range(0, hot + 1, 1000):
+                count = min(1000, hot + 1 - start)
+                await q.enqueue_batch([{"hot": i} for i in range(count)], concurrency_key="hot",
+                                      priority=9)  # fmt: skip
+            held = await q.claim_one("holder")  # fills the hot key, never settled
+            assert held is not None and held.payload.get("hot") == 0
         t = time.perf_counter()
         for _ in range(samples):
             job = await q.claim_one("w")
@@ -103,6 +131,8 @@ def main() -> None:
     parser.add_argument("--engine", choices=("sqlite", "postgres"), default="sqlite")
     parser.add_argument("--dsn", default=DSN)
     parser.add_argument("--keys", type=int, default=0, help="concurrency keys, limit 1 each")
+    parser.add_argument("--hot", type=int, default=0, help="jobs of one full key ahead of all")
+    parser.add_argument("--rate", type=int, default=0, help="a rate of N claims an hour")
     args = parser.parse_args()
     depths = [int(d) for d in args.depths.split(",")]
     results = []
@@ -115,12 +145,17 @@ def main() -> None:
                 else f"alk_bench_{uuid.uuid4().hex[:10]}"
             )
             single, batch = trio.run(
-                measure, location, dsn, depth, args.samples, args.batches, args.keys
+                measure, location, dsn, depth, args.samples, args.batches, args.keys,
+                args.hot, args.rate,
             )
             results.append((depth, single, batch))
     base_single, base_batch = results[0][1], results[0][2]
     engine = "SQLite" if dsn is None else "PostgreSQL"
     limited = f", {args.keys:,} keys, limit 1 each" if args.keys else ", no limits"
+    if args.hot:
+        limited += f", {args.hot:,} jobs of a full key first"
+    if args.rate:
+        limited = f", a rate of {args.rate:,} claims an hour"
     print(f"{engine}, trio{limited}: microseconds per job")
     print(f"{'ready jobs':>12}{'+ scheduled':>13}{'claim_one+ack':>15}{'ratio':>8}"
           f"{'batch of 100':>14}{'ratio':>8}")  # fmt: skip

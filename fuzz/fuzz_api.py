@@ -68,6 +68,7 @@ with atheris.instrument_imports():
         Job,
         Lock,
         PayloadTooLarge,
+        Rate,
         ReservedName,
         Store,
         WakeReceiver,
@@ -516,6 +517,10 @@ METHODS: dict[str, tuple[tuple[str, ...], Call] | tuple[tuple[str, ...], Call, S
                              lambda s, k1, a, k2, b: s.queue("q").enqueue_batch_unique(
                                  [(k1, a), (k2, b)])),
     "set_limits": (("int",), lambda s, n: s.queue("q").set_limits(concurrency_per_key=n)),
+    # a rate and a per-key rate: any int limit and any duration as the period
+    "set_limits_rate": (("int", "duration", "int", "duration"),
+                        lambda s, n, per, kn, kper: s.queue("q").set_limits(
+                            rate=Rate(n, per), rate_per_key=Rate(kn, kper))),
     "enqueue_concurrency_key": (("payload", "name"),
                                 lambda s, p, k: s.queue("q").enqueue(p, concurrency_key=k)),
     "set_unique_policy": (("flag",),
@@ -620,7 +625,7 @@ COVERS: dict[str, tuple[str, ...]] = {
     "Queue.enqueue_unique": ("enqueue_unique",),
     "Queue.enqueue_batch_unique": ("enqueue_batch_unique",),
     "Queue.set_unique_policy": ("set_unique_policy",),
-    "Queue.set_limits": ("set_limits",),
+    "Queue.set_limits": ("set_limits", "set_limits_rate"),
     "Queue.claim_one": ("claim_one",),
     "Queue.claim_batch": ("claim_batch",),
     "Queue.ack_batch": ("ack_batch",),

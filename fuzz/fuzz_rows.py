@@ -36,13 +36,19 @@ with atheris.instrument_imports():
 # A plausible row per decoder: (length, field kinds). Kinds steer the fuzzer
 # towards rows that get past the first field.
 INT, TEXT, JSON, OPT_INT, OPT_TEXT, STATE, REASON, OUTCOME, FLAG = range(9)
-JOB = [INT, TEXT, JSON, INT, INT, INT, INT, INT, OPT_INT, OPT_TEXT, INT, STATE, OPT_TEXT, INT]
+JOB = [INT, TEXT, JSON, INT, INT, INT, INT, INT, OPT_INT, OPT_TEXT, INT, STATE, OPT_TEXT, INT,
+       OPT_TEXT]  # fmt: skip
 CLAIM = [*JOB, OPT_INT]  # a claim's row: a job's, then its queue's history retention
-DEAD = [INT, TEXT, JSON, INT, INT, INT, INT, INT, OPT_INT, OPT_TEXT, OPT_TEXT, REASON, INT]
+JOB_INFO = [*JOB, OPT_TEXT, OPT_TEXT]  # as inspected: a job's, then its unique and concurrency keys
+# A dead letter's row ends with its concurrency key; a history row with its
+# unique and concurrency keys.
+DEAD = [INT, TEXT, JSON, INT, INT, INT, INT, INT, OPT_INT, OPT_TEXT, OPT_TEXT, REASON, INT,
+        OPT_TEXT]  # fmt: skip
 EVENT = [INT, TEXT, OPT_TEXT, JSON, INT]
 SWEEP = [INT, INT, INT, OPT_INT, INT, INT]
-HISTORY = [INT, TEXT, OUTCOME, JSON, INT, INT, INT, INT, INT, INT, OPT_TEXT, OPT_TEXT]
-SUMMARY = [INT, INT, INT, OPT_INT, INT, INT, FLAG, OPT_INT, OPT_INT]
+HISTORY = [INT, TEXT, OUTCOME, JSON, INT, INT, INT, INT, INT, INT, OPT_TEXT, OPT_TEXT, OPT_TEXT,
+           OPT_TEXT]  # fmt: skip
+SUMMARY = [INT, INT, INT, OPT_INT, INT, INT, FLAG, OPT_INT, OPT_INT, OPT_INT, FLAG]
 STREAM = [OPT_INT, OPT_INT, OPT_INT, INT, OPT_INT, OPT_INT]
 CONSUMER = [TEXT, INT, FLAG]
 LOCK = [TEXT, OPT_TEXT, INT, INT, FLAG]
@@ -153,15 +159,19 @@ def TestOneInput(data: bytes) -> None:
                 for name in ("id", "priority", "attempts", "max_attempts", "run_at_us", "claims")
             )
     elif mode == 1:
-        info = _check(rows.job_info, _row(fdp, JOB), JobInfo)
+        info = _check(rows.job_info, _row(fdp, JOB_INFO), JobInfo)
         if info is not None:
             assert info.state in ("pending", "processing")
             assert isinstance(info.run_at, datetime) and isinstance(info.created_at, datetime)
+            assert all(k is None or isinstance(k, str)
+                       for k in (info.unique_key, info.concurrency_key))  # fmt: skip
     elif mode == 2:
         dead = _check(rows.dead_info, _row(fdp, DEAD), JobInfo)
         if dead is not None:
             assert dead.state == "dead" and dead.dead_reason in REASONS[:4]
             assert isinstance(dead.died_at, datetime)
+            assert dead.unique_key is None
+            assert dead.concurrency_key is None or isinstance(dead.concurrency_key, str)
     elif mode == 3:
         event = _check(rows.stream_event, _row(fdp, EVENT), StreamEvent)
         if event is not None:
@@ -172,11 +182,16 @@ def TestOneInput(data: bytes) -> None:
         done = _check(rows.history_info, _row(fdp, HISTORY), JobInfo)
         if done is not None:
             assert done.state in OUTCOMES[:2] and isinstance(done.finished_at, datetime)
+            assert all(k is None or isinstance(k, str)
+                       for k in (done.unique_key, done.concurrency_key))  # fmt: skip
     elif mode == 7:
         summary = _check(lambda r: rows.queue_summary("q", None, r), _row(fdp, SUMMARY),
                          QueueSummary)  # fmt: skip
         if summary is not None:
             assert isinstance(summary.paused, bool)
+            assert isinstance(summary.unique_processing_blocks, bool)
+            limit = summary.concurrency_per_key
+            assert limit is None or (isinstance(limit, int) and not isinstance(limit, bool))
     elif mode == 8:
         consumers = [_row(fdp, CONSUMER) for _ in range(fdp.ConsumeIntInRange(0, 2))]
         info = _check(lambda r: rows.stream_info("s", r, consumers), _row(fdp, STREAM),

@@ -30,9 +30,11 @@ from ..protocol.types import (
     Enqueued,
     EnqueueOptions,
     JobInfo,
+    QueueLimits,
     QueueOptions,
     QueueStats,
     QueueSummary,
+    Rate,
     StreamEvent,
     StreamInfo,
     Throughput,
@@ -274,12 +276,21 @@ class Queue(ops.QueueHandle):
             return []
         return store._run(*ops.insert_unique_many(store, jobs, for_us, now))
 
-    def set_limits(self, *, concurrency_per_key: int | None) -> None:
-        """This queue's per-key concurrency limit (``alkstore.Queue.set_limits``)."""
-        self._store._run(ops.set_limits(self._store, self.name, concurrency_per_key))
+    def set_limits(
+        self,
+        *,
+        concurrency_per_key: int | None = None,
+        rate: Rate | None = None,
+        rate_per_key: Rate | None = None,
+    ) -> None:
+        """Set this queue's limits, replacing the ones it had
+        (``alkstore.Queue.set_limits``)."""
+        self._store._run(
+            ops.set_limits(self._store, self.name, concurrency_per_key, rate, rate_per_key)
+        )
 
-    def limits(self) -> int | None:
-        """This queue's per-key concurrency limit (``alkstore.Queue.limits``)."""
+    def limits(self) -> QueueLimits:
+        """This queue's limits (``alkstore.Queue.limits``)."""
         return self._store._run(ops.limits(self._store, self.name))
 
     def set_unique_policy(self, *, processing_blocks: bool) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 from ..protocol import codec, inspection, queues, streams
 from ..protocol import wakes as wake_plans
@@ -34,9 +34,11 @@ from ..protocol.types import (
     Enqueued,
     JobInfo,
     NewJob,
+    QueueLimits,
     QueueOptions,
     QueueStats,
     QueueSummary,
+    Rate,
     StreamEvent,
     StreamInfo,
     Throughput,
@@ -178,17 +180,24 @@ def insert_unique_many(
     return plan, len(jobs) > INLINE_MAX
 
 
-def set_limits(ctx: OpContext, queue: str, concurrency_per_key: object) -> Plan[None]:
-    """``queue``'s per-key concurrency limit: a positive int, or None for none."""
+def set_limits(
+    ctx: OpContext, queue: str, concurrency_per_key: object, rate: object, rate_per_key: object
+) -> Plan[None]:
+    """``queue``'s limits, replacing what it had: a positive int or None for
+    the per-key concurrency, a ``Rate`` or None for each rate."""
     limit = None
     if concurrency_per_key is not None:
         limit = check_int(concurrency_per_key, "concurrency_per_key", lo=1, hi=2**31 - 1)
-    return queues.set_concurrency_limit(ctx._dialect, queue, limit)
+    for value, what in ((rate, "rate"), (rate_per_key, "rate_per_key")):
+        if value is not None and not isinstance(value, Rate):
+            raise InvalidArgument(f"{what} must be a Rate or None, got {brief(value)}")
+    limits = QueueLimits(limit, cast("Rate | None", rate), cast("Rate | None", rate_per_key))
+    return queues.set_limits(ctx._dialect, queue, limits)
 
 
-def limits(ctx: OpContext, queue: str) -> Plan[int | None]:
-    """``queue``'s per-key concurrency limit (None: none)."""
-    return queues.concurrency_limit(ctx._dialect, queue)
+def limits(ctx: OpContext, queue: str) -> Plan[QueueLimits]:
+    """``queue``'s limits."""
+    return queues.limits(ctx._dialect, queue)
 
 
 def set_unique_policy(ctx: OpContext, queue: str, processing_blocks: object) -> Plan[None]:

@@ -19,9 +19,11 @@ from ..protocol.types import (
     JobInfo,
     JobRecord,
     NewJob,
+    QueueLimits,
     QueueOptions,
     QueueStats,
     QueueSummary,
+    Rate,
     Throughput,
     WorkerReport,
 )
@@ -328,19 +330,35 @@ class Queue(ops.QueueHandle):
         await store._telemetry.enqueue_many(self.name, [job for job, _ in jobs], insert)
         return done[0]
 
-    async def set_limits(self, *, concurrency_per_key: int | None) -> None:
-        """At most ``concurrency_per_key`` jobs with the same
-        ``concurrency_key`` (an enqueue option) processing at once, across
-        every worker and process; ``None`` lifts the limit (the default).
-        Stored with the queue, enforced inside each claim's transaction.
-        Jobs without a key are not limited. Claims take jobs in claim order
-        among those whose key has room: a job whose key is full is passed
-        over, and is its key's first taken once the key has room. Raises
-        ``InvalidArgument`` for a limit that is not a positive int."""
-        await self._store._run(ops.set_limits(self._store, self.name, concurrency_per_key))
+    async def set_limits(
+        self,
+        *,
+        concurrency_per_key: int | None = None,
+        rate: Rate | None = None,
+        rate_per_key: Rate | None = None,
+    ) -> None:
+        """Set this queue's limits, replacing the ones it had (a limit not
+        given is lifted; ``set_limits()`` lifts them all). Stored with the
+        queue, enforced inside each claim's transaction, for every worker
+        and process.
 
-    async def limits(self) -> int | None:
-        """The queue's per-key concurrency limit (``None``: none)."""
+        ``concurrency_per_key``: at most N jobs with the same
+        ``concurrency_key`` (an enqueue option) processing at once.
+        ``rate``: at most ``rate.limit`` claims of the queue in any window
+        of ``rate.per`` (``Rate(10, per=1.0)``: ten a second).
+        ``rate_per_key``: the same per concurrency key (jobs without a key
+        count against ``rate`` only).
+
+        Claims take jobs in claim order among those whose key has room: a
+        job whose key is full or over its rate is passed over, and is its
+        key's first taken once it has room. Raises ``InvalidArgument`` for
+        a limit that is not a positive int or a rate that is not a ``Rate``."""
+        await self._store._run(
+            ops.set_limits(self._store, self.name, concurrency_per_key, rate, rate_per_key)
+        )
+
+    async def limits(self) -> QueueLimits:
+        """This queue's limits (each None when not set)."""
         return await self._store._run(ops.limits(self._store, self.name))
 
     async def set_unique_policy(self, *, processing_blocks: bool) -> None:

@@ -381,9 +381,9 @@ class Store:
     # -- inspection ------------------------------------------------------------
     async def list_queues(self) -> list[QueueSummary]:
         """Every queue that has live jobs, dead letters, history or settings
-        (a pause, a retention), sorted by name, each with its counts. An
-        outbox's queue is listed under its internal name with
-        ``outbox`` set to the outbox's name."""
+        (a pause, a retention, a limit, a unique policy), sorted by name,
+        each with its counts and settings. An outbox's queue is listed under
+        its internal name with ``outbox`` set to the outbox's name."""
         plan = inspection.list_queues(self._dialect, self._now_us())
         return await self._run(plan, bulk=True)  # counts grow with the queues
 

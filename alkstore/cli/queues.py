@@ -28,11 +28,29 @@ async def find_queue(store: Store, name: str) -> QueueSummary:
     not_found(f"no queue named {name!r}")
 
 
+def limits_text(q: QueueSummary) -> str:
+    """A queue's limits for the table (empty: none)."""
+    limits = shapes.limits_doc(q)
+    shown = []
+    if limits["concurrency_per_key"] is not None:
+        shown.append(f"{limits['concurrency_per_key']} per key")
+    for name, suffix in (("rate", ""), ("rate_per_key", " per key")):
+        if (rate := limits[name]) is not None:
+            shown.append(f"{rate['limit']}/{rate['per_seconds']:g}s{suffix}")
+    return ", ".join(shown)
+
+
+def unique_text(q: QueueSummary) -> str:
+    """A queue's unique policy for the table: whether a processing job
+    keeps its unique key (``blocks``, the default) or yields it."""
+    return "blocks" if shapes.unique_policy_doc(q)["processing_blocks"] else "yields"
+
+
 @click.command("queues")
 @target_options
 def queues_command(target: Target) -> None:
     """Every queue: ready, scheduled, processing and dead jobs, the oldest
-    ready job's age, and whether it is paused."""
+    ready job's age, its limits, its unique policy, and whether it is paused."""
     summaries = run(target, lambda store: store.list_queues())
     at = now()
     if target.json:
@@ -51,10 +69,13 @@ def queues_command(target: Target) -> None:
                 q.dead,
                 q.history,
                 render.duration(shapes.age(q.oldest_ready_at, at)),
+                limits_text(q),
+                unique_text(q),
                 "paused" if q.paused else "",
             )
         )
-    columns = ("queue", "ready", "scheduled", "processing", "dead", "history", "oldest", "")
+    columns = ("queue", "ready", "scheduled", "processing", "dead", "history", "oldest",
+               "limits", "unique", "")  # fmt: skip
     numbers = columns[1:7]
     out.print(render.table("queues", columns, rows, out=out, right=numbers))
     if not summaries and out.is_terminal:
@@ -98,7 +119,8 @@ def jobs_command(
         click.echo(shapes.dumps(doc))
         return
     out = render.console()
-    columns = ("id", "state", "attempts", "priority", "run at", "claimed by", "payload", "error")
+    columns = ("id", "state", "attempts", "priority", "run at", "claimed by", "unique key",
+               "concurrency key", "payload", "error")  # fmt: skip
     rows = [
         (
             j.id,
@@ -107,6 +129,8 @@ def jobs_command(
             j.priority,
             render.when(j.run_at),
             j.claimed_by,
+            _short(j.unique_key, 30),
+            _short(j.concurrency_key, 30),
             render.brief_json(j.payload),
             _short(j.last_error),
         )
@@ -161,6 +185,9 @@ def job_command(target: Target, job_id: int) -> None:
     if info.finished_at is not None:
         fields.append(("finished", f"{render.when(info.finished_at)} ({info.state})"))
         fields.append(("worker", info.claimed_by))
+    # A dead letter keeps its concurrency key, not its unique key (None).
+    fields.append(("unique key", info.unique_key))
+    fields.append(("concurrency key", info.concurrency_key))
     fields.append(("last error", info.last_error))
     out.print(render.table(None, ("field", "value"), fields, out=out))
     out.print(shapes.dumps(info.payload) if not out.is_terminal else _pretty(info.payload))

@@ -18,6 +18,7 @@ from ..protocol.types import (
     JobInfo,
     LockInfo,
     QueueSummary,
+    Rate,
     ScheduleInfo,
     StreamInfo,
 )
@@ -50,6 +51,28 @@ def queue_kind(q: QueueSummary) -> tuple[str, str]:
     return "queue", q.name
 
 
+def limits_doc(q: QueueSummary) -> Doc:
+    """A queue's limits (``Queue.set_limits``), by the setter's keywords.
+    The one place the CLI reads them: ``queue_doc`` and the ``queues``
+    table both go through here."""
+    limits = q.limits
+    return {
+        "concurrency_per_key": limits.concurrency_per_key,
+        "rate": rate_doc(limits.rate),
+        "rate_per_key": rate_doc(limits.rate_per_key),
+    }
+
+
+def rate_doc(rate: Rate | None) -> Doc | None:
+    """A rate as ``{"limit": N, "per_seconds": P}`` (None: no rate)."""
+    return None if rate is None else {"limit": rate.limit, "per_seconds": seconds(rate.per)}
+
+
+def unique_policy_doc(q: QueueSummary) -> Doc:
+    """A queue's unique policy (``Queue.set_unique_policy``), by the setter's keywords."""
+    return {"processing_blocks": q.unique_processing_blocks}
+
+
 def queue_doc(q: QueueSummary, now: datetime) -> Doc:
     kind, shown = queue_kind(q)
     return {
@@ -66,6 +89,8 @@ def queue_doc(q: QueueSummary, now: datetime) -> Doc:
         "paused": q.paused,
         "history_retention_s": seconds(q.history_retention),
         "dead_retention_s": seconds(q.dead_retention),
+        "limits": limits_doc(q),
+        "unique_policy": unique_policy_doc(q),
     }
 
 
@@ -87,6 +112,8 @@ def job_doc(j: JobInfo) -> Doc:
         "dead_reason": j.dead_reason,
         "died_at": j.died_at,
         "finished_at": j.finished_at,
+        "unique_key": j.unique_key,
+        "concurrency_key": j.concurrency_key,
     }
 
 

@@ -13,50 +13,119 @@ from dataclasses import dataclass
 
 from .backoff import Backoff
 from .dialect import STATE_PENDING, Dialect
-from .plan import Plan, Row, fetch_all, fetch_count, fetch_one, reads
+from .plan import Plan, Row, Statement, fetch_all, fetch_count, fetch_one, fetch_row, reads
 from .queues import check_limit, kept_until, moved, moved_rows, retention
-from .rows import _int, _opt_int, _shape, job_record
+from .rows import _int, _opt_int, _shape, job_record, queue_limits
 from .timeconv import MAX_INSTANT_US, held_until_us, until_us
-from .types import DeadReason, JobRecord
+from .types import DeadReason, JobRecord, QueueLimits
 
 
 def claim(
     d: Dialect, queue: str, worker: str, n: int, now_us: int, visibility_us: int
 ) -> Plan[list[JobRecord]]:
     """Take up to ``n`` due jobs: priority desc, then run_at, then id."""
+    jobs, _ = yield from claim_jobs(d, queue, worker, n, now_us, visibility_us)
+    return jobs
+
+
+def claim_jobs(
+    d: Dialect, queue: str, worker: str, n: int, now_us: int, visibility_us: int
+) -> Plan[tuple[list[JobRecord], int | None]]:
+    """``claim``, and when a rate limit kept the claim short, the instant it
+    next admits a claim (None: no rate held it back), so a worker sleeps
+    until then rather than waiting for a wake that no enqueue will send."""
     until = held_until_us(now_us, visibility_us)
     n = check_limit(n, "n")
     for statement in d.claim_prelude():
         yield statement
     rows = yield from fetch_all(d.claim(queue, worker, n, now_us, until))
+    opens: int | None = None
     if not rows:
         # Nothing: an empty (or paused) queue, or a limited one, which the
-        # plain claim leaves alone. Only then is the queue's limit read, so a
-        # queue without limits pays nothing for them while it has work.
-        limit = yield from fetch_one(d.claim_limit(queue))
-        if limit is not None:
-            rows = yield from _claim_limited(d, queue, worker, n, now_us, until, int(limit[0]))
+        # plain claim leaves alone. Only then are the queue's limits read,
+        # so a queue without limits pays nothing for them while it has work.
+        row = yield from fetch_one(d.claim_limit(queue))
+        if row is not None:
+            limits = queue_limits(row)
+            rows, opens = yield from _claim_limited(d, queue, worker, n, now_us, until, limits)
     jobs = [job_record(r) for r in rows]
     # RETURNING does not promise an order; restore the claim order.
     jobs.sort(key=lambda j: (-j.priority, j.run_at_us, j.id))
-    return jobs
+    return jobs, opens
 
 
 def _claim_limited(
-    d: Dialect, queue: str, worker: str, n: int, now_us: int, until_us: int, limit: int
-) -> Plan[list[Row]]:
+    d: Dialect,
+    queue: str,
+    worker: str,
+    n: int,
+    now_us: int,
+    until_us: int,
+    limits: QueueLimits,
+) -> Plan[tuple[list[Row], int | None]]:
     """Up to ``n`` jobs of a limited queue, one statement each, in claim
-    order among the jobs whose key has room: each statement sees the claims
-    of the ones before it, so one claim never takes more of a key than its
-    room. The fairness rule: a job whose key is full is passed over, not
-    moved, so it is the first of its key taken once the key has room."""
+    order among the jobs whose key has room (concurrency) and whose key is
+    under its rate: each statement sees the claims of the ones before it,
+    so one claim never takes more of a key than its room. The queue's own
+    rate is counted once and caps ``n``. Every claim is logged for the
+    rates it counts against. The fairness rule: a job whose key is full (or
+    over its rate) is passed over, not moved, so it is the first of its key
+    taken once the key has room."""
+    rate, key_rate = limits.rate, limits.rate_per_key
+    if rate is not None or key_rate is not None:
+        longest = max(r.period_us for r in (rate, key_rate) if r is not None)
+        yield d.prune_claim_log(queue, now_us - longest)
+    room = used = n
+    if rate is not None:
+        used = yield from _count(d.claims_in_window(queue, now_us - rate.period_us))
+        room = min(n, rate.limit - used)
+    key_window = None
+    if key_rate is not None:
+        key_window = (key_rate.limit, now_us - key_rate.period_us)
     rows: list[Row] = []
-    for _ in range(n):
-        got = yield from fetch_all(d.claim_limited(queue, worker, now_us, until_us, limit))
+    for _ in range(room):
+        got = yield from fetch_all(
+            d.claim_limited(queue, worker, now_us, until_us, limits.concurrency_per_key, key_window)
+        )
         if not got:
             break
         rows.extend(got)
-    return rows
+        if rate is not None:
+            yield d.log_queue_claim(queue, now_us)
+        if key_rate is not None:
+            yield d.log_key_claim(int(got[0][0]), now_us)
+    opens = None
+    if len(rows) < n:
+        # The queue's window now holds ``used + len(rows)`` claims.
+        full = rate is not None and len(rows) >= room
+        opens = yield from _rate_opens(d, queue, now_us, limits, used + len(rows) if full else None)
+    return rows, opens
+
+
+def _count(statement: Statement) -> Plan[int]:
+    (count,) = yield from fetch_row(statement)
+    return int(count)
+
+
+def _rate_opens(
+    d: Dialect, queue: str, now_us: int, limits: QueueLimits, in_window: int | None
+) -> Plan[int | None]:
+    """When a claim held short by a rate may take more: the queue's rate,
+    when it is what stopped the claim (``in_window``: the claims its window
+    holds), opens when enough of them age out; a key's rate when its oldest
+    logged claim does (the earliest any key may have room: a worker woken
+    then may find its jobs' keys still full and sleeps again, never spins).
+    None: no rate held it."""
+    rate, key_rate = limits.rate, limits.rate_per_key
+    if rate is not None and in_window is not None:
+        skip = max(0, in_window - rate.limit)
+        row = yield from fetch_one(d.window_opens(queue, now_us - rate.period_us, skip))
+        return None if row is None else int(row[0]) + rate.period_us
+    if key_rate is not None:
+        row = yield from fetch_one(d.first_key_claim(queue, now_us - key_rate.period_us))
+        if row is not None and row[0] is not None:
+            return int(row[0]) + key_rate.period_us
+    return None
 
 
 @reads

@@ -22,17 +22,25 @@ JOB_COLUMNS = (
 # Column order of a claimed job row: a live job row, then how long its queue
 # keeps finished jobs (``history_us``: None keeps none), which the ack obeys.
 CLAIM_COLUMNS = (*JOB_COLUMNS, "history_us")
-# Column order of a dead-letter row.
+# Column order of a live job row as the inspection reads it (``get_job``,
+# ``job_page``): a live job row, then its flow-control keys.
+JOB_INFO_COLUMNS = (*JOB_COLUMNS, "unique_key", "concurrency_key")
+# Column order of a dead-letter row. It keeps the job's concurrency key
+# (``requeue_dead`` brings the job back with it, still limited), not its
+# unique key.
 DEAD_COLUMNS = (
     "id", "queue", "payload", "priority", "attempts", "max_attempts", "run_at",
     "created_at", "expires_at", "claimed_by", "last_error", "reason", "died_at",
+    "concurrency_key",
 )  # fmt: skip
 # Column order of a stream event row.
 EVENT_COLUMNS = ("offset", "stream", "key", "payload", "created_at")
-# Column order of a history row (a finished job kept for inspection).
+# Column order of a history row (a finished job kept for inspection). It
+# keeps the job's unique key (``unique_for`` finds acked jobs by it) and
+# its concurrency key.
 HISTORY_COLUMNS = (
     "id", "queue", "outcome", "payload", "priority", "attempts", "max_attempts", "run_at",
-    "created_at", "finished_at", "worker", "last_error",
+    "created_at", "finished_at", "worker", "last_error", "unique_key", "concurrency_key",
 )  # fmt: skip
 # Column order of a schedule row as listed.
 SCHEDULE_COLUMNS = (
@@ -49,10 +57,12 @@ DUE_SCHEDULE_COLUMNS = (
 # writes its select list in this order.
 # A queue's summary: the counts of ``queue_counts``, the visible_at of the
 # oldest ready job, the dead and history counts, and its ``queues`` row
-# (NULLs for a queue that has none).
+# (NULLs for a queue that has none): pause, retention, per-key concurrency
+# limit and unique policy.
 QUEUE_SUMMARY_COLUMNS = (
     "ready", "scheduled", "processing", "oldest_ready", "dead", "history", "paused",
-    "history_us", "dead_us",
+    "history_us", "dead_us", "concurrency_limit", "rate_limit", "rate_period_us",
+    "key_rate_limit", "key_rate_period_us", "unique_processing",
 )  # fmt: skip
 # A stream's summary: its counter row (NULLs for a stream without one), its
 # event count and its oldest event (NULLs for none).
@@ -129,27 +139,70 @@ class Dialect(Protocol):
         ...
     def claim(self, queue: str, worker: str, n: int, now_us: int, until_us: int) -> Statement: ...
     def claim_limit(self, queue: str) -> Statement:
-        """Its row is ``(concurrency_limit,)`` when ``queue`` is limited and
-        running (none otherwise); taken by a claim ``claim`` found closed. On
-        an engine with concurrent writers it locks the queue's row until
-        commit, so limited claims of a queue run one after the other."""
+        """Its row is the queue's limits (``LIMIT_COLUMNS``: concurrency
+        limit, rate limit and period, per-key rate limit and period) when
+        ``queue`` is limited and running (none otherwise); taken by a claim
+        ``claim`` found closed. On an engine with concurrent writers it locks
+        the queue's row until commit, so limited claims of a queue run one
+        after the other."""
         ...
     def claim_limited(
-        self, queue: str, worker: str, now_us: int, until_us: int, limit: int
+        self,
+        queue: str,
+        worker: str,
+        now_us: int,
+        until_us: int,
+        concurrency: int | None,
+        key_rate: tuple[int, int] | None,
     ) -> Statement:
         """Claim the first claimable job (claim order) whose concurrency key
-        has fewer than ``limit`` live claims, or none: zero or one row,
-        shaped like ``claim``'s."""
+        has fewer than ``concurrency`` live claims (None: not checked) and,
+        with ``key_rate`` = (limit, since_us), fewer than ``limit`` claims
+        logged after ``since_us``, or none: zero or one row, shaped like
+        ``claim``'s."""
         ...
     def set_concurrency_keys(self, pairs: Sequence[tuple[int, str]]) -> Statement:
         """Give each (job id, concurrency key) job its key, in the
         transaction that inserted it."""
         ...
-    def set_concurrency_limit(self, queue: str, limit: int | None) -> Statement:
-        """Record ``queue``'s per-key concurrency limit (None: none)."""
+    def set_limits(
+        self,
+        queue: str,
+        concurrency: int | None,
+        rate: tuple[int, int] | None,
+        key_rate: tuple[int, int] | None,
+    ) -> Statement:
+        """Record ``queue``'s limits, replacing what it had: the per-key
+        concurrency limit, the rate and the per-key rate as (limit,
+        period_us); None lifts one."""
         ...
     def queue_limits(self, queue: str) -> Statement:
-        """Its row is ``(concurrency_limit,)``, or none for a queue never configured."""
+        """Its row is the queue's ``LIMIT_COLUMNS``, or none for a queue
+        never configured."""
+        ...
+    def claims_in_window(self, queue: str, since_us: int) -> Statement:
+        """Its row is ``(count,)``: claims of ``queue`` logged for its own
+        rate after ``since_us``."""
+        ...
+    def window_opens(self, queue: str, since_us: int, skip: int) -> Statement:
+        """Its row is ``(at,)``: the instant of the claim of ``queue`` logged
+        for its own rate after ``since_us``, ``skip`` entries from the
+        oldest (none when there are fewer)."""
+        ...
+    def first_key_claim(self, queue: str, since_us: int) -> Statement:
+        """Its row is ``(at,)``: the oldest claim of ``queue`` logged under a
+        concurrency key after ``since_us`` (NULL when there is none)."""
+        ...
+    def log_queue_claim(self, queue: str, at_us: int) -> Statement:
+        """Log one claim of ``queue`` for its own rate."""
+        ...
+    def log_key_claim(self, job_id: int, at_us: int) -> Statement:
+        """Log the claim of job ``job_id`` under its concurrency key (nothing
+        for a job without one)."""
+        ...
+    def prune_claim_log(self, queue: str, before_us: int) -> Statement:
+        """Forget ``queue``'s claims logged at or before ``before_us`` (out
+        of every window)."""
         ...
     def ack(self, job_id: int, worker: str, claim: int, now_us: int) -> Statement: ...
     def ack_history(
@@ -206,10 +259,18 @@ class Dialect(Protocol):
         the first statement's row count says whether there was one."""
         ...
     # ``queue`` None below: the job in whichever queue holds it.
-    def get_job(self, queue: str | None, job_id: int) -> Statement: ...
+    def get_job(self, queue: str | None, job_id: int) -> Statement:
+        """The live job row (``JOB_INFO_COLUMNS``), if any."""
+        ...
     def get_dead(self, queue: str | None, job_id: int) -> Statement: ...
     def get_history(self, queue: str | None, job_id: int) -> Statement:
         """The history row (``HISTORY_COLUMNS``) of a finished job, if kept."""
+        ...
+    def cancelled_among(self, queue: str, job_ids: Sequence[int]) -> Statement:
+        """Its rows are ``(id,)`` of those of ``job_ids`` that are neither
+        live nor dead in ``queue`` nor kept in its history with an outcome
+        other than ``cancelled``, in any order: one statement (one snapshot)
+        for every id."""
         ...
 
     def sweep_candidates(self, queue: str | None, now_us: int, limit: int) -> Statement: ...
@@ -258,7 +319,7 @@ class Dialect(Protocol):
     def job_page(
         self, queue: str, which: str, after: int, limit: int, now_us: int
     ) -> Statement:
-        """Live jobs (``JOB_COLUMNS``) of ``queue`` with ids above ``after``,
+        """Live jobs (``JOB_INFO_COLUMNS``) of ``queue`` with ids above ``after``,
         ascending, at most ``limit``; ``which`` is one of ``LIVE_FILTERS``."""
         ...
 

@@ -9,9 +9,9 @@ from .errors import DatabaseError, InvalidArgument, brief
 from .ints import check_int
 from .names import cancel_channel, queue_channel
 from .plan import Plan, Row, Statement, fetch_all, fetch_count, fetch_one, fetch_row, reads
-from .rows import _opt_int, _shape, dead_info, history_info, job_info
+from .rows import _int, _opt_int, _shape, dead_info, history_info, job_info, queue_limits
 from .timeconv import held_until_us
-from .types import Enqueued, JobInfo, NewJob, QueueStats
+from .types import Enqueued, JobInfo, NewJob, QueueLimits, QueueStats, Rate
 
 
 def enqueue(d: Dialect, job: NewJob, origin: str, now_us: int) -> Plan[int]:
@@ -142,17 +142,22 @@ def _insert_unique(
     raise DatabaseError(f"unique key {key!r} changed hands {UNIQUE_ROUNDS} times in one enqueue")
 
 
-def set_concurrency_limit(d: Dialect, queue: str, limit: int | None) -> Plan[None]:
-    """Record ``queue``'s per-key concurrency limit (None: none); a queue
-    with none is claimed by the plain claim, as before limits existed."""
-    yield d.set_concurrency_limit(queue, limit)
+def set_limits(d: Dialect, queue: str, limits: QueueLimits) -> Plan[None]:
+    """Record ``queue``'s limits, replacing what it had; a queue with none
+    is claimed by the plain claim, as before limits existed."""
+    yield d.set_limits(queue, limits.concurrency_per_key, _rate(limits.rate),
+                       _rate(limits.rate_per_key))  # fmt: skip
+
+
+def _rate(rate: Rate | None) -> tuple[int, int] | None:
+    return None if rate is None else (rate.limit, rate.period_us)
 
 
 @reads
-def concurrency_limit(d: Dialect, queue: str) -> Plan[int | None]:
-    """``queue``'s per-key concurrency limit (None: none)."""
+def limits(d: Dialect, queue: str) -> Plan[QueueLimits]:
+    """``queue``'s limits (all None: none)."""
     row = yield from fetch_one(d.queue_limits(queue))
-    return None if row is None or row[0] is None else int(row[0])
+    return queue_limits(row)
 
 
 def set_unique_processing(d: Dialect, queue: str, blocks: bool) -> Plan[None]:
@@ -198,26 +203,20 @@ def cancel(d: Dialect, queue: str, job_id: int, origin: str, now_us: int) -> Pla
 @reads
 def cancelled_among(d: Dialect, queue: str, job_ids: Sequence[int]) -> Plan[list[int]]:
     """Which of ``job_ids`` (jobs a worker holds) were cancelled: no longer
-    live, not dead, and not in history as acked. One read transaction, a
-    statement per job (and two more for one that is gone, which is rare).
+    live, not dead, and not in history as acked. One statement for all of
+    them, so one round trip and one snapshot however many jobs the worker
+    holds (a job moving between the tables meanwhile is seen in one place).
 
     Only the worker can ack a job it holds, and it asks only about jobs it
     has not settled, so a job gone from the live table and not swept to the
     dead letters was cancelled. Without history, a job whose claim lapsed
     and that another worker then claimed and acked looks the same: the
     caller's claim was lost either way."""
-    gone: list[int] = []
-    for job_id in job_ids:
-        row = yield from fetch_one(d.get_job(queue, job_id))
-        if row is not None:
-            continue
-        if (yield from fetch_one(d.get_dead(queue, job_id))) is not None:
-            continue
-        row = yield from fetch_one(d.get_history(queue, job_id))
-        if row is not None and history_info(row).state != "cancelled":
-            continue
-        gone.append(job_id)
-    return gone
+    if not job_ids:
+        return []
+    rows = yield from fetch_all(d.cancelled_among(queue, job_ids))
+    gone = {_int(row[0], "id") for row in rows}
+    return [job_id for job_id in job_ids if job_id in gone]  # in the caller's order
 
 
 def kept_until(now_us: int, retention_us: int) -> int:

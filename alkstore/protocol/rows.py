@@ -19,6 +19,7 @@ from .dialect import (
     EVENT_COLUMNS,
     HISTORY_COLUMNS,
     JOB_COLUMNS,
+    JOB_INFO_COLUMNS,
     LOCK_COLUMNS,
     QUEUE_SUMMARY_COLUMNS,
     SCHEDULE_COLUMNS,
@@ -26,7 +27,7 @@ from .dialect import (
     STATE_PROCESSING,
     STREAM_SUMMARY_COLUMNS,
 )
-from .errors import CodecError, DatabaseError, SchemaMismatch, brief
+from .errors import CodecError, DatabaseError, InvalidArgument, SchemaMismatch, brief
 from .plan import Row
 from .timeconv import to_datetime
 from .types import (
@@ -36,7 +37,9 @@ from .types import (
     JobRecord,
     JobState,
     LockInfo,
+    QueueLimits,
     QueueSummary,
+    Rate,
     ScheduleInfo,
     StreamEvent,
     StreamInfo,
@@ -164,10 +167,11 @@ class _Fields:
     def flag(self, name: str) -> bool:
         return _bool(self._get(name), name)
 
-    def opt_flag(self, name: str) -> bool:
-        """A flag, NULL (a row a LEFT JOIN did not find) read as false."""
+    def opt_flag(self, name: str, default: bool = False) -> bool:
+        """A flag, NULL (a row a LEFT JOIN did not find, or a setting never
+        made) read as ``default``."""
         value = self._get(name)
-        return False if value is None else _bool(value, name)
+        return default if value is None else _bool(value, name)
 
     def opt_span(self, name: str) -> timedelta | None:
         return _opt_span(self._get(name), name)
@@ -179,8 +183,9 @@ class _Fields:
 _POSITIONS: dict[tuple[str, ...], dict[str, int]] = {
     columns: {name: i for i, name in enumerate(columns)}
     for columns in (
-        JOB_COLUMNS, CLAIM_COLUMNS, DEAD_COLUMNS, EVENT_COLUMNS, HISTORY_COLUMNS, SCHEDULE_COLUMNS,
-        QUEUE_SUMMARY_COLUMNS, STREAM_SUMMARY_COLUMNS, CONSUMER_COLUMNS, LOCK_COLUMNS,
+        JOB_COLUMNS, JOB_INFO_COLUMNS, CLAIM_COLUMNS, DEAD_COLUMNS, EVENT_COLUMNS, HISTORY_COLUMNS,
+        SCHEDULE_COLUMNS, QUEUE_SUMMARY_COLUMNS, STREAM_SUMMARY_COLUMNS, CONSUMER_COLUMNS,
+        LOCK_COLUMNS,
     )
 }  # fmt: skip
 
@@ -221,8 +226,8 @@ def _times(f: _Fields) -> dict[str, Any]:
 
 
 def job_info(row: Row) -> JobInfo:
-    """A live job row (``JOB_COLUMNS``) for inspection."""
-    f = _Fields(row, JOB_COLUMNS, "job")
+    """A live job row (``JOB_INFO_COLUMNS``) for inspection."""
+    f = _Fields(row, JOB_INFO_COLUMNS, "job")
     state = f.integer("state")
     if state not in (STATE_PENDING, STATE_PROCESSING):
         raise CodecError(f"row field state has an unknown value: {brief(state)}")
@@ -234,11 +239,14 @@ def job_info(row: Row) -> JobInfo:
         claimed_by=f.opt_text("claimed_by") if processing else None,
         claim_expires_at=f.instant("visible_at") if processing else None,
         last_error=f.opt_text("last_error"),
+        unique_key=f.opt_text("unique_key"),
+        concurrency_key=f.opt_text("concurrency_key"),
     )
 
 
 def dead_info(row: Row) -> JobInfo:
-    """A dead-letter row (``DEAD_COLUMNS``)."""
+    """A dead-letter row (``DEAD_COLUMNS``). The dead table keeps the
+    job's concurrency key, not its unique key (None)."""
     f = _Fields(row, DEAD_COLUMNS, "dead letter")
     reason = f.text("reason")
     if reason not in _DEAD_REASONS:
@@ -253,11 +261,13 @@ def dead_info(row: Row) -> JobInfo:
         last_error=f.opt_text("last_error"),
         dead_reason=dead_reason,
         died_at=f.instant("died_at"),
+        concurrency_key=f.opt_text("concurrency_key"),
     )
 
 
 def history_info(row: Row) -> JobInfo:
-    """A history row (``HISTORY_COLUMNS``): a finished job."""
+    """A history row (``HISTORY_COLUMNS``): a finished job, with its unique
+    and concurrency keys."""
     f = _Fields(row, HISTORY_COLUMNS, "history")
     outcome = f.text("outcome")
     if outcome not in _OUTCOMES:
@@ -273,6 +283,8 @@ def history_info(row: Row) -> JobInfo:
         claim_expires_at=None,
         last_error=f.opt_text("last_error"),
         finished_at=f.instant("finished_at"),
+        unique_key=f.opt_text("unique_key"),
+        concurrency_key=f.opt_text("concurrency_key"),
     )
 
 
@@ -291,6 +303,9 @@ def queue_summary(name: str, outbox: str | None, row: Row) -> QueueSummary:
         history_retention=f.opt_span("history_us"),
         dead_retention=f.opt_span("dead_us"),
         outbox=outbox,
+        limits=_limits(*(f.opt_integer(c) for c in _LIMIT_FIELDS)),
+        # NULL (never set) or true: a processing job keeps its key.
+        unique_processing_blocks=f.opt_flag("unique_processing", default=True),
     )
 
 
@@ -402,3 +417,35 @@ def require_schema(found: int, expected: int, where: str) -> int:
     if found != expected:
         raise SchemaMismatch(found, expected, where)
     return found
+
+
+def queue_limits(row: Row | None) -> QueueLimits:
+    """A queue's ``LIMIT_COLUMNS`` row (None: a queue never configured)."""
+    if row is None:
+        return QueueLimits()
+    _shape(row, 5, "queue limits")
+    return _limits(*(_opt_int(v, what) for v, what in zip(row, _LIMIT_FIELDS, strict=True)))
+
+
+def _limits(
+    concurrency: int | None,
+    rate: int | None,
+    rate_us: int | None,
+    key_rate: int | None,
+    key_rate_us: int | None,
+) -> QueueLimits:
+    return QueueLimits(concurrency, _rate(rate, rate_us), _rate(key_rate, key_rate_us))
+
+
+_LIMIT_FIELDS = (
+    "concurrency_limit", "rate_limit", "rate_period_us", "key_rate_limit", "key_rate_period_us",
+)  # fmt: skip
+
+
+def _rate(limit: int | None, period_us: int | None) -> Rate | None:
+    if limit is None or period_us is None:
+        return None
+    try:
+        return Rate(limit, timedelta(microseconds=period_us))
+    except InvalidArgument as exc:
+        raise CodecError(f"row holds a rate out of range: {exc}") from None

@@ -85,7 +85,13 @@ class JobInfo:
     ``state`` is ``pending`` or ``processing`` for a live job, ``dead`` for a
     dead letter (``dead_reason``, ``died_at``), and ``acked`` or
     ``cancelled`` for a finished job kept in its queue's history
-    (``finished_at``; ``claimed_by`` is the worker that acked it)."""
+    (``finished_at``; ``claimed_by`` is the worker that acked it).
+
+    ``unique_key``: the key it was enqueued with by ``enqueue_unique`` (a
+    processing job that gave its key up still shows it), kept in history;
+    ``concurrency_key``: the key its queue's per-key limit counts it under,
+    for a live job only. A dead letter keeps neither (both None), nor does
+    ``requeue_dead`` bring them back."""
 
     id: int
     queue: str
@@ -103,6 +109,8 @@ class JobInfo:
     dead_reason: DeadReason | None = None
     died_at: datetime | None = None
     finished_at: datetime | None = None
+    unique_key: str | None = None
+    concurrency_key: str | None = None
 
     def payload_as(self, target: type[T]) -> T:
         """The payload decoded into ``target`` (a dataclass, attrs class, ``msgspec.Struct``,
@@ -110,6 +118,59 @@ class JobInfo:
         ``Literal``, datetimes, tuples, unions...); a typed payload reads back equal to what was
         enqueued. Raises ``CodecError`` naming the field on a mismatch."""
         return codec.convert(self.payload, target)
+
+
+# The longest period a rate may have: the claim log keeps each claim for a
+# period, so a longer one is a quota, not a rate (and grows the log).
+MAX_RATE_PERIOD = timedelta(days=31)
+
+
+@dataclass(frozen=True, slots=True)
+class Rate:
+    """At most ``limit`` claims in any window of length ``per`` (a sliding
+    window: a claim is allowed when fewer than ``limit`` were made in the
+    ``per`` before it). ``per`` is seconds or a timedelta, kept as a
+    timedelta. Raises ``InvalidArgument`` for a limit that is not a
+    positive int or a period that is not positive and at most 31 days."""
+
+    limit: int
+    per: timedelta
+
+    def __init__(self, limit: int, per: Duration) -> None:
+        limit = check_int(limit, "rate limit", lo=1, hi=2**31 - 1)
+        us = duration_us(per, "rate period", allow_zero=False)
+        if us > MAX_RATE_PERIOD // timedelta(microseconds=1):
+            raise InvalidArgument(f"rate period must be at most 31 days, got {per!r}")
+        object.__setattr__(self, "limit", limit)
+        object.__setattr__(self, "per", timedelta(microseconds=us))
+
+    @property
+    def period_us(self) -> int:
+        """``per`` in whole microseconds (how the database stores it)."""
+        return self.per // timedelta(microseconds=1)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueLimits:
+    """A queue's limits, enforced inside each claim's transaction (None: none).
+
+    ``concurrency_per_key``: at most N jobs of one concurrency key hold a
+    live claim at once. ``rate``: at most ``rate.limit`` claims of the queue
+    in any window of ``rate.per``. ``rate_per_key``: the same, counted per
+    concurrency key (jobs without a key are counted by ``rate`` only)."""
+
+    concurrency_per_key: int | None = None
+    rate: Rate | None = None
+    rate_per_key: Rate | None = None
+
+    @property
+    def any(self) -> bool:
+        """Whether any limit is set (a queue with none claims on the plain path)."""
+        return (
+            self.concurrency_per_key is not None
+            or self.rate is not None
+            or self.rate_per_key is not None
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,9 +189,13 @@ class QueueStats:
 class QueueSummary:
     """One queue as ``Store.list_queues`` sees it: its counts (as
     ``QueueStats``), the ``run_at`` of its oldest ready job, whether it is
-    paused, how many finished jobs its history keeps, and its retention
+    paused, how many finished jobs its history keeps, its retention
     settings (``history_retention`` None: no history is kept;
-    ``dead_retention`` None: dead letters stay until purged).
+    ``dead_retention`` None: dead letters stay until purged), and its
+    flow-control settings: ``limits`` (``Queue.set_limits``: per-key
+    concurrency, rate, per-key rate) and ``unique_processing_blocks``
+    (``Queue.set_unique_policy``; True, the default: a processing job keeps
+    its unique key).
 
     An outbox's queue is listed under its internal name
     (``__alkstore_outbox:NAME``) with ``outbox`` set to ``NAME``; for an
@@ -147,6 +212,8 @@ class QueueSummary:
     history_retention: timedelta | None
     dead_retention: timedelta | None
     outbox: str | None = None
+    limits: QueueLimits = QueueLimits()
+    unique_processing_blocks: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -394,11 +394,15 @@ def claim_for_worker(
     d: Dialect, queue: str, worker: str, n: int, now_us: int, visibility_us: int
 ) -> Plan[ClaimResult]:
     """Claim up to ``n``; when fewer came back, read in the same transaction
-    when the next job falls due, so an idle worker sleeps exactly that long."""
-    jobs = yield from claim_plans.claim(d, queue, worker, n, now_us, visibility_us)
+    when the next job falls due, so an idle worker sleeps exactly that long.
+    A job due already but held back by a rate limit falls due when the rate
+    next admits a claim."""
+    jobs, opens = yield from claim_plans.claim_jobs(d, queue, worker, n, now_us, visibility_us)
     next_due: int | None = None
     if len(jobs) < n:
         next_due = yield from claim_plans.next_due(d, queue)
+        if next_due is not None and opens is not None:
+            next_due = max(next_due, opens)
     return ClaimResult(jobs, next_due)
 
 

@@ -13,7 +13,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from ..api.housekeeping import run_housekeeping
 from ..api.store import Store
 from ..engines.postgres import SCHEMA_VERSION, PostgresDialect, control, migrate, schema_version
-from ..engines.postgres.names import channel_identifier, check_schema
+from ..engines.postgres.names import check_schema
 from ..protocol.errors import InvalidArgument, brief
 from ..protocol.ints import check_bool, check_int
 from ..protocol.rows import require_schema
@@ -156,7 +156,7 @@ async def open_postgres_store(
     listener = PgListener(
         runtime,
         target,
-        channel_identifier,
+        dialect.channel_identifier,
         dialect.listen,
         dialect.unlisten,
         control.PROBE,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..protocol.types import JobRecord, LockRecord
+from ..protocol.types import JobRecord, LockRecord, QueueLimits, Rate
 
 
 class SimulationFailure(AssertionError):
@@ -70,7 +70,9 @@ class Ledger:
         self.fired: dict[str, list[int]] = {}
         self.catch_up_max: dict[str, int] = {}  # schedule -> jobs one tick may enqueue
         self.concurrency_key: dict[int, str | None] = {}  # job id -> its key
-        self.concurrency_limit: int | None = None
+        self.limits = QueueLimits()
+        self.claim_times: list[int] = []  # when each claim of the queue was made
+        self.key_claim_times: dict[str, list[int]] = {}  # the same per concurrency key
 
     def fail(self, message: str) -> None:
         raise _Violation(message)
@@ -92,8 +94,28 @@ class Ledger:
                     f"holds an unexpired claim"
                 )
             self.owner[job.id] = Delivery(job.claimed_by, job.claims, job.claim_expires_at_us)
-        if self.concurrency_limit is not None and jobs:
+        if self.limits.concurrency_per_key is not None and jobs:
             self._within_limit({self.concurrency_key.get(j.id) for j in jobs}, now)
+        if self.limits.rate is not None and jobs:
+            self.claim_times.extend(now for _ in jobs)
+            self._within_rate("the queue", self.claim_times, self.limits.rate)
+        if self.limits.rate_per_key is not None:
+            for job in jobs:
+                key = self.concurrency_key.get(job.id)
+                if key is not None:
+                    times = self.key_claim_times.setdefault(key, [])
+                    times.append(now)
+                    self._within_rate(f"concurrency key {key!r}", times, self.limits.rate_per_key)
+
+    def _within_rate(self, what: str, times: list[int], rate: Rate) -> None:
+        # no window of the rate's period holds more than its limit of claims
+        ordered = sorted(times)
+        for first, last in zip(ordered, ordered[rate.limit:], strict=False):
+            if last - first < rate.period_us:
+                self.fail(
+                    f"{what} made {rate.limit + 1} claims within {rate.per.total_seconds():g} s "
+                    f"(from {first} to {last}), over its rate {rate.limit}"
+                )
 
     def _within_limit(self, keys: set[str | None], now: int) -> None:
         live: dict[str, int] = {}
@@ -102,9 +124,9 @@ class Ledger:
             if key in keys and key is not None and not d.settled and d.expires_us > now:
                 live[key] = live.get(key, 0) + 1
         # a claim leaves at most N jobs of a concurrency key holding live claims
-        over = sorted(k for k, n in live.items() if n > (self.concurrency_limit or 0))
+        limit = self.limits.concurrency_per_key or 0
+        over = sorted(k for k, n in live.items() if n > limit)
         if over:
-            limit = self.concurrency_limit
             self.fail(f"concurrency key(s) {over} over their limit {limit}: {live}")
 
     def settled(self, job: JobRecord, kind: str, ok: bool, now: int) -> None:

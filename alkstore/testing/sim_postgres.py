@@ -36,7 +36,7 @@ from typing import Any
 
 from psycopg import pq
 
-from ..engines.postgres import PostgresDialect, channel_identifier, migrate
+from ..engines.postgres import PostgresDialect, migrate
 from ..engines.postgres import control as sql
 from ..engines.postgres.schema import qualified
 from ..protocol import codec
@@ -167,7 +167,7 @@ class PostgresSimRun:
         self.dialect = backend.dialect
         self._backend = backend
         self._observer = backend.observer
-        self._by_identifier = {channel_identifier(c): c for c in channels}
+        self._by_identifier = {self.dialect.channel_identifier(c): c for c in channels}  # type: ignore[attr-defined]
         self._woken: set[str] = set()
         schema = backend.schema
         # DELETE, not TRUNCATE: on these few rows it is fifty times faster,

@@ -24,6 +24,7 @@ import functools
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ from ..protocol import claim, codec, queues, schedule
 from ..protocol.errors import AlkstoreError, DatabaseError
 from ..protocol.names import check_name
 from ..protocol.plan import Statement
-from ..protocol.types import QueueOptions
+from ..protocol.types import QueueLimits, QueueOptions, Rate
 from .actors import US, WAIT, Actor, Op, Program, Programs
 from .choices import Chooser
 from .invariants import Ledger, SimulationFailure, _Violation
@@ -171,7 +172,13 @@ class Config:
     # many (0: no keys), and the workers' queue limits each key to
     # ``concurrency_limit`` live claims (set before any actor runs).
     concurrency_keys: int = 0
-    concurrency_limit: int = 1
+    concurrency_limit: int | None = 1
+    # The workers' queue admits at most ``rate_limit`` claims in any
+    # ``rate_period_s`` (None: no rate), and ``key_rate_limit`` claims per
+    # concurrency key in any such window (set before any actor runs).
+    rate_limit: int | None = None
+    key_rate_limit: int | None = None
+    rate_period_s: float = 5.0
     # How many jobs a worker's claim asks for.
     claim_n: int = 1
 
@@ -227,11 +234,18 @@ class Simulation(Programs):
             self._run_alone(Op("retention", lambda now: [queues.set_retention(
                 self.d, self.queue, 86_400 * US, None,
             )]), "setup")  # fmt: skip
-        if c.concurrency_keys:
-            self.ledger.concurrency_limit = c.concurrency_limit
-            self._run_alone(Op("limits", lambda now: [queues.set_concurrency_limit(
-                self.d, self.queue, c.concurrency_limit,
-            )]), "setup")  # fmt: skip
+        concurrency = c.concurrency_limit if c.concurrency_keys else None
+        period = timedelta(seconds=c.rate_period_s)
+        limits = QueueLimits(
+            concurrency,
+            None if c.rate_limit is None else Rate(c.rate_limit, period),
+            None if c.key_rate_limit is None else Rate(c.key_rate_limit, period),
+        )
+        if limits.any:
+            self.ledger.limits = limits
+            self._run_alone(Op("limits", lambda now: [
+                queues.set_limits(self.d, self.queue, limits),
+            ]), "setup")  # fmt: skip
         if c.pre_enqueued:
             for i in range(c.jobs):
                 key = f"c{i % c.concurrency_keys}" if c.concurrency_keys else None

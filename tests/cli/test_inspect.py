@@ -18,7 +18,7 @@ import psycopg
 import pytest
 import trio
 
-from alkstore import Store
+from alkstore import Rate, Store
 from tests.backends import BACKENDS, PG_DSN, selected_backends
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -105,6 +105,11 @@ async def fill_everything(store: Store) -> None:
                          catch_up_max=3)  # fmt: skip
     await store.schedule("ping", "reports", "@every 1m", catch_up="skip", catch_up_grace=90)
     await store.outbox("webhooks").enqueue({"url": "https://example.com/hook"})
+    accounts = store.queue("accounts")  # flow control: a limit, a policy, keyed jobs
+    await accounts.set_limits(concurrency_per_key=2, rate=Rate(10, per=1.5))
+    await accounts.set_unique_policy(processing_blocks=False)
+    await accounts.enqueue_unique({"account": 7}, "sync:7", concurrency_key="account:7")
+    await accounts.enqueue({"account": 8}, concurrency_key="account:8")
 
 
 @pytest.fixture(scope="module", params=ENGINES)
@@ -154,6 +159,60 @@ def test_queues_lists_every_queue_with_its_counts(filled: Db) -> None:
     assert queues["reports"]["paused"] is True
     outbox = [q for q in queues.values() if q["kind"] == "outbox"]
     assert [q["display_name"] for q in outbox] == ["webhooks"]
+
+
+def test_queues_shows_limits_and_unique_policy(filled: Db) -> None:
+    queues = by_name(cli("queues", *filled.args, "--json").doc["queues"])
+    accounts, emails = queues["accounts"], queues["emails"]
+    assert accounts["limits"] == {
+        "concurrency_per_key": 2, "rate": {"limit": 10, "per_seconds": 1.5}, "rate_per_key": None,
+    }  # fmt: skip
+    assert accounts["unique_policy"] == {"processing_blocks": False}
+    assert emails["limits"] == {  # never set
+        "concurrency_per_key": None, "rate": None, "rate_per_key": None,
+    }  # fmt: skip
+    assert emails["unique_policy"] == {"processing_blocks": True}  # the default
+    table = cli("queues", *filled.args)
+    assert table.code == 0, table.err
+    rows = {line.split()[0]: line for line in table.out.splitlines() if line.strip()}
+    assert "2 per key, 10/1.5s" in rows["accounts"] and rows["accounts"].split()[-1] == "yields"
+    assert "per key" not in rows["emails"] and rows["emails"].split()[-1] == "blocks"
+    assert rows["reports"].split()[-2:] == ["blocks", "paused"]
+
+
+def test_job_and_jobs_show_the_flow_control_keys(filled: Db) -> None:
+    jobs = cli("jobs", "accounts", *filled.args, "--json").doc["jobs"]
+    keys = [(j["unique_key"], j["concurrency_key"]) for j in jobs]
+    assert keys == [("sync:7", "account:7"), (None, "account:8")]
+    job = cli("job", str(jobs[0]["id"]), *filled.args, "--json").doc["job"]
+    assert (job["unique_key"], job["concurrency_key"]) == ("sync:7", "account:7")
+    table = cli("job", str(jobs[0]["id"]), *filled.args)
+    assert table.code == 0, table.err
+    lines = [line.split() for line in table.out.splitlines()]
+    assert ["unique", "key", "sync:7"] in lines and ["concurrency", "key", "account:7"] in lines
+    listing = cli("jobs", "accounts", *filled.args)
+    assert listing.code == 0 and "sync:7" in listing.out and "account:8" in listing.out
+    dead = cli("jobs", "emails", *filled.args, "--state", "dead", "--json").doc["jobs"][0]
+    assert (dead["unique_key"], dead["concurrency_key"]) == (None, None)
+
+
+def _documented(heading: str) -> Any:
+    """The last JSON block under ``heading`` in docs/cli.md, parsed (a
+    ``"..."`` standing for a value is a string, so the examples parse)."""
+    text = (ROOT / "docs" / "cli.md").read_text()
+    section = text.split(f"### {heading}", 1)[1].split("\n### ", 1)[0]
+    return orjson.loads(section.split("```json\n")[-1].split("```", 1)[0])
+
+
+def test_the_documented_json_shapes_are_what_the_commands_print(filled: Db) -> None:
+    queues_doc = _documented("`alkstore queues`")
+    printed = by_name(cli("queues", *filled.args, "--json").doc["queues"])["accounts"]
+    assert queues_doc["queues"][0].keys() == printed.keys()
+    assert queues_doc["queues"][0]["limits"].keys() == printed["limits"].keys()
+    assert queues_doc["queues"][0]["unique_policy"].keys() == printed["unique_policy"].keys()
+    job_doc = _documented("`alkstore jobs QUEUE [--state STATE] [--limit N] [--after ID]`")
+    printed = cli("jobs", "accounts", *filled.args, "--json").doc["jobs"][0]
+    assert job_doc.keys() == printed.keys()
 
 
 def test_jobs_pages_by_id_and_filters_by_state(filled: Db) -> None:
@@ -391,6 +450,30 @@ def test_dead_requeue_and_purge(fresh: Db) -> None:
                "--json").doc["purged"] == 1  # fmt: skip
     assert cli("dead", "emails", *fresh.args, "--json").doc["dead"] == []
     assert cli("dead", "requeue", "emails", *fresh.args).code == 2  # no selection
+
+
+def test_dead_requeue_restores_concurrency_keys(fresh: Db) -> None:
+    async def kill_keyed(store: Store) -> list[int]:
+        q = store.queue("keyed", max_attempts=1)
+        await q.set_limits(concurrency_per_key=1)
+        ids = [await q.enqueue({"i": i}, concurrency_key="acct:1") for i in range(2)]
+        for _ in ids:
+            job = await q.claim_one("w")
+            assert job is not None and await job.fail("no")
+        return ids
+
+    ids = read(fresh, kill_keyed)
+    dead = cli("dead", "keyed", *fresh.args, "--json").doc["dead"]
+    assert [(d["id"], d["concurrency_key"]) for d in dead] == [(i, "acct:1") for i in ids]
+    moved = cli("dead", "requeue", "keyed", "--all", *fresh.args, "--json").doc
+    assert moved == {"queue": "keyed", "requeued": ids, "missing": []}
+    jobs = cli("jobs", "keyed", *fresh.args, "--json").doc["jobs"]
+    assert [(j["id"], j["concurrency_key"]) for j in jobs] == [(i, "acct:1") for i in ids]
+
+    async def claim_all(store: Store) -> list[int]:
+        return [j.id for j in await store.queue("keyed").claim_batch("w", 10)]
+
+    assert read(fresh, claim_all) == ids[:1]  # the limit still holds them: one at a time
 
 
 def test_migrate_creates_then_checks(engine: str, tmp_path: Path) -> None:

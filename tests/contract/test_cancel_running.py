@@ -263,3 +263,38 @@ async def test_a_handler_that_raises_after_its_job_was_cancelled_counts_a_cancel
         go_on.set()
     report = only(reports)
     assert (report.cancelled_by_request, report.lost, report.retried) == (1, 0, 0)
+
+
+async def test_a_worker_holding_many_jobs_stops_exactly_the_cancelled_ones(store: Store) -> None:
+    # One look (one statement) covers every job the worker holds: the two
+    # cancelled handlers are cancelled, the two others go on until the drain.
+    q = store.queue("q")
+    ids = await q.enqueue_batch(list(range(4)))
+    started = {job_id: aio.event() for job_id in ids}
+    stopped = {job_id: aio.event() for job_id in ids}
+
+    async def handler(job: Job) -> None:
+        started[job.id].set()
+        try:
+            await aio.sleep(NEVER)
+        finally:
+            stopped[job.id].set()
+
+    drain, reports = Drain(), []
+    async with aio.open_task_group() as group:
+        await start(group, q, handler, drain, reports, concurrency=4)
+        async with aio.fail_after(SOON):
+            for job_id in ids:
+                await started[job_id].wait()
+        assert await q.cancel(ids[1]) is True
+        assert await q.cancel(ids[3]) is True
+        async with aio.fail_after(SOON):
+            await stopped[ids[1]].wait()
+            await stopped[ids[3]].wait()
+        await aio.sleep(0.05)  # room for a wrong cancel to land
+        assert not stopped[ids[0]].is_set() and not stopped[ids[2]].is_set()
+        drain.now()
+    report = only(reports)
+    assert (report.started, report.cancelled_by_request, report.lost) == (4, 2, 0)
+    assert (report.handed_back, report.cancelled, report.acked) == (2, 2, 0)
+

@@ -11,6 +11,10 @@
   queue must keep history at least that long (``InvalidArgument``).
 - Batches and transactions apply the same rule, duplicates inside one batch
   included; a rolled-back transaction holds no key.
+- Inspection: ``JobInfo.unique_key`` is the key a job was enqueued with,
+  while it is live (a processing job that gave its key up included) and in
+  history; a dead letter shows None. ``QueueSummary.unique_processing_blocks``
+  is the queue's policy (True unless set to False).
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from __future__ import annotations
 import pytest
 
 from alkstore import Enqueued, InvalidArgument, InvalidName, ManualClock, QueueStats, Store
+
+from .helpers import US, set_retention
 
 
 @pytest.mark.producer
@@ -206,3 +212,48 @@ async def test_bad_unique_arguments_are_refused_before_any_write(store: Store) -
     with pytest.raises(TypeError):
         await q.enqueue_unique("a", "k", unique_key="k")  # type: ignore[call-arg]
     assert (await q.stats()).ready == 0
+
+
+@pytest.mark.producer
+async def test_inspection_shows_the_unique_key_where_it_is_kept(store: Store) -> None:
+    q = store.queue("q")
+    await set_retention(store, "q", history_us=3600 * US, dead_us=None)
+    await q.set_unique_policy(processing_blocks=False)
+    held = (await q.enqueue_unique({"n": 1}, "held")).id
+    plain = await q.enqueue({"n": 2})
+    gave_up = (await q.enqueue_unique({"n": 3}, "taken")).id
+    acked = (await q.enqueue_unique({"n": 4}, "acked")).id
+    dead = (await q.enqueue_unique({"n": 5}, "dead")).id
+    cancelled = (await q.enqueue_unique({"n": 6}, "cancelled")).id
+    claimed = {job.id: job for job in await q.claim_batch("w", 10)}
+    assert set(claimed) == {held, plain, gave_up, acked, dead, cancelled}
+    assert await claimed[acked].ack() and await claimed[dead].fail("no")
+    assert await q.cancel(cancelled)
+    # A processing job whose key a new enqueue took over still shows it.
+    took = await q.enqueue_unique({"n": 7}, "taken")
+    assert not took.duplicate
+
+    expected = {
+        held: ("processing", "held"), plain: ("processing", None),
+        gave_up: ("processing", "taken"), took.id: ("pending", "taken"),
+        acked: ("acked", "acked"), cancelled: ("cancelled", "cancelled"),
+        dead: ("dead", None),  # the dead table keeps no key
+    }  # fmt: skip
+    for job_id, (state, key) in expected.items():
+        info = await q.get_job(job_id)
+        assert info is not None and (info.state, info.unique_key) == (state, key), info
+        assert info.concurrency_key is None
+        assert await store.get_job(job_id) == info
+    listed = await q.list_jobs()  # live and dead
+    listed += await q.list_jobs(state="acked") + await q.list_jobs(state="cancelled")
+    assert {j.id: (j.state, j.unique_key) for j in listed} == expected
+    assert [d.unique_key for d in await q.dead_letters()] == [None]
+
+
+async def test_list_queues_shows_the_unique_policy(store: Store) -> None:
+    await store.queue("never-set").enqueue("x")
+    await store.queue("yields").set_unique_policy(processing_blocks=False)
+    await store.queue("blocks").set_unique_policy(processing_blocks=False)
+    await store.queue("blocks").set_unique_policy(processing_blocks=True)
+    listed = {s.name: s.unique_processing_blocks for s in await store.list_queues()}
+    assert listed == {"never-set": True, "yields": False, "blocks": True}

@@ -9,6 +9,7 @@ An unreachable server fails the tests; it never skips them.
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import os
 import random
@@ -172,8 +173,8 @@ def test_migrate_creates_the_schema_and_is_idempotent(schema: str) -> None:
             schema,
         )
         assert [t for (t,) in tables] == [
-            "dead", "events", "history", "jobs", "locks", "meta", "offsets", "queues",
-            "schedules", "streams",
+            "claim_log", "dead", "events", "history", "jobs", "locks", "meta", "offsets",
+            "queues", "schedules", "streams",
         ]  # fmt: skip
         indexes = dict(
             c.sql("SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = $1", schema)
@@ -380,14 +381,21 @@ SAMPLE_CALLS: dict[str, tuple[Any, ...]] = {
     "get_job": ("q", 1),
     "get_dead": ("q", 1),
     "get_history": ("q", 1),
+    "cancelled_among": ("q", [1, 2]),
     "sweep_candidates": ("q", T0, 10),
     "queue_counts": ("q", T0),
     "oldest_ready": ("q", T0),
     "claim_limit": ("q",),
-    "claim_limited": ("q", "w", T0, T0 + US, 2),
+    "claim_limited": ("q", "w", T0, T0 + US, 2, (3, T0 - US)),
     "set_concurrency_keys": ([(1, "a"), (2, "b")],),
-    "set_concurrency_limit": ("q", 2),
+    "set_limits": ("q", 2, (5, US), None),
     "queue_limits": ("q",),
+    "claims_in_window": ("q", T0),
+    "window_opens": ("q", T0, 1),
+    "first_key_claim": ("q", T0),
+    "log_queue_claim": ("q", T0),
+    "log_key_claim": (1, T0),
+    "prune_claim_log": ("q", T0),
     "set_paused": ("q", True),
     "queue_paused": ("q",),
     "set_retention": ("q", US, None),
@@ -475,6 +483,11 @@ def test_statements_match_sqlite_fetch_kinds_and_bind_every_parameter() -> None:
     variants = [ours.sweep_candidates(None, T0, 10), ours.sweep_candidates("q", T0, 10)]
     variants += [ours.job_page("q", which, 0, 10, T0) for which in LIVE_FILTERS]
     variants += [getattr(ours, f)(None, 1) for f in ("get_job", "get_dead", "get_history")]
+    variants += [
+        ours.claim_limited("q", "w", T0, T0 + US, concurrency, key_rate)
+        for concurrency in (None, 2)
+        for key_rate in (None, (3, T0 - US))
+    ]
     for statement in variants:
         used = {int(n) for n in re.findall(r"\$(\d+)", statement.sql)}
         assert used == set(range(1, len(statement.params) + 1)), statement.sql
@@ -500,6 +513,39 @@ def test_the_claim_walks_its_index_however_stale_the_statistics(
     plan = "\n".join(line for (line,) in lines)
     assert "Index Scan using jobs_claim" in plan, plan
     assert "Sort" not in plan and "Bitmap" not in plan, plan
+
+
+def test_the_cancel_check_looks_every_held_job_up_by_primary_key(
+    pg: Pg, d: PostgresDialect
+) -> None:
+    """A worker's cancel check asks about every job it holds in one
+    statement: a primary-key probe per id in each table, never a scan of a
+    table or of the queue's range of it (as a hash or materialized anti-join
+    would do), on tables autovacuum has not analyzed yet."""
+    for _ in range(20):
+        pg.run(Q.enqueue_many(d, [new_job() for _ in range(1000)], ORIGIN, T0))
+    for table, extra, value in (
+        (d.dead, "reason, died_at", "'failed', 0"),
+        (d.history, "outcome, finished_at, prune_at", "'acked', 0, 0"),
+    ):
+        pg.sql(
+            f"INSERT INTO {table} (id, queue, payload, priority, attempts, max_attempts, "
+            f"run_at, created_at, {extra}) SELECT 100000 + n, 'q', '1', 0, 1, 3, 0, 0, {value} "
+            "FROM generate_series(1, 5000) AS n",
+            fetch=Fetch.NONE,
+        )
+    held = [5, 17, 19_999, 100_007, 40_000]
+    check = d.cancelled_among("q", held)
+    explain = Statement("EXPLAIN " + check.sql, check.params, Fetch.ALL)
+    plan = "\n".join(line for (line,) in pg.run(iter_statements(explain))[0])
+    for scan in ("Seq Scan", "Bitmap", "Hash", "Materialize", "Join"):
+        assert scan not in plan, plan
+    # One probe per id in each table: an index condition on the id.
+    probe = r"Index (?:Only )?Scan using \w+ on (\w+)\s+\(.*\)\n\s+Index Cond: (.*)"
+    probes = re.findall(probe, plan)
+    assert sorted(table for table, _ in probes) == ["dead", "history", "jobs"], plan
+    assert all("id = t.id" in cond for _, cond in probes), plan
+    assert pg.run(Q.cancelled_among(d, "q", held)) == [40_000]
 
 
 def enqueue(pg: Pg, d: PostgresDialect, **kw: Any) -> int:
@@ -1052,6 +1098,20 @@ def test_channel_identifiers_are_fixed_ascii_and_distinct() -> None:
     assert PostgresDialect().unlisten("x") == f'UNLISTEN "{channel_identifier("x")}"'
 
 
+def test_channels_are_scoped_by_schema_and_the_default_keeps_its_identifiers() -> None:
+    """LISTEN/NOTIFY are per database: a store in another schema gets
+    identifiers of its own, so two schemas never wake each other; the
+    default schema's are those of earlier releases (the bare digest)."""
+    default, other, third = PostgresDialect(), PostgresDialect("app_a"), PostgresDialect("app_b")
+    assert default.channel_identifier("x") == "alk_" + hashlib.sha256(b"x").hexdigest()[:56]
+    ids = {d.channel_identifier("__alkstore_q:orders") for d in (default, other, third)}
+    assert len(ids) == 3
+    for d in (other, third):
+        assert re.fullmatch(r"alk_[0-9a-f]{56}", d.channel_identifier("x"))
+        assert d.listen("x") == f'LISTEN "{d.channel_identifier("x")}"'
+        assert d.notify("x", ORIGIN, T0).params == (d.channel_identifier("x"),)
+
+
 def test_quote_ident() -> None:
     assert quote_ident("jobs") == '"jobs"'
     assert quote_ident('a"b') == '"a""b"'
@@ -1090,7 +1150,7 @@ def test_listen_on_mapped_identifiers_and_pg_notify(d: PostgresDialect) -> None:
             statement = d.notify(name, ORIGIN, T0)
             assert statement.wakes == (name,)
             sender.run(iter_statements(statement))
-            assert wait_notifies(listener, 5) == [channel_identifier(name)], name
+            assert wait_notifies(listener, 5) == [d.channel_identifier(name)], name
 
         # A rolled-back notify never arrives; a committed one does, at commit.
         statement = d.notify(names[0], ORIGIN, T0)
@@ -1100,12 +1160,12 @@ def test_listen_on_mapped_identifiers_and_pg_notify(d: PostgresDialect) -> None:
         sender.sql(control.ROLLBACK, fetch=Fetch.NONE)
         assert wait_notifies(listener, 0.3) == []
         sender.run(iter_statements(statement))
-        assert wait_notifies(listener, 5) == [channel_identifier(names[0])]
+        assert wait_notifies(listener, 5) == [d.channel_identifier(names[0])]
 
         listener.sql(d.unlisten(names[0]), fetch=Fetch.NONE)
         sender.run(iter_statements(d.notify(names[0], ORIGIN, T0)))
         sender.run(iter_statements(d.notify(names[1], ORIGIN, T0)))
-        assert wait_notifies(listener, 5) == [channel_identifier(names[1])]
+        assert wait_notifies(listener, 5) == [d.channel_identifier(names[1])]
     finally:
         listener.close()
         sender.close()
@@ -1117,9 +1177,9 @@ def test_enqueue_and_publish_notify_their_channels(pg: Pg, d: PostgresDialect) -
         listener.sql(d.listen("__alkstore_q:q"), fetch=Fetch.NONE)
         listener.sql(d.listen("__alkstore_s:s"), fetch=Fetch.NONE)
         enqueue(pg, d)
-        assert wait_notifies(listener, 5) == [channel_identifier("__alkstore_q:q")]
+        assert wait_notifies(listener, 5) == [d.channel_identifier("__alkstore_q:q")]
         pg.run(S.publish(d, "s", None, "1", ORIGIN, T0))
-        assert wait_notifies(listener, 5) == [channel_identifier("__alkstore_s:s")]
+        assert wait_notifies(listener, 5) == [d.channel_identifier("__alkstore_s:s")]
     finally:
         listener.close()
 

@@ -59,6 +59,17 @@ def test_settling_a_job_is_a_primary_key_lookup(tmp_path: Path) -> None:
         assert "INTEGER PRIMARY KEY" in plan_of(conn, statement)
 
 
+def test_the_cancel_check_is_a_primary_key_lookup_per_held_job(tmp_path: Path) -> None:
+    """Every id a worker holds, in one statement: a rowid probe in each of
+    the live, dead and history tables, no scan and no sort."""
+    conn = fresh(tmp_path)
+    text = plan_of(conn, D.cancelled_among("q", [1, 2, 500]))
+    for table in ("jobs", "dead", "history"):
+        assert f"SEARCH __alkstore_{table} USING INTEGER PRIMARY KEY (rowid=?)" in text, text
+        assert f"SCAN __alkstore_{table}" not in text, text
+    assert "TEMP B-TREE" not in text.upper(), text
+
+
 def test_a_page_of_jobs_walks_its_list_index_in_id_order(tmp_path: Path) -> None:
     """A page costs its size, however many jobs the queue holds: one range
     of the list index per table, from ``after``, no sort."""

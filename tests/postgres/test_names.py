@@ -12,7 +12,7 @@ import trio
 from alkstore import Wake
 from alkstore.engines.postgres.names import MAX_IDENTIFIER_BYTES, channel_identifier
 
-from .pg import QUIET, SOON, open_pg
+from .pg import QUIET, SOON, fresh_schema, open_pg
 
 P63 = "n" * 63
 NAMES = [
@@ -170,3 +170,25 @@ async def test_channels_never_alias(schema: str) -> None:
                 assert woken == [], (name, woken)
         await trio.sleep(QUIET)
         assert [n for n, rx in receivers.items() if rx.try_recv() is not None] == []
+
+
+async def test_stores_in_two_schemas_do_not_wake_each_other(schema: str) -> None:
+    """LISTEN/NOTIFY are per database, but a wake is a store's own: a notify
+    in one schema reaches that schema's listeners only, whatever the names
+    the two stores share (queues, streams, channels)."""
+    async with (
+        open_pg(schema) as ours,
+        open_pg(fresh_schema(), pool_size=1) as theirs,
+        ours.listen("orders") as rx,
+        ours.listen("sentinel") as sentinel,
+    ):
+        await theirs.notify("orders")
+        await theirs.queue("orders").enqueue(1)
+        await theirs.notify("sentinel")
+        await ours.notify("sentinel")  # in ours: arrives after anything theirs could cause
+        assert await sentinel.recv_timeout(SOON) == Wake("sentinel")
+        await trio.sleep(QUIET)
+        assert rx.try_recv() is None
+        assert sentinel.try_recv() is None  # theirs never arrived
+        await ours.notify("orders")
+        assert await rx.recv_timeout(SOON) == Wake("orders")

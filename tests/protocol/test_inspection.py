@@ -22,9 +22,16 @@ from alkstore.protocol.inspection import (
     sources,
 )
 from alkstore.protocol.plan import Fetch, Statement, run_sync
-from alkstore.protocol.rows import history_info, lock_info, queue_summary, stream_info
+from alkstore.protocol.rows import (
+    dead_info,
+    history_info,
+    job_info,
+    lock_info,
+    queue_summary,
+    stream_info,
+)
 from alkstore.protocol.timeconv import to_datetime
-from alkstore.protocol.types import ConsumerInfo, JobInfo
+from alkstore.protocol.types import ConsumerInfo, JobInfo, QueueLimits, Rate
 
 S = 1_000_000
 T0 = 1_700_000_000 * S
@@ -123,7 +130,7 @@ def test_a_listing_asks_for_a_page_of_each_table_it_reads() -> None:
 
 
 def test_list_queues_names_an_outbox_by_its_outbox() -> None:
-    summary = (0, 0, 0, None, 0, 0, None, None, None)
+    summary = (0, 0, 0, None, 0, 0, None, None, None, None, None, None, None, None, None)
     answers = {"queue_names": [("__alkstore_outbox:mail",), ("mail",)]}
 
     def execute(statement: Statement) -> Any:
@@ -137,29 +144,82 @@ def test_list_queues_names_an_outbox_by_its_outbox() -> None:
     assert [(s.name, s.outbox) for s in listed] == [("__alkstore_outbox:mail", "mail"),
                                                    ("mail", None)]  # fmt: skip
     assert listed[1].paused is False  # no queues row: not paused
+    assert listed[1].limits == QueueLimits() and listed[1].unique_processing_blocks is True
 
 
 # -- rows ----------------------------------------------------------------------------
 
 
+def test_a_live_job_row_carries_its_flow_control_keys() -> None:
+    row = (9, "q", "1", 0, 1, 3, T0, T0, None, "w", T0 + S, 1, None, 1, None, "u:1", "acct:7")
+    info = job_info(row)
+    assert info.state == "processing" and (info.unique_key, info.concurrency_key) == (
+        "u:1", "acct:7",
+    )  # fmt: skip
+    plain = job_info((*row[:-2], None, None))
+    assert plain.unique_key is None and plain.concurrency_key is None
+    with pytest.raises(CodecError, match="concurrency_key"):
+        job_info((*row[:-1], 5))
+    with pytest.raises(CodecError, match="wrong shape"):
+        job_info(row[:-2])  # a claim's row is not an inspection's
+
+
 def test_a_history_row_is_a_finished_job() -> None:
-    row = (9, "q", "cancelled", '{"a": 1}', 2, 1, 3, T0, T0 - S, T0 + S, None, "why")
+    row = (9, "q", "cancelled", '{"a": 1}', 2, 1, 3, T0, T0 - S, T0 + S, None, "why", "k", "c")
     info = history_info(row)
     assert info.state == "cancelled" and info.payload == {"a": 1}
     assert info.finished_at == to_datetime(T0 + S) and info.claimed_by is None
     assert info.last_error == "why" and info.expires_at is None and info.died_at is None
+    # History keeps both flow-control keys.
+    assert info.unique_key == "k" and info.concurrency_key == "c"
+    plain = history_info((*row[:-2], None, None))
+    assert plain.unique_key is None and plain.concurrency_key is None
     with pytest.raises(CodecError, match="outcome"):
-        history_info((9, "q", "lost", "1", 2, 1, 3, T0, T0, T0, None, None))
+        history_info((9, "q", "lost", "1", 2, 1, 3, T0, T0, T0, None, None, None, None))
+    with pytest.raises(CodecError, match="unique_key"):
+        history_info((9, "q", "acked", "1", 2, 1, 3, T0, T0, T0, None, None, 7, None))
+    with pytest.raises(CodecError, match="concurrency_key"):
+        history_info((*row[:-1], 7))
+    with pytest.raises(CodecError, match="wrong shape"):
+        history_info(row[:-1])
+
+
+def test_a_dead_letter_row_keeps_its_concurrency_key() -> None:
+    row = (9, "q", '{"a": 1}', 2, 3, 3, T0, T0 - S, None, "w", "boom", "failed", T0 + S, "c")
+    info = dead_info(row)
+    assert info.state == "dead" and info.dead_reason == "failed"
+    assert info.died_at == to_datetime(T0 + S) and info.last_error == "boom"
+    # The dead table keeps the concurrency key (a requeue restores it), not the unique key.
+    assert info.concurrency_key == "c" and info.unique_key is None
+    assert dead_info((*row[:-1], None)).concurrency_key is None
+    with pytest.raises(CodecError, match="concurrency_key"):
+        dead_info((*row[:-1], 7))
+    with pytest.raises(CodecError, match="wrong shape"):
+        dead_info(row[:-1])
 
 
 def test_a_queue_summary_row_reads_flags_and_spans_on_both_engines() -> None:
-    sqlite = queue_summary("q", None, (1, 2, 3, T0, 4, 5, 1, 60 * S, None))
-    postgres = queue_summary("q", None, (1, 2, 3, T0, 4, 5, True, 60 * S, None))
+    limits = (2, 5, 3 * S, None, None)
+    sqlite = queue_summary("q", None, (1, 2, 3, T0, 4, 5, 1, 60 * S, None, *limits, 0))
+    postgres = queue_summary("q", None, (1, 2, 3, T0, 4, 5, True, 60 * S, None, *limits, False))
     assert sqlite == postgres
     assert sqlite.paused is True and sqlite.history_retention == timedelta(minutes=1)
     assert sqlite.oldest_ready_at == to_datetime(T0) and sqlite.dead_retention is None
+    assert sqlite.limits == QueueLimits(2, Rate(5, per=3)) and not sqlite.unique_processing_blocks
+    none = (None,) * 5
+    # A policy never set (NULL) or set to block: a processing job keeps its key.
+    for blocks in (None, 1, True):
+        row = (1, 2, 3, T0, 4, 5, 1, None, None, *none, blocks)
+        summary = queue_summary("q", None, row)
+        assert summary.unique_processing_blocks is True and summary.limits == QueueLimits()
     with pytest.raises(CodecError, match="paused"):
-        queue_summary("q", None, (1, 2, 3, T0, 4, 5, 2, None, None))
+        queue_summary("q", None, (1, 2, 3, T0, 4, 5, 2, None, None, *none, None))
+    with pytest.raises(CodecError, match="unique_processing"):
+        queue_summary("q", None, (1, 2, 3, T0, 4, 5, 1, None, None, *none, 2))
+    with pytest.raises(CodecError, match="rate"):
+        queue_summary("q", None, (1, 2, 3, T0, 4, 5, 1, None, None, None, 0, S, None, None, 1))
+    with pytest.raises(CodecError, match="concurrency_limit"):
+        queue_summary("q", None, (1, 2, 3, T0, 4, 5, 1, None, None, "2", *none[1:], None))
     with pytest.raises(CodecError, match="wrong shape"):
         queue_summary("q", None, (1, 2, 3))
 

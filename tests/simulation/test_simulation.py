@@ -6,7 +6,8 @@ never has two unexpired owners; a job is settled only by its owner; attempts
 never exceed max_attempts; one lock never has two unexpired holders and its
 fencing tokens increase; two live jobs of a queue never hold one unique
 key; a claim leaves at most N jobs of a concurrency key holding live
-claims (N: the queue's limit); stream readers see committed offsets in order with
+claims (N: the queue's limit); no window of a rate's period holds more claims
+than its limit, for the queue and for each key; stream readers see committed offsets in order with
 no gaps; saved offsets never move back; a rolled-back transaction leaves no
 row, event or notification; a schedule's fire time is enqueued at most once,
 never before it comes, and one tick enqueues at most its catch-up cap.
@@ -142,7 +143,9 @@ def test_unique_keys_never_have_two_live_holders(
 # Producers dealing jobs over two concurrency keys (limit 1) while three
 # workers, each claiming two at a time, ack, retry, heartbeat or stall,
 # with a crash and a clock jump (on Postgres the exhaustive configurations
-# are too many interleavings for the budget: seeded runs cover them).
+# of limits and rates are too many interleavings for the budget: seeded runs
+# cover them, and a claim reading the limits without the queue row's lock
+# is caught below).
 LIMITED_RICH = Config(
     jobs=6, producers=2, workers=3, concurrency_keys=2, claim_n=2, crashes=1, clock_jumps=1,
     worker_actions=("ack", "retry", "heartbeat", "stall"),
@@ -160,6 +163,32 @@ def test_concurrency_limits_hold_under_racing_workers(
         steps += run_seed(LIMITED_RICH, runs, backend=engine, shrink_failures=True)
         runs += 1
     explored(request, f"{engine.name}: seeded (concurrency limits)",
+             f"{runs} seeds, {steps} steps in {UNIQUE_BUDGET_S:g} s")  # fmt: skip
+    assert runs > 0
+
+
+# Producers dealing jobs over two concurrency keys into a queue that
+# admits 2 claims per 5 s, and 1 per key, while three workers, each
+# claiming two at a time, ack, retry, heartbeat or stall, with a crash and
+# two clock jumps (each longer than the window) that let more claims in.
+RATED_RICH = Config(
+    jobs=6, producers=2, workers=3, concurrency_keys=2, concurrency_limit=None, rate_limit=2,
+    key_rate_limit=1, claim_n=2, crashes=1, clock_jumps=2,
+    worker_actions=("ack", "retry", "heartbeat", "stall"),
+)  # fmt: skip
+
+
+def test_rate_limits_hold_under_racing_workers(
+    engine: SimBackend, request: pytest.FixtureRequest
+) -> None:
+    """Invariant: no window of a rate's period holds more claims than its
+    limit, for the queue and for each key, whatever the interleaving."""
+    deadline = time.monotonic() + UNIQUE_BUDGET_S
+    runs = steps = 0
+    while time.monotonic() < deadline:
+        steps += run_seed(RATED_RICH, runs, backend=engine, shrink_failures=True)
+        runs += 1
+    explored(request, f"{engine.name}: seeded (rate limits)",
              f"{runs} seeds, {steps} steps in {UNIQUE_BUDGET_S:g} s")  # fmt: skip
     assert runs > 0
 
@@ -226,6 +255,18 @@ EXHAUSTIVE = {
     "2 workers x 2 jobs x 1 concurrency key, limit 1 x ack/stall": Config(
         jobs=2, producers=0, workers=2, pre_enqueued=True, concurrency_keys=1, crashes=0,
         clock_jumps=0, worker_actions=("ack", "stall"), rollback_txs=False,
+    ),
+    # a rate of 1 claim per window: two workers race for three jobs, each
+    # claim asking for two, a clock jump opening the next window
+    "2 workers (claim 2) x 3 jobs, rate 1 per window x <=1 clock jump": Config(
+        jobs=3, producers=0, workers=2, pre_enqueued=True, rate_limit=1, claim_n=2,
+        crashes=0, clock_jumps=1, worker_actions=("ack",), rollback_txs=False,
+    ),
+    # a per-key rate of 1 over two keys
+    "2 workers (claim 2) x 3 jobs over 2 keys, rate 1 per key": Config(
+        jobs=3, producers=0, workers=2, pre_enqueued=True, concurrency_keys=2,
+        concurrency_limit=None, key_rate_limit=1, claim_n=2, crashes=0, clock_jumps=0,
+        worker_actions=("ack",), rollback_txs=False,
     ),
     # one fire time, enqueued exactly once
     "2 tickers x 1 due schedule": Config(
@@ -464,9 +505,15 @@ class LimitCountedOncePerStatement(SqliteDialect):
     counted once before it: one claim of n can overrun a key."""
 
     def claim_limited(
-        self, queue: str, worker: str, now_us: int, until_us: int, limit: int
+        self,
+        queue: str,
+        worker: str,
+        now_us: int,
+        until_us: int,
+        concurrency: int | None,
+        key_rate: tuple[int, int] | None,
     ) -> Statement:
-        real = super().claim_limited(queue, worker, now_us, until_us, limit)
+        real = super().claim_limited(queue, worker, now_us, until_us, concurrency, key_rate)
         sql = real.sql.replace("WHERE id = (", "WHERE id IN (").replace("LIMIT 1)", "LIMIT 2)")
         return Statement(sql, real.params, real.fetch)
 
@@ -474,7 +521,58 @@ class LimitCountedOncePerStatement(SqliteDialect):
 class PgLimitCountedOncePerStatement(PostgresDialect):
     def __init__(self, schema: str = "alkstore") -> None:
         super().__init__(schema)
-        self._claim_limited = self._claim_limited.replace("LIMIT 1", "LIMIT 2")
+        self._claim_limited = {
+            variant: sql.replace("LIMIT 1", "LIMIT 2")
+            for variant, sql in self._claim_limited.items()
+        }
+
+
+class RateNotLogged(SqliteDialect):
+    """A claim of a rate-limited queue forgets to log itself for the
+    queue's rate: the window always looks empty."""
+
+    def log_queue_claim(self, queue: str, at_us: int) -> Statement:
+        return Statement("SELECT 1 WHERE 0")
+
+
+class PgRateNotLogged(PostgresDialect):
+    def log_queue_claim(self, queue: str, at_us: int) -> Statement:
+        return Statement("SELECT 1 WHERE false")
+
+
+class KeyRateWindowTooShort(SqliteDialect):
+    """The per-key rate counts a window of half the period (a units slip):
+    a key's claims come twice as fast as its rate allows."""
+
+    def claim_limited(
+        self,
+        queue: str,
+        worker: str,
+        now_us: int,
+        until_us: int,
+        concurrency: int | None,
+        key_rate: tuple[int, int] | None,
+    ) -> Statement:
+        if key_rate is not None:
+            limit, since = key_rate
+            key_rate = (limit, now_us - (now_us - since) // 2)
+        return super().claim_limited(queue, worker, now_us, until_us, concurrency, key_rate)
+
+
+class PgKeyRateWindowTooShort(PostgresDialect):
+    def claim_limited(
+        self,
+        queue: str,
+        worker: str,
+        now_us: int,
+        until_us: int,
+        concurrency: int | None,
+        key_rate: tuple[int, int] | None,
+    ) -> Statement:
+        if key_rate is not None:
+            limit, since = key_rate
+            key_rate = (limit, now_us - (now_us - since) // 2)
+        return super().claim_limited(queue, worker, now_us, until_us, concurrency, key_rate)
 
 
 class PgLimitWithoutLock(PostgresDialect):
@@ -499,8 +597,10 @@ def test_the_text_edits_of_the_broken_dialects_take() -> None:
     assert PgTickWithoutRowLock("alkstore")._advance_schedule == real._advance_schedule
     assert PgLimitWithoutLock("alkstore")._claim_limit != real._claim_limit
     assert PgLimitCountedOncePerStatement("alkstore")._claim_limited != real._claim_limited
-    lite = SqliteDialect().claim_limited("q", "w", 0, 1, 1).sql
-    assert LimitCountedOncePerStatement().claim_limited("q", "w", 0, 1, 1).sql != lite
+    for key_rate in (None, (1, 0)):
+        lite = SqliteDialect().claim_limited("q", "w", 0, 1, 1, key_rate).sql
+        broken = LimitCountedOncePerStatement().claim_limited("q", "w", 0, 1, 1, key_rate).sql
+        assert broken != lite
 
 
 @pytest.mark.skipif("postgres" not in ENGINES, reason="Postgres not selected")
@@ -595,6 +695,28 @@ BROKEN = {
         Config(jobs=2, producers=0, workers=2, pre_enqueued=True, concurrency_keys=1,
                crashes=0, clock_jumps=0, worker_actions=("ack", "stall"), rollback_txs=False),
         "over their limit",
+    ),
+    "rate-not-logged": (
+        RateNotLogged,
+        PgRateNotLogged,
+        Config(jobs=3, producers=0, workers=2, pre_enqueued=True, rate_limit=1, crashes=0,
+               clock_jumps=0, worker_actions=("ack",), rollback_txs=False),
+        "over its rate",
+    ),
+    "key-rate-window-too-short": (
+        KeyRateWindowTooShort,
+        PgKeyRateWindowTooShort,
+        Config(jobs=3, producers=0, workers=1, pre_enqueued=True, concurrency_keys=1,
+               concurrency_limit=None, key_rate_limit=1, rate_period_s=20.0, crashes=0,
+               clock_jumps=1, worker_actions=("ack",), rollback_txs=False),
+        "over its rate",
+    ),
+    "rate-without-lock": (
+        None,
+        PgLimitWithoutLock,
+        Config(jobs=2, producers=0, workers=2, pre_enqueued=True, rate_limit=1, crashes=0,
+               clock_jumps=0, worker_actions=("ack",), rollback_txs=False),
+        "over its rate",
     ),
     "claim-without-row-lock": (
         None,

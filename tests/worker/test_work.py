@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import trio
 
-from alkstore import Backoff, Job, Queue, Store
+from alkstore import Backoff, Job, Queue, Rate, Store
 from tests.backends import BACKENDS, Backend, selected_backends
 
 SOON = 5.0  # upper bound for anything that must happen "promptly"
@@ -344,6 +344,30 @@ async def test_a_lapsed_claim_is_reclaimed_when_it_falls_due(store: Store) -> No
         scope.cancel()
     assert done == [2]
     assert await q.get_job(job_id) is None
+
+
+@pytest.mark.parametrize("per_key", [False, True])
+async def test_a_rate_limited_worker_sleeps_until_the_rate_admits_more(
+    store: Store, per_key: bool
+) -> None:
+    """Jobs held back by a rate (the queue's, or their key's) are taken as
+    the window opens, with no wake and no poll: 6 jobs at 2 per 0.5 s take
+    at least 1 s, and finish well before the 60 s poll interval."""
+    q = store.queue("w")
+    rate = Rate(2, per=0.5)
+    await q.set_limits(rate_per_key=rate) if per_key else await q.set_limits(rate=rate)
+    await q.enqueue_batch([{"i": i} for i in range(6)], concurrency_key="k")
+    done: list[float] = []
+
+    async def handler(job: Job) -> None:
+        done.append(trio.current_time())
+
+    start = trio.current_time()
+    async with trio.open_nursery() as nursery:
+        scope = await start_worker(nursery, q, handler, poll_interval=NEVER)
+        await wait_for(lambda: len(done) == 6, timeout=SOON)
+        scope.cancel()
+    assert done[-1] - start >= 0.95  # three windows: claims at 0, 0.5 and 1 s
 
 
 # -- shutdown ---------------------------------------------------------------------------

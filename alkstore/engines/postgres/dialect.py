@@ -39,6 +39,7 @@ from ...protocol.dialect import (
     EVENT_COLUMNS,
     HISTORY_COLUMNS,
     JOB_COLUMNS,
+    JOB_INFO_COLUMNS,
     SCHEDULE_COLUMNS,
     STATE_PENDING,
     STATE_PROCESSING,
@@ -50,6 +51,8 @@ from .names import channel_identifier, check_schema, listen_sql, unlisten_sql
 from .rules import (
     ATTEMPTS_LEFT,
     CLAIM_ORDER,
+    LIMIT_COLUMNS,
+    QUEUE_WIDE,
     SCHEDULE_RUNNING,
     TOKEN_FLOOR_KEY,
     UNIQUE_HELD,
@@ -59,9 +62,11 @@ from .rules import (
     fire_time_unchanged,
     hidden,
     history_retention,
+    in_window,
     keep_fire_time,
     keep_higher_offset,
     key_has_room,
+    key_under_rate,
     lock_free,
     lock_free_since,
     lock_held,
@@ -86,6 +91,7 @@ if TYPE_CHECKING:
 
 # -- column lists (the row shapes of protocol.dialect) -----------------------
 _JOB_COLS = column_list(JOB_COLUMNS)
+_JOB_INFO_COLS = column_list(JOB_INFO_COLUMNS)
 _DEAD_COLS = column_list(DEAD_COLUMNS)
 _EVENT_COLS = column_list(EVENT_COLUMNS)
 _HISTORY_COLS = column_list(HISTORY_COLUMNS)
@@ -95,12 +101,12 @@ _SWEEP_COLS = "id, state, visible_at, expires_at, attempts, max_attempts"
 # HISTORY_COLUMNS, leaves out its metadata and prune time).
 _HISTORY_INSERT_COLS = (
     "id, queue, outcome, payload, priority, attempts, max_attempts, run_at, created_at, "
-    "finished_at, worker, last_error, headers, prune_at, unique_key"
+    "finished_at, worker, last_error, headers, prune_at, unique_key, concurrency_key"
 )
 # What a finished job takes from its live row into history.
 _FINISHED = (
     "id", "queue", "payload", "priority", "attempts", "max_attempts", "run_at", "created_at",
-    "claimed_by", "last_error", "headers", "unique_key",
+    "claimed_by", "last_error", "headers", "unique_key", "concurrency_key",
 )  # fmt: skip
 
 
@@ -138,9 +144,37 @@ class PostgresDialect:
         self.schedules = qualified(self.schema, "schedules")
         self.queues = qualified(self.schema, "queues")
         self.history = qualified(self.schema, "history")
+        self.claim_log = qualified(self.schema, "claim_log")
+        self._channel_scope = "" if self.schema == DEFAULT_SCHEMA else self.schema
         self.meta = qualified(self.schema, "meta")
         self._lock_key = lock_guard_key(self.schema)
         self._build()
+
+    def _claim_limited_text(self, concurrency: bool, key_rate: bool) -> str:
+        """The limited claim's text, checking the key's concurrency room
+        and/or its rate (a queue with only a queue-wide rate checks neither:
+        the core counts that rate once and asks for no more than its room).
+        Inputs: $1 queue, $2 now, $3 worker, $4 until, then the
+        concurrency limit, then the rate window's start and limit."""
+        jobs, queues = self.jobs, self.queues
+        rules, n = "", 5
+        if concurrency:
+            rules += f" AND {key_has_room(jobs, '$1', '$2', f'${n}', row='c')}"
+            n += 1
+        if key_rate:
+            rules += f" AND {key_under_rate(self.claim_log, '$1', f'${n}', f'${n + 1}', row='c')}"
+        return f"""WITH picked AS (
+            SELECT c.id FROM {jobs} AS c
+            WHERE c.queue = $1 AND {claimable('$2')} AND {queue_running(queues, '$1')}
+                {rules}
+            ORDER BY {CLAIM_ORDER}
+            LIMIT 1
+            FOR UPDATE SKIP LOCKED)
+        UPDATE {jobs} AS j
+            SET state = {STATE_PROCESSING}, attempts = j.attempts + 1, claims = j.claims + 1,
+                claimed_by = $3, run_at = j.visible_at, visible_at = $4
+            FROM picked WHERE j.id = picked.id
+            RETURNING {column_list(JOB_COLUMNS, table="j")}, {history_retention(queues, '$1')}"""
 
     def _to_history(
         self, delete: str, outcome: str, finished: str, prune_at: str, *, row: str = ""
@@ -154,7 +188,7 @@ class PostgresDialect:
             f"INSERT INTO {self.history} ({_HISTORY_INSERT_COLS}) "
             f"SELECT id, queue, '{outcome}', payload, priority, attempts, max_attempts, run_at, "
             f"created_at, {finished}::bigint, claimed_by, last_error, headers, {prune_at}::bigint, "
-            "unique_key "
+            "unique_key, concurrency_key "
             f"FROM gone{ids}"
         )
 
@@ -269,27 +303,43 @@ class PostgresDialect:
         # whose key has room (rules.key_has_room counts the key's live
         # claims in jobs_keyed).
         self._claim_limit = f"{queue_limit(queues, '$1')} FOR UPDATE"
-        self._claim_limited = f"""WITH picked AS (
-            SELECT c.id FROM {jobs} AS c
-            WHERE c.queue = $1 AND {claimable('$2')} AND {queue_running(queues, '$1')}
-                AND {key_has_room(jobs, '$1', '$2', '$5', row='c')}
-            ORDER BY {CLAIM_ORDER}
-            LIMIT 1
-            FOR UPDATE SKIP LOCKED)
-        UPDATE {jobs} AS j
-            SET state = {STATE_PROCESSING}, attempts = j.attempts + 1, claims = j.claims + 1,
-                claimed_by = $3, run_at = j.visible_at, visible_at = $4
-            FROM picked WHERE j.id = picked.id
-            RETURNING {column_list(JOB_COLUMNS, table="j")}, {history_retention(queues, '$1')}"""
+        self._claim_limited = {
+            (concurrency, key_rate): self._claim_limited_text(concurrency, key_rate)
+            for concurrency in (False, True)
+            for key_rate in (False, True)
+        }
         self._set_concurrency_keys = (
             f"UPDATE {jobs} AS j SET concurrency_key = k.key "
             "FROM unnest($1::bigint[], $2::text[]) AS k(id, key) WHERE j.id = k.id"
         )
-        self._set_concurrency_limit = (
-            f"INSERT INTO {queues} (name, concurrency_limit) VALUES ($1, $2) "
-            "ON CONFLICT (name) DO UPDATE SET concurrency_limit = EXCLUDED.concurrency_limit"
+        self._set_limits = (
+            f"INSERT INTO {queues} (name, concurrency_limit, rate_limit, rate_period_us, "
+            "key_rate_limit, key_rate_period_us) VALUES ($1, $2, $3, $4, $5, $6) "
+            "ON CONFLICT (name) DO UPDATE SET concurrency_limit = EXCLUDED.concurrency_limit, "
+            "rate_limit = EXCLUDED.rate_limit, rate_period_us = EXCLUDED.rate_period_us, "
+            "key_rate_limit = EXCLUDED.key_rate_limit, "
+            "key_rate_period_us = EXCLUDED.key_rate_period_us"
         )
-        self._queue_limits = f"SELECT concurrency_limit FROM {queues} WHERE name = $1"
+        self._queue_limits = f"SELECT {LIMIT_COLUMNS} FROM {queues} WHERE name = $1"
+        log = self.claim_log
+        self._claims_in_window = (
+            f"SELECT count(*) FROM {log} WHERE queue = $1 AND key = {QUEUE_WIDE} "
+            f"AND {in_window('$2')}"
+        )
+        self._window_opens = (
+            f"SELECT at FROM {log} WHERE queue = $1 AND key = {QUEUE_WIDE} "
+            f"AND {in_window('$2')} ORDER BY at LIMIT 1 OFFSET $3"
+        )
+        self._first_key_claim = (
+            f"SELECT min(at) FROM {log} WHERE queue = $1 AND {in_window('$2')} "
+            f"AND key <> {QUEUE_WIDE}"
+        )
+        self._log_queue_claim = f"INSERT INTO {log} (queue, key, at) VALUES ($1, {QUEUE_WIDE}, $2)"
+        self._log_key_claim = (
+            f"INSERT INTO {log} (queue, key, at) SELECT queue, concurrency_key, $1 FROM {jobs} "
+            "WHERE id = $2 AND concurrency_key IS NOT NULL"
+        )
+        self._prune_claim_log = f"DELETE FROM {log} WHERE queue = $1 AND at <= $2"
         # Each claimed row carries its queue's history retention (above), so
         # the ack knows whether to keep the job with no round trip of its own.
         self._ack = f"DELETE FROM {jobs} WHERE id = $1 AND {owned('$2', '$3', '$4')}"
@@ -329,24 +379,40 @@ class PostgresDialect:
         )
         # One statement moves the row: delete it from the live table and
         # insert what was deleted into the dead one (with a prune time if its
-        # queue has a dead retention).
+        # queue has a dead retention, and its concurrency key, which a
+        # requeue restores).
         self._bury = (
             f"WITH gone AS (DELETE FROM {jobs} WHERE id = $1 RETURNING id, queue, payload, "
             "priority, attempts, max_attempts, run_at, created_at, expires_at, claimed_by, "
-            f"last_error, claims, headers) INSERT INTO {dead} ({_DEAD_COLS}, claims, headers, "
-            "prune_at) SELECT id, queue, payload, priority, attempts, max_attempts, run_at, "
-            "created_at, expires_at, claimed_by, COALESCE($2::text, last_error), $3::text, "
-            f"$4::bigint, claims, headers, {dead_prune_at('$4::bigint', queues, 'gone.queue')} "
+            f"last_error, claims, headers, concurrency_key) INSERT INTO {dead} ({_DEAD_COLS}, "
+            "claims, headers, prune_at) SELECT id, queue, payload, priority, attempts, "
+            "max_attempts, run_at, created_at, expires_at, claimed_by, "
+            "COALESCE($2::text, last_error), $3::text, $4::bigint, concurrency_key, claims, "
+            f"headers, {dead_prune_at('$4::bigint', queues, 'gone.queue')} "
             "FROM gone"
         )
         self._cancel = f"DELETE FROM {jobs} WHERE id = $1 AND queue = $2"
         self._cancel_history = self._to_history(self._cancel, "cancelled", "$3", "$4")
-        self._get_job = f"SELECT {_JOB_COLS} FROM {jobs} WHERE id = $1 AND queue = $2"
-        self._get_job_any = f"SELECT {_JOB_COLS} FROM {jobs} WHERE id = $1"
+        self._get_job = f"SELECT {_JOB_INFO_COLS} FROM {jobs} WHERE id = $1 AND queue = $2"
+        self._get_job_any = f"SELECT {_JOB_INFO_COLS} FROM {jobs} WHERE id = $1"
         self._get_dead = f"SELECT {_DEAD_COLS} FROM {dead} WHERE id = $1 AND queue = $2"
         self._get_dead_any = f"SELECT {_DEAD_COLS} FROM {dead} WHERE id = $1"
         self._get_history = f"SELECT {_HISTORY_COLS} FROM {history} WHERE id = $1 AND queue = $2"
         self._get_history_any = f"SELECT {_HISTORY_COLS} FROM {history} WHERE id = $1"
+        # A worker's cancel check: every id it holds in one statement (one
+        # snapshot), each looked up by primary key in the three tables. The
+        # OFFSET 0 keeps each NOT EXISTS a subplan run per id (a primary-key
+        # probe): without it the planner turns them into anti-joins, and
+        # with the default estimate for a queue's rows (no statistics yet, or
+        # stale ones) it reads the queue's every dead letter and history row
+        # once per check to match them against the ids.
+        self._cancelled_among = (
+            "SELECT t.id FROM unnest($1::bigint[]) AS t(id) "
+            f"WHERE NOT EXISTS (SELECT 1 FROM {jobs} WHERE id = t.id AND queue = $2 OFFSET 0) "
+            f"AND NOT EXISTS (SELECT 1 FROM {dead} WHERE id = t.id AND queue = $2 OFFSET 0) "
+            f"AND NOT EXISTS (SELECT 1 FROM {history} WHERE id = t.id AND queue = $2 "
+            "AND outcome <> 'cancelled' OFFSET 0)"
+        )
         # The sweep's candidates: deadlines that passed (except under a live
         # claim, which keeps its chance to ack) and lapsed claims with no
         # attempts left. Each arm matches one partial index (jobs_expiry,
@@ -394,16 +460,18 @@ class PostgresDialect:
         )
         # One statement: the dead row comes back under its own id (the
         # identity never hands that id out again, so OVERRIDING SYSTEM VALUE
-        # cannot collide). Its row count says whether the job moved.
+        # cannot collide) and with its concurrency key (so a limited queue
+        # still limits it). Its row count says whether the job moved.
         self._requeue_dead = (
             f"WITH back AS (DELETE FROM {dead} WHERE id = $1 AND queue = $2 "
             "RETURNING id, queue, payload, priority, max_attempts, created_at, last_error, "
-            "claims, headers) "
+            "claims, headers, concurrency_key) "
             f"INSERT INTO {jobs} (id, queue, payload, priority, attempts, max_attempts, "
-            "run_at, created_at, expires_at, visible_at, state, last_error, claims, headers) "
-            "OVERRIDING SYSTEM VALUE "
+            "run_at, created_at, expires_at, visible_at, state, last_error, claims, headers, "
+            "concurrency_key) OVERRIDING SYSTEM VALUE "
             "SELECT id, queue, payload, priority, 0, max_attempts, $3::bigint, created_at, "
-            f"NULL::bigint, $3::bigint, {STATE_PENDING}, last_error, claims, headers FROM back"
+            f"NULL::bigint, $3::bigint, {STATE_PENDING}, last_error, claims, headers, "
+            "concurrency_key FROM back"
         )
         self._purge_all = f"DELETE FROM {dead} WHERE queue = $1"
         self._purge_before = f"DELETE FROM {dead} WHERE queue = $1 AND died_at < $2"
@@ -423,7 +491,8 @@ class PostgresDialect:
             "SELECT c.ready, c.scheduled, c.processing, c.oldest, "
             f"(SELECT COUNT(*) FROM {dead} WHERE queue = $2), "
             f"(SELECT COUNT(*) FROM {history} WHERE queue = $2), "
-            "q.paused, q.history_us, q.dead_us "
+            "q.paused, q.history_us, q.dead_us, q.concurrency_limit, q.rate_limit, "
+            "q.rate_period_us, q.key_rate_limit, q.key_rate_period_us, q.unique_processing "
             "FROM (SELECT "
             f"COUNT(*) FILTER (WHERE state = {STATE_PENDING} AND {claimable('$1')}) AS ready, "
             f"COUNT(*) FILTER (WHERE state = {STATE_PENDING} AND {hidden('$1')}) AS scheduled, "
@@ -437,7 +506,7 @@ class PostgresDialect:
             # One state's range of the list index, walked in id order from
             # ``after``.
             return (
-                f"SELECT {_JOB_COLS} FROM {jobs} "
+                f"SELECT {_JOB_INFO_COLS} FROM {jobs} "
                 f"WHERE queue = $1 AND state = {state} AND id > $2{also} ORDER BY id LIMIT $3"
             )
 
@@ -679,22 +748,23 @@ class PostgresDialect:
     def notify(self, channel: str, origin: str, now_us: int) -> Statement:
         # ``origin`` and ``now_us`` are SQLite-watcher bookkeeping with no
         # use here: NOTIFY carries the sender's pid.
-        return Statement(self._notify, (channel_identifier(channel),), wakes=(channel,))
+        return Statement(self._notify, (self.channel_identifier(channel),), wakes=(channel,))
 
     # Postgres only (the listener's, not the protocol's).
     def channel_identifier(self, channel: str) -> str:
-        """The LISTEN/NOTIFY identifier of ``channel`` (see :mod:`.names`)."""
-        return channel_identifier(channel)
+        """The LISTEN/NOTIFY identifier of ``channel`` in this schema (see
+        :mod:`.names`: stores in other schemas of the database do not hear it)."""
+        return channel_identifier(channel, self._channel_scope)
 
     def listen(self, channel: str) -> str:
         """``LISTEN`` SQL for ``channel``; no parameters. Run it outside any
         transaction block on the listening connection (inside one it only
         takes effect at commit)."""
-        return listen_sql(channel)
+        return listen_sql(channel, self._channel_scope)
 
     def unlisten(self, channel: str) -> str:
         """``UNLISTEN`` SQL for ``channel``; no parameters."""
-        return unlisten_sql(channel)
+        return unlisten_sql(channel, self._channel_scope)
 
     # -- queues --------------------------------------------------------------
     def enqueue(self, job: NewJob, now_us: int) -> Statement:
@@ -753,20 +823,57 @@ class PostgresDialect:
         return Statement(self._claim_limit, (queue,), Fetch.ONE)
 
     def claim_limited(
-        self, queue: str, worker: str, now_us: int, until_us: int, limit: int
+        self,
+        queue: str,
+        worker: str,
+        now_us: int,
+        until_us: int,
+        concurrency: int | None,
+        key_rate: tuple[int, int] | None,
     ) -> Statement:
-        return Statement(self._claim_limited, (queue, now_us, worker, until_us, limit), Fetch.ALL)
+        params: tuple[object, ...] = (queue, now_us, worker, until_us)
+        if concurrency is not None:
+            params += (concurrency,)
+        if key_rate is not None:
+            params += (key_rate[1], key_rate[0])
+        sql = self._claim_limited[concurrency is not None, key_rate is not None]
+        return Statement(sql, params, Fetch.ALL)
 
     def set_concurrency_keys(self, pairs: Sequence[tuple[int, str]]) -> Statement:
         return Statement(
             self._set_concurrency_keys, ([p[0] for p in pairs], [p[1] for p in pairs])
         )
 
-    def set_concurrency_limit(self, queue: str, limit: int | None) -> Statement:
-        return Statement(self._set_concurrency_limit, (queue, limit))
+    def set_limits(
+        self,
+        queue: str,
+        concurrency: int | None,
+        rate: tuple[int, int] | None,
+        key_rate: tuple[int, int] | None,
+    ) -> Statement:
+        return Statement(self._set_limits, (queue, concurrency, *(rate or (None, None)),
+                                            *(key_rate or (None, None))))  # fmt: skip
 
     def queue_limits(self, queue: str) -> Statement:
         return Statement(self._queue_limits, (queue,), Fetch.ONE)
+
+    def claims_in_window(self, queue: str, since_us: int) -> Statement:
+        return Statement(self._claims_in_window, (queue, since_us), Fetch.ONE)
+
+    def window_opens(self, queue: str, since_us: int, skip: int) -> Statement:
+        return Statement(self._window_opens, (queue, since_us, skip), Fetch.ONE)
+
+    def first_key_claim(self, queue: str, since_us: int) -> Statement:
+        return Statement(self._first_key_claim, (queue, since_us), Fetch.ONE)
+
+    def log_queue_claim(self, queue: str, at_us: int) -> Statement:
+        return Statement(self._log_queue_claim, (queue, at_us))
+
+    def log_key_claim(self, job_id: int, at_us: int) -> Statement:
+        return Statement(self._log_key_claim, (at_us, job_id))
+
+    def prune_claim_log(self, queue: str, before_us: int) -> Statement:
+        return Statement(self._prune_claim_log, (queue, before_us))
 
     def ack(self, job_id: int, worker: str, claim: int, now_us: int) -> Statement:
         return Statement(self._ack, (job_id, worker, claim, now_us), Fetch.ROWCOUNT)
@@ -856,6 +963,10 @@ class PostgresDialect:
         if queue is None:
             return Statement(self._get_history_any, (job_id,), Fetch.ONE)
         return Statement(self._get_history, (job_id, queue), Fetch.ONE)
+
+    def cancelled_among(self, queue: str, job_ids: Sequence[int]) -> Statement:
+        # bigint[] whatever element type psycopg picked for the list (as ack_batch).
+        return Statement(self._cancelled_among, (list(job_ids), queue), Fetch.ALL)
 
     def sweep_candidates(self, queue: str | None, now_us: int, limit: int) -> Statement:
         if queue is None:

@@ -44,9 +44,16 @@ _SCHEMA = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 
 @functools.lru_cache(maxsize=4096)
-def channel_identifier(channel: str) -> str:
-    """The LISTEN/NOTIFY identifier of a wake channel (deterministic, 60 ASCII bytes)."""
-    digest = hashlib.sha256(channel.encode("utf-8", "surrogatepass")).hexdigest()
+def channel_identifier(channel: str, scope: str = "") -> str:
+    """The LISTEN/NOTIFY identifier of a wake channel (deterministic, 60
+    ASCII bytes). ``scope`` is the schema of a store outside the default
+    one: LISTEN/NOTIFY are per database, so two stores in two schemas of one
+    database would otherwise wake each other on every queue and stream name
+    they share. The default schema's identifiers stay those of earlier
+    releases (empty scope), so processes of both versions still wake each
+    other there."""
+    text = channel if not scope else f"{scope}\x00{channel}"
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
     return CHANNEL_PREFIX + digest[:CHANNEL_DIGEST_HEX]
 
 
@@ -87,11 +94,11 @@ def check_schema(schema: object) -> str:
     return schema
 
 
-def listen_sql(channel: str) -> str:
+def listen_sql(channel: str, scope: str = "") -> str:
     """``LISTEN`` for a wake channel (a statement with no parameters)."""
-    return f"LISTEN {quote_ident(channel_identifier(channel))}"
+    return f"LISTEN {quote_ident(channel_identifier(channel, scope))}"
 
 
-def unlisten_sql(channel: str) -> str:
+def unlisten_sql(channel: str, scope: str = "") -> str:
     """``UNLISTEN`` for a wake channel (a statement with no parameters)."""
-    return f"UNLISTEN {quote_ident(channel_identifier(channel))}"
+    return f"UNLISTEN {quote_ident(channel_identifier(channel, scope))}"

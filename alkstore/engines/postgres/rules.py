@@ -127,14 +127,25 @@ def unique_recently_acked(queue: str, key: str, since: str) -> str:
     )
 
 
-# -- concurrency limits ---------------------------------------------------------
-# The queue has a per-key concurrency limit (``queues.concurrency_limit``).
-# Model: none (limits are a contract extension, checked by the contract tests
-# and the simulation's per-key invariant).
-QUEUE_LIMITED = "concurrency_limit IS NOT NULL"
+# -- limits ---------------------------------------------------------------------
+# The queue has a limit: a per-key concurrency limit
+# (``queues.concurrency_limit``), a rate (``rate_limit`` claims per
+# ``rate_period_us``) or a per-key rate (``key_rate_limit`` per
+# ``key_rate_period_us``). Model: none (limits are a contract extension,
+# checked by the contract tests and the simulation's limit invariants).
+QUEUE_LIMITED = (
+    "(concurrency_limit IS NOT NULL OR rate_limit IS NOT NULL OR key_rate_limit IS NOT NULL)"
+)
+# What a limited claim reads, in this order (protocol/rows.queue_limits).
+LIMIT_COLUMNS = (
+    "concurrency_limit, rate_limit, rate_period_us, key_rate_limit, key_rate_period_us"
+)
 # A job counts against its key's limit: processing with a concurrency key
 # (the predicate of jobs_keyed, the index the limited claim counts with).
 KEYED_PROCESSING = f"state = {STATE_PROCESSING} AND concurrency_key IS NOT NULL"
+# The claim log's key for a claim counted by the queue's own rate (a
+# concurrency key is an identifier, never empty).
+QUEUE_WIDE = "''"
 
 
 def queue_claims_unlimited(queues: str, queue: str) -> str:
@@ -144,7 +155,7 @@ def queue_claims_unlimited(queues: str, queue: str) -> str:
     index is empty rather than a scan of the backlog against a false guard.
     A limited queue's jobs are taken by the limited claim only; the plain
     claim, one statement as before, costs a queue without limits nothing
-    more. Binds: queue (twice)."""
+    more. Inputs: queue (twice)."""
     return (
         f"(SELECT {queue} WHERE NOT EXISTS (SELECT 1 FROM {queues} WHERE name = {queue} "
         f"AND (paused OR {QUEUE_LIMITED})))"
@@ -152,10 +163,10 @@ def queue_claims_unlimited(queues: str, queue: str) -> str:
 
 
 def queue_limit(queues: str, queue: str) -> str:
-    """The queue's concurrency limit, for a claim that found the plain path
-    closed: its row, running (not paused) and limited, or none. Binds: queue."""
+    """The queue's limits, for a claim that found the plain path closed:
+    its row, running (not paused) and limited, or none. Inputs: queue."""
     return (
-        f"SELECT concurrency_limit FROM {queues} WHERE name = {queue} "
+        f"SELECT {LIMIT_COLUMNS} FROM {queues} WHERE name = {queue} "
         f"AND NOT paused AND {QUEUE_LIMITED}"
     )
 
@@ -164,11 +175,30 @@ def key_has_room(jobs: str, queue: str, now: str, limit: str, row: str) -> str:
     """The job ``row`` may be claimed under its queue's limit: it has no
     concurrency key, or fewer than ``limit`` jobs of its key hold a live
     claim (a lapsed claim no longer counts: its worker lost the job).
-    Binds: queue, now, limit."""
+    Inputs: queue, now, limit."""
     return (
         f"({row}.concurrency_key IS NULL OR (SELECT count(*) FROM {jobs} AS k "
         f"WHERE k.queue = {queue} AND k.concurrency_key = {row}.concurrency_key "
         f"AND k.state = {STATE_PROCESSING} AND {hidden(now, row='k')}) < {limit})"
+    )
+
+
+def in_window(since: str, *, row: str = "") -> str:
+    """A claim log entry made after ``since`` (now less the rate's period):
+    it counts against the rate. An entry from a clock ahead of ours counts
+    too (there is no upper bound), so skewed claimers err on the side of
+    fewer claims. Inputs: since."""
+    return f"{_of(row)}at > {since}"
+
+
+def key_under_rate(log: str, queue: str, since: str, limit: str, row: str) -> str:
+    """The job ``row`` may be claimed under its queue's per-key rate: it has
+    no concurrency key, or its key's claims logged in the window number
+    fewer than ``limit``. Inputs: queue, since, limit."""
+    return (
+        f"({row}.concurrency_key IS NULL OR (SELECT count(*) FROM {log} AS r "
+        f"WHERE r.queue = {queue} AND r.key = {row}.concurrency_key "
+        f"AND {in_window(since, row='r')}) < {limit})"
     )
 
 

@@ -267,10 +267,38 @@ def _v4(schema: str) -> tuple[str, ...]:
         # limited), a queue's limit (NULL: none, the plain claim), and the
         # index the limited claim counts a key's live claims with
         # (processing keyed jobs only, so it stays as small as what runs).
+        # Dead letters and history keep the key too: inspection shows it,
+        # and a requeued dead letter comes back with it, still limited
+        # (without it, requeue_dead would hand back a job that runs
+        # unlimited).
         f"ALTER TABLE {s}.jobs ADD COLUMN IF NOT EXISTS concurrency_key text COLLATE \"C\"",
+        f"ALTER TABLE {s}.dead ADD COLUMN IF NOT EXISTS concurrency_key text COLLATE \"C\"",
+        f"ALTER TABLE {s}.history ADD COLUMN IF NOT EXISTS concurrency_key text COLLATE \"C\"",
         f"ALTER TABLE {s}.queues ADD COLUMN IF NOT EXISTS concurrency_limit bigint",
         f"""CREATE INDEX IF NOT EXISTS jobs_keyed
             ON {s}.jobs (queue, concurrency_key, visible_at) WHERE {KEYED_PROCESSING}""",
+        # v4, rate limits: a queue's rate (``rate_limit`` claims per
+        # ``rate_period_us``) and per-key rate, and the claim log they are
+        # counted in: one row per claim of a rate-limited queue (``key`` is
+        # the job's concurrency key, or '' for the queue's own rate), kept
+        # for one period. The first index counts a key's window; the second
+        # lets a claim prune what fell out of the window without walking
+        # the live part. (The id is there for logical replication, which
+        # refuses deletes from a published table without a key.)
+        f"ALTER TABLE {s}.queues ADD COLUMN IF NOT EXISTS rate_limit bigint",
+        f"ALTER TABLE {s}.queues ADD COLUMN IF NOT EXISTS rate_period_us bigint",
+        f"ALTER TABLE {s}.queues ADD COLUMN IF NOT EXISTS key_rate_limit bigint",
+        f"ALTER TABLE {s}.queues ADD COLUMN IF NOT EXISTS key_rate_period_us bigint",
+        f"""CREATE TABLE IF NOT EXISTS {s}.claim_log (
+            id    bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            queue text COLLATE "C" NOT NULL,
+            key   text COLLATE "C" NOT NULL,
+            at    bigint NOT NULL
+        )""",
+        f"""CREATE INDEX IF NOT EXISTS claim_log_window
+            ON {s}.claim_log (queue, key, at)""",
+        f"""CREATE INDEX IF NOT EXISTS claim_log_age
+            ON {s}.claim_log (queue, at)""",
     )
 
 

@@ -26,6 +26,7 @@ from ...protocol.dialect import (
     EVENT_COLUMNS,
     HISTORY_COLUMNS,
     JOB_COLUMNS,
+    JOB_INFO_COLUMNS,
     SCHEDULE_COLUMNS,
     STATE_PENDING,
     STATE_PROCESSING,
@@ -36,6 +37,8 @@ from ...protocol.types import NewJob, NewSchedule
 from .rules import (
     ATTEMPTS_LEFT,
     CLAIM_ORDER,
+    LIMIT_COLUMNS,
+    QUEUE_WIDE,
     SCHEDULE_RUNNING,
     TOKEN_FLOOR_KEY,
     UNIQUE_HELD,
@@ -45,9 +48,11 @@ from .rules import (
     fire_time_unchanged,
     hidden,
     history_retention,
+    in_window,
     keep_fire_time,
     keep_higher_offset,
     key_has_room,
+    key_under_rate,
     lock_free,
     lock_free_since,
     lock_held,
@@ -68,6 +73,7 @@ from .rules import (
 
 # -- column lists (the row shapes of protocol.dialect) -----------------------
 _JOB_COLS = column_list(JOB_COLUMNS)
+_JOB_INFO_COLS = column_list(JOB_INFO_COLUMNS)
 _DEAD_COLS = column_list(DEAD_COLUMNS)
 _EVENT_COLS = column_list(EVENT_COLUMNS)
 _HISTORY_COLS = column_list(HISTORY_COLUMNS)
@@ -77,7 +83,7 @@ _SWEEP_COLS = "id, state, visible_at, expires_at, attempts, max_attempts"
 # HISTORY_COLUMNS, leaves out its metadata and prune time).
 _HISTORY_INSERT_COLS = (
     "id, queue, outcome, payload, priority, attempts, max_attempts, run_at, created_at, "
-    "finished_at, worker, last_error, headers, prune_at, unique_key"
+    "finished_at, worker, last_error, headers, prune_at, unique_key, concurrency_key"
 )
 
 # -- wakes -------------------------------------------------------------------
@@ -166,25 +172,68 @@ _CLAIM = f"""UPDATE __alkstore_jobs
 # write transaction is the lock: no other claim runs until it commits, and
 # each statement sees the claims made before it in this one.
 _CLAIM_LIMIT = queue_limit("__alkstore_queues", "?")
-_CLAIM_LIMITED = f"""UPDATE __alkstore_jobs
+
+
+def _claim_limited(concurrency: bool, key_rate: bool) -> str:
+    """The limited claim's text, checking the key's concurrency room and/or
+    its rate (a queue with only a queue-wide rate checks neither: the core
+    counts that rate once and asks for no more than its room)."""
+    rules = ""
+    if concurrency:
+        rules += f" AND {key_has_room('__alkstore_jobs', '?', '?', '?', row='c')}"
+    if key_rate:
+        rules += f" AND {key_under_rate('__alkstore_claim_log', '?', '?', '?', row='c')}"
+    return f"""UPDATE __alkstore_jobs
     SET state = {STATE_PROCESSING}, attempts = attempts + 1, claims = claims + 1,
         claimed_by = ?, run_at = visible_at, visible_at = ?
     WHERE id = (
         SELECT c.id FROM __alkstore_jobs AS c INDEXED BY __alkstore_jobs_claim
         WHERE c.queue = ? AND {claimable('?')} AND {queue_running('__alkstore_queues', '?')}
-            AND {key_has_room('__alkstore_jobs', '?', '?', '?', row='c')}
+            {rules}
         ORDER BY {CLAIM_ORDER}
         LIMIT 1)
     RETURNING {_JOB_COLS}, {history_retention('__alkstore_queues', '?')}"""
+
+
+_CLAIM_LIMITED = {
+    (concurrency, key_rate): _claim_limited(concurrency, key_rate)
+    for concurrency in (False, True)
+    for key_rate in (False, True)
+}
 _SET_CONCURRENCY_KEYS = (
     "UPDATE __alkstore_jobs SET concurrency_key = k.value ->> 1 "
     "FROM json_each(?) AS k WHERE __alkstore_jobs.id = k.value ->> 0"
 )
-_SET_CONCURRENCY_LIMIT = (
-    "INSERT INTO __alkstore_queues (name, concurrency_limit) VALUES (?, ?) "
-    "ON CONFLICT (name) DO UPDATE SET concurrency_limit = excluded.concurrency_limit"
+_SET_LIMITS = (
+    "INSERT INTO __alkstore_queues (name, concurrency_limit, rate_limit, rate_period_us, "
+    "key_rate_limit, key_rate_period_us) VALUES (?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT (name) DO UPDATE SET concurrency_limit = excluded.concurrency_limit, "
+    "rate_limit = excluded.rate_limit, rate_period_us = excluded.rate_period_us, "
+    "key_rate_limit = excluded.key_rate_limit, key_rate_period_us = excluded.key_rate_period_us"
 )
-_QUEUE_LIMITS = "SELECT concurrency_limit FROM __alkstore_queues WHERE name = ?"
+_QUEUE_LIMITS = f"SELECT {LIMIT_COLUMNS} FROM __alkstore_queues WHERE name = ?"
+_CLAIMS_IN_WINDOW = (
+    "SELECT count(*) FROM __alkstore_claim_log INDEXED BY __alkstore_claim_log_window "
+    f"WHERE queue = ? AND key = {QUEUE_WIDE} AND {in_window('?')}"
+)
+_WINDOW_OPENS = (
+    "SELECT at FROM __alkstore_claim_log INDEXED BY __alkstore_claim_log_window "
+    f"WHERE queue = ? AND key = {QUEUE_WIDE} AND {in_window('?')} ORDER BY at LIMIT 1 OFFSET ?"
+)
+_FIRST_KEY_CLAIM = (
+    "SELECT min(at) FROM __alkstore_claim_log INDEXED BY __alkstore_claim_log_age "
+    f"WHERE queue = ? AND {in_window('?')} AND key <> {QUEUE_WIDE}"
+)
+_LOG_QUEUE_CLAIM = f"INSERT INTO __alkstore_claim_log (queue, key, at) VALUES (?, {QUEUE_WIDE}, ?)"
+_LOG_KEY_CLAIM = (
+    "INSERT INTO __alkstore_claim_log (queue, key, at) "
+    "SELECT queue, concurrency_key, ? FROM __alkstore_jobs "
+    "WHERE id = ? AND concurrency_key IS NOT NULL"
+)
+_PRUNE_CLAIM_LOG = (
+    "DELETE FROM __alkstore_claim_log INDEXED BY __alkstore_claim_log_age "
+    "WHERE queue = ? AND at <= ?"
+)
 _ACK = f"DELETE FROM __alkstore_jobs WHERE id = ? AND {owned('?', '?', '?')}"
 
 
@@ -196,7 +245,7 @@ def _to_history(outcome: str, where: str, returning: str = "") -> str:
     return (
         f"INSERT INTO __alkstore_history ({_HISTORY_INSERT_COLS}) "
         f"SELECT id, queue, '{outcome}', payload, priority, attempts, max_attempts, run_at, "
-        "created_at, ?, claimed_by, last_error, headers, ?, unique_key "
+        "created_at, ?, claimed_by, last_error, headers, ?, unique_key, concurrency_key "
         f"FROM __alkstore_jobs WHERE {where}{returning}"
     )
 
@@ -243,23 +292,34 @@ _EXTEND_CLAIM = (
     f"UPDATE __alkstore_jobs SET visible_at = ? WHERE id = ? AND {owned('?', '?', '?')}"
 )
 # Two statements move the row: copy it into the dead table (with a prune
-# time if its queue has a dead retention), delete it.
+# time if its queue has a dead retention, and its concurrency key, which a
+# requeue restores), delete it.
 _BURY_COPY = (
     f"INSERT INTO __alkstore_dead ({_DEAD_COLS}, claims, headers, prune_at) "
     "SELECT id, queue, payload, priority, attempts, max_attempts, run_at, "
-    "created_at, expires_at, claimed_by, COALESCE(?, last_error), ?, ?, claims, headers, "
+    "created_at, expires_at, claimed_by, COALESCE(?, last_error), ?, ?, concurrency_key, "
+    "claims, headers, "
     f"{dead_prune_at('?', '__alkstore_queues', '__alkstore_jobs.queue')} "
     "FROM __alkstore_jobs WHERE id = ?"
 )
 _BURY_DELETE = "DELETE FROM __alkstore_jobs WHERE id = ?"
 _CANCEL = "DELETE FROM __alkstore_jobs WHERE id = ? AND queue = ?"
 _CANCEL_HISTORY = _to_history("cancelled", "id = ? AND queue = ?")
-_GET_JOB = f"SELECT {_JOB_COLS} FROM __alkstore_jobs WHERE id = ? AND queue = ?"
-_GET_JOB_ANY = f"SELECT {_JOB_COLS} FROM __alkstore_jobs WHERE id = ?"
+_GET_JOB = f"SELECT {_JOB_INFO_COLS} FROM __alkstore_jobs WHERE id = ? AND queue = ?"
+_GET_JOB_ANY = f"SELECT {_JOB_INFO_COLS} FROM __alkstore_jobs WHERE id = ?"
 _GET_DEAD = f"SELECT {_DEAD_COLS} FROM __alkstore_dead WHERE id = ? AND queue = ?"
 _GET_DEAD_ANY = f"SELECT {_DEAD_COLS} FROM __alkstore_dead WHERE id = ?"
 _GET_HISTORY = f"SELECT {_HISTORY_COLS} FROM __alkstore_history WHERE id = ? AND queue = ?"
 _GET_HISTORY_ANY = f"SELECT {_HISTORY_COLS} FROM __alkstore_history WHERE id = ?"
+# A worker's cancel check: every id it holds in one statement, each looked
+# up by primary key in the three tables (a job is in one of them at most).
+_CANCELLED_AMONG = (
+    "SELECT ids.value FROM json_each(?) AS ids "
+    "WHERE NOT EXISTS (SELECT 1 FROM __alkstore_jobs WHERE id = ids.value AND queue = ?) "
+    "AND NOT EXISTS (SELECT 1 FROM __alkstore_dead WHERE id = ids.value AND queue = ?) "
+    "AND NOT EXISTS (SELECT 1 FROM __alkstore_history WHERE id = ids.value AND queue = ? "
+    "AND outcome <> 'cancelled')"
+)
 
 
 def _sweep(scope: str) -> str:
@@ -314,14 +374,15 @@ _DEAD_LETTERS = (
     f"SELECT {_DEAD_COLS} FROM __alkstore_dead WHERE queue = ? ORDER BY died_at, id LIMIT ?"
 )
 # Two statements: the dead row comes back under its own id (AUTOINCREMENT
-# never hands that id out again), then leaves the dead table. The first
-# one's row count says whether the job moved.
+# never hands that id out again) and with its concurrency key (so a limited
+# queue still limits it), then leaves the dead table. The first one's row
+# count says whether the job moved.
 _REQUEUE_COPY = (
     "INSERT INTO __alkstore_jobs (id, queue, payload, priority, attempts, "
     "max_attempts, run_at, created_at, expires_at, visible_at, state, last_error, "
-    "claims, headers) "
+    "claims, headers, concurrency_key) "
     f"SELECT id, queue, payload, priority, 0, max_attempts, ?, created_at, NULL, ?, "
-    f"{STATE_PENDING}, last_error, claims, headers FROM __alkstore_dead "
+    f"{STATE_PENDING}, last_error, claims, headers, concurrency_key FROM __alkstore_dead "
     "WHERE id = ? AND queue = ?"
 )
 _REQUEUE_DELETE = "DELETE FROM __alkstore_dead WHERE id = ? AND queue = ?"
@@ -369,7 +430,8 @@ _QUEUE_SUMMARY = (
     "SELECT c.ready, c.scheduled, c.processing, c.oldest, "
     "(SELECT COUNT(*) FROM __alkstore_dead WHERE queue = ?), "
     "(SELECT COUNT(*) FROM __alkstore_history WHERE queue = ?), "
-    "q.paused, q.history_us, q.dead_us "
+    "q.paused, q.history_us, q.dead_us, q.concurrency_limit, q.rate_limit, q.rate_period_us, "
+    "q.key_rate_limit, q.key_rate_period_us, q.unique_processing "
     "FROM (SELECT "
     f"COALESCE(SUM(state = {STATE_PENDING} AND {claimable('?')}), 0) AS ready, "
     f"COALESCE(SUM(state = {STATE_PENDING} AND {hidden('?')}), 0) AS scheduled, "
@@ -383,7 +445,7 @@ _QUEUE_SUMMARY = (
 def _job_page(state: int, also: str = "") -> str:
     # One state's range of the list index, walked in id order from ``after``.
     return (
-        f"SELECT {_JOB_COLS} FROM __alkstore_jobs INDEXED BY __alkstore_jobs_list "
+        f"SELECT {_JOB_INFO_COLS} FROM __alkstore_jobs INDEXED BY __alkstore_jobs_list "
         f"WHERE queue = ? AND state = {state} AND id > ?{also} ORDER BY id LIMIT ?"
     )
 
@@ -669,19 +731,56 @@ class SqliteDialect:
         return Statement(_CLAIM_LIMIT, (queue,), Fetch.ONE)
 
     def claim_limited(
-        self, queue: str, worker: str, now_us: int, until_us: int, limit: int
+        self,
+        queue: str,
+        worker: str,
+        now_us: int,
+        until_us: int,
+        concurrency: int | None,
+        key_rate: tuple[int, int] | None,
     ) -> Statement:
-        params = (worker, until_us, queue, now_us, now_us, queue, queue, now_us, limit, queue)
-        return Statement(_CLAIM_LIMITED, params, Fetch.ALL)
+        params: list[object] = [worker, until_us, queue, now_us, now_us, queue]
+        if concurrency is not None:
+            params += (queue, now_us, concurrency)
+        if key_rate is not None:
+            params += (queue, key_rate[1], key_rate[0])
+        params.append(queue)
+        sql = _CLAIM_LIMITED[concurrency is not None, key_rate is not None]
+        return Statement(sql, tuple(params), Fetch.ALL)
 
     def set_concurrency_keys(self, pairs: Sequence[tuple[int, str]]) -> Statement:
         return Statement(_SET_CONCURRENCY_KEYS, (orjson.dumps(list(pairs)).decode(),))
 
-    def set_concurrency_limit(self, queue: str, limit: int | None) -> Statement:
-        return Statement(_SET_CONCURRENCY_LIMIT, (queue, limit))
+    def set_limits(
+        self,
+        queue: str,
+        concurrency: int | None,
+        rate: tuple[int, int] | None,
+        key_rate: tuple[int, int] | None,
+    ) -> Statement:
+        return Statement(_SET_LIMITS, (queue, concurrency, *(rate or (None, None)),
+                                       *(key_rate or (None, None))))  # fmt: skip
 
     def queue_limits(self, queue: str) -> Statement:
         return Statement(_QUEUE_LIMITS, (queue,), Fetch.ONE)
+
+    def claims_in_window(self, queue: str, since_us: int) -> Statement:
+        return Statement(_CLAIMS_IN_WINDOW, (queue, since_us), Fetch.ONE)
+
+    def window_opens(self, queue: str, since_us: int, skip: int) -> Statement:
+        return Statement(_WINDOW_OPENS, (queue, since_us, skip), Fetch.ONE)
+
+    def first_key_claim(self, queue: str, since_us: int) -> Statement:
+        return Statement(_FIRST_KEY_CLAIM, (queue, since_us), Fetch.ONE)
+
+    def log_queue_claim(self, queue: str, at_us: int) -> Statement:
+        return Statement(_LOG_QUEUE_CLAIM, (queue, at_us))
+
+    def log_key_claim(self, job_id: int, at_us: int) -> Statement:
+        return Statement(_LOG_KEY_CLAIM, (at_us, job_id))
+
+    def prune_claim_log(self, queue: str, before_us: int) -> Statement:
+        return Statement(_PRUNE_CLAIM_LOG, (queue, before_us))
 
     def ack(self, job_id: int, worker: str, claim: int, now_us: int) -> Statement:
         return Statement(_ACK, (job_id, worker, claim, now_us), Fetch.ROWCOUNT)
@@ -779,6 +878,10 @@ class SqliteDialect:
         if queue is None:
             return Statement(_GET_HISTORY_ANY, (job_id,), Fetch.ONE)
         return Statement(_GET_HISTORY, (job_id, queue), Fetch.ONE)
+
+    def cancelled_among(self, queue: str, job_ids: Sequence[int]) -> Statement:
+        ids = orjson.dumps(list(job_ids)).decode()
+        return Statement(_CANCELLED_AMONG, (ids, queue, queue, queue), Fetch.ALL)
 
     def sweep_candidates(self, queue: str | None, now_us: int, limit: int) -> Statement:
         if queue is None:

@@ -224,11 +224,35 @@ _V4: tuple[str, ...] = (
     # v4, per-key concurrency limits: a job's concurrency key (NULL: not
     # limited), a queue's limit (NULL: none, the plain claim), and the index
     # the limited claim counts a key's live claims with (processing keyed
-    # jobs only, so it stays as small as what runs).
+    # jobs only, so it stays as small as what runs). Dead letters and
+    # history keep the key too: inspection shows it, and a requeued dead
+    # letter comes back with it, still limited (without it, requeue_dead
+    # would hand back a job that runs unlimited).
     "ALTER TABLE __alkstore_jobs ADD COLUMN concurrency_key TEXT",
+    "ALTER TABLE __alkstore_dead ADD COLUMN concurrency_key TEXT",
+    "ALTER TABLE __alkstore_history ADD COLUMN concurrency_key TEXT",
     "ALTER TABLE __alkstore_queues ADD COLUMN concurrency_limit INTEGER",
     f"""CREATE INDEX IF NOT EXISTS __alkstore_jobs_keyed
         ON __alkstore_jobs (queue, concurrency_key, visible_at) WHERE {KEYED_PROCESSING}""",
+    # v4, rate limits: a queue's rate (``rate_limit`` claims per
+    # ``rate_period_us``) and per-key rate, and the claim log they are
+    # counted in: one row per claim of a rate-limited queue (``key`` is the
+    # job's concurrency key, or '' for the queue's own rate), kept for one
+    # period. The first index counts a key's window; the second lets a
+    # claim prune what fell out of the window without walking the live part.
+    "ALTER TABLE __alkstore_queues ADD COLUMN rate_limit INTEGER",
+    "ALTER TABLE __alkstore_queues ADD COLUMN rate_period_us INTEGER",
+    "ALTER TABLE __alkstore_queues ADD COLUMN key_rate_limit INTEGER",
+    "ALTER TABLE __alkstore_queues ADD COLUMN key_rate_period_us INTEGER",
+    """CREATE TABLE IF NOT EXISTS __alkstore_claim_log (
+        queue TEXT    NOT NULL,
+        key   TEXT    NOT NULL,
+        at    INTEGER NOT NULL
+    )""",
+    """CREATE INDEX IF NOT EXISTS __alkstore_claim_log_window
+        ON __alkstore_claim_log (queue, key, at)""",
+    """CREATE INDEX IF NOT EXISTS __alkstore_claim_log_age
+        ON __alkstore_claim_log (queue, at)""",
 )
 
 # (version, statements). Append only: a released migration never changes.
