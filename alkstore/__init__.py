@@ -46,6 +46,7 @@ from .protocol.types import (
     ScheduleInfo,
     StreamEvent,
     StreamInfo,
+    Throughput,
     Wake,
     WorkerReport,
 )
@@ -93,6 +94,7 @@ __all__ = [
     "StreamEvent",
     "StreamInfo",
     "SystemClock",
+    "Throughput",
     "Transaction",
     "TransactionConflict",
     "UsageError",

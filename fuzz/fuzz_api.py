@@ -587,6 +587,10 @@ METHODS: dict[str, tuple[tuple[str, ...], Call] | tuple[tuple[str, ...], Call, S
     "list_jobs": (("state", "int", "int"),
                   lambda s, st, n, a: s.queue("q").list_jobs(state=st, limit=n, after=a)),
     "inspect": ((), _inspect),
+    "list_events": (("int", "int"),
+                    lambda s, b, n: s.stream("s").list_events(before=b, limit=n)),
+    "throughput": (("duration", "duration"),
+                   lambda s, w, b: s.queue("q").throughput(window=w, bucket=b)),
 }  # fmt: skip
 NAMES = sorted(METHODS)
 
@@ -613,6 +617,8 @@ COVERS: dict[str, tuple[str, ...]] = {
     "Store.list_schedules": ("inspect",),
     "Stream.info": ("inspect",),
     "Queue.list_jobs": ("list_jobs",),
+    "Queue.throughput": ("throughput",),
+    "Stream.list_events": ("list_events",),
     "Queue.enqueue": ("enqueue", "enqueue_delay", "enqueue_run_at", "enqueue_expires_at",
                       "enqueue_concurrency_key"),
     "Queue.enqueue_batch": ("enqueue_batch", "enqueue_batch_options"),

@@ -1,4 +1,4 @@
-"""The public surface is six modules and their ``__all__``, as docs/api.md
+"""The public surface is seven modules and their ``__all__``, as docs/api.md
 lists them; everything else is internal.
 
 - each public module's ``__all__`` is exactly the list in docs/api.md, and
@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 API_DOC = ROOT / "docs" / "api.md"
 PUBLIC = (
     "alkstore", "alkstore.io_trio", "alkstore.io_asyncio", "alkstore.sync", "alkstore.testing",
-    "alkstore.otel",
+    "alkstore.otel", "alkstore.dashboard",
 )  # fmt: skip
 
 # Test folders whose subject is the internals themselves: the pure core, the

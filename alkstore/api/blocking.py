@@ -33,9 +33,11 @@ from ..protocol.types import (
     QueueLimits,
     QueueOptions,
     QueueStats,
+    QueueSummary,
     Rate,
     StreamEvent,
     StreamInfo,
+    Throughput,
 )
 from ..runner.blocking import BlockingExecutor, BlockingSession
 from ..runner.runtime import Clock
@@ -308,6 +310,15 @@ class Queue(ops.QueueHandle):
         in ``state`` (``alkstore.Queue.list_jobs``)."""
         return self._store._run(*ops.list_jobs(self._store, self.name, state, limit, after))
 
+    def summary(self) -> QueueSummary:
+        """This queue as ``Store.list_queues`` lists it (``alkstore.Queue.summary``)."""
+        return self._store._run(*ops.summary(self._store, self.name))
+
+    def throughput(self, *, window: Duration = 1800.0, bucket: Duration = 60.0) -> Throughput:
+        """This queue's finished and dead jobs per ``bucket`` over the last
+        ``window`` (``alkstore.Queue.throughput``)."""
+        return self._store._run(*ops.throughput(self._store, self.name, window, bucket))
+
     def stats(self) -> QueueStats:
         """The queue's counts, as of now."""
         return self._store._run(*ops.stats(self._store, self.name))
@@ -369,6 +380,11 @@ class Stream:
     def read_since(self, offset: int, limit: int = 100) -> list[StreamEvent]:
         """Events with offsets above ``offset``, ascending, at most ``limit``."""
         return self._store._run(*ops.read_since(self._store, self.name, offset, limit))
+
+    def list_events(self, *, before: int | None = None, limit: int = 100) -> list[StreamEvent]:
+        """Up to ``limit`` events below offset ``before``, newest first
+        (``alkstore.Stream.list_events``)."""
+        return self._store._run(*ops.list_events(self._store, self.name, before, limit))
 
     def read_from_consumer(self, consumer: str, limit: int = 100) -> list[StreamEvent]:
         """Events after ``consumer``'s saved offset (does not move it)."""

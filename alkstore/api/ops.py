@@ -37,9 +37,11 @@ from ..protocol.types import (
     QueueLimits,
     QueueOptions,
     QueueStats,
+    QueueSummary,
     Rate,
     StreamEvent,
     StreamInfo,
+    Throughput,
     resolve_enqueue,
     resolve_enqueue_many,
 )
@@ -229,6 +231,10 @@ def stats(ctx: OpContext, queue: str) -> Call[QueueStats]:
     return queues.stats(ctx._dialect, queue, ctx._now_us()), True  # counts grow with the queue
 
 
+def summary(ctx: OpContext, queue: str) -> Call[QueueSummary]:
+    return inspection.summarize_queue(ctx._dialect, queue, ctx._now_us()), True  # counts
+
+
 def dead_letters(ctx: OpContext, queue: str, limit: object) -> Call[list[JobInfo]]:
     n = check_limit(limit)
     return queues.dead_letters(ctx._dialect, queue, n), n > INLINE_MAX
@@ -241,6 +247,15 @@ def list_jobs(
     after = inspection.check_after(after)
     n = check_limit(limit)
     return inspection.list_jobs(ctx._dialect, queue, state, after, n, ctx._now_us()), n > INLINE_MAX
+
+
+def throughput(ctx: OpContext, queue: str, window: Duration, bucket: Duration) -> Call[Throughput]:
+    """``queue``'s finished and dead jobs per ``bucket`` over the ``window``
+    ending now; bulk (it counts the rows of the window)."""
+    window_us = duration_us(window, "window", allow_zero=False)
+    bucket_us = duration_us(bucket, "bucket", allow_zero=False)
+    plan = inspection.throughput(ctx._dialect, queue, ctx._now_us(), window_us, bucket_us)
+    return plan, True
 
 
 def cancel(ctx: OpContext, queue: str, job_id: object) -> Plan[bool]:
@@ -299,6 +314,13 @@ def read_from_consumer(
     who = check_identifier(consumer, "consumer")
     n = check_limit(limit)
     return streams.read_from_consumer(ctx._dialect, stream, who, n), n > INLINE_MAX
+
+
+def list_events(
+    ctx: OpContext, stream: str, before: object, limit: object
+) -> Call[list[StreamEvent]]:
+    below, n = inspection.check_before(before), check_limit(limit)
+    return inspection.list_events(ctx._dialect, stream, below, n), n > INLINE_MAX
 
 
 def save_offset(ctx: OpContext, stream: str, consumer: object, offset: object) -> Plan[None]:

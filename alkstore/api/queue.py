@@ -22,7 +22,9 @@ from ..protocol.types import (
     QueueLimits,
     QueueOptions,
     QueueStats,
+    QueueSummary,
     Rate,
+    Throughput,
     WorkerReport,
 )
 from . import ops
@@ -426,6 +428,17 @@ class Queue(ops.QueueHandle):
         live and dead job. Another state is an ``InvalidArgument``."""
         return await self._store._run(*ops.list_jobs(self._store, self.name, state, limit, after))
 
+    async def throughput(self, *, window: Duration = 1800.0, bucket: Duration = 60.0) -> Throughput:
+        """How many of this queue's jobs finished, and how many died, in each
+        ``bucket`` (seconds or a ``timedelta``, at least 1 s) of the last
+        ``window`` (a whole number of buckets, at most 1440): finished jobs
+        are those its history keeps (acked or cancelled, so only while the
+        queue keeps history: ``set_retention``), dead ones the dead letters
+        that died then and are still dead letters. Counted on the history's
+        and the dead letters' time indexes, so it costs the rows of the
+        window, not of the queue."""
+        return await self._store._run(*ops.throughput(self._store, self.name, window, bucket))
+
     async def sweep_expired(self) -> int:
         """Move expired and stranded jobs of this queue to dead; returns how many.
 
@@ -480,6 +493,12 @@ class Queue(ops.QueueHandle):
     async def stats(self) -> QueueStats:
         """The queue's counts, as of now."""
         return await self._store._run(*ops.stats(self._store, self.name))
+
+    async def summary(self) -> QueueSummary:
+        """This queue as ``Store.list_queues`` lists it: its counts, oldest
+        ready job, pause, history and retention (zeros for a queue never
+        used), without listing the others."""
+        return await self._store._run(*ops.summary(self._store, self.name))
 
     async def dead_letters(self, limit: int = 100) -> list[JobInfo]:
         """Up to ``limit`` dead jobs of this queue, oldest first."""

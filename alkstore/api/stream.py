@@ -54,6 +54,15 @@ class Stream:
         """Events with offsets above ``offset``, ascending, at most ``limit``."""
         return await self._store._run(*ops.read_since(self._store, self.name, offset, limit))
 
+    async def list_events(
+        self, *, before: int | None = None, limit: int = 100
+    ) -> list[StreamEvent]:
+        """Up to ``limit`` events held, newest first, with offsets below
+        ``before`` (None: from the newest): pass the last offset of a page as
+        the next ``before`` (keyset paging: a page costs its size, however
+        deep). For looking at a stream; consumers read with ``read_since``."""
+        return await self._store._run(*ops.list_events(self._store, self.name, before, limit))
+
     async def read_from_consumer(self, consumer: str, limit: int = 100) -> list[StreamEvent]:
         """Events after ``consumer``'s saved offset (does not move it)."""
         plan = ops.read_from_consumer(self._store, self.name, consumer, limit)

@@ -4,9 +4,10 @@ The group and ``demo`` live here; each family of commands has its own
 module: ``queues.py`` (queues, jobs, job, cancel, pause, resume),
 ``dead.py``, ``streams.py``, ``schedules.py``, ``locks.py``, ``watch.py``,
 ``admin.py`` (migrate, prune), ``worker.py`` (with ``handlers.py``
-and ``metrics.py``). ``target.py`` holds the options every command
-shares and the exit codes; ``shapes.py`` the documented ``--json`` shapes;
-``render.py`` the tables. docs/cli.md is the reference.
+and ``metrics.py``), ``dashboard.py`` (serves alkstore.dashboard).
+``target.py`` holds the options every command shares and the exit
+codes; ``shapes.py`` the documented ``--json`` shapes; ``render.py`` the
+tables. docs/cli.md is the reference.
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ def demo(db: str | None, jobs: int, seed: int, timeout: float) -> None:
 
 def _register() -> None:
     from .admin import migrate_command, prune_command
+    from .dashboard import dashboard_command
     from .dead import dead_group
     from .locks import locks_command
     from .queues import (
@@ -78,7 +80,7 @@ def _register() -> None:
     for command in (
         queues_command, jobs_command, job_command, dead_group, pause_command, resume_command,
         cancel_command, streams_command, schedules_command, locks_command, watch_command,
-        migrate_command, prune_command, worker,
+        migrate_command, prune_command, worker, dashboard_command,
     ):  # fmt: skip
         main.add_command(command)
 

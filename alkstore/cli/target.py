@@ -87,7 +87,19 @@ class Target:
 def target_options(func: F) -> F:
     """Add ``--db``, ``--dsn``, ``--schema`` and ``--json``; the command
     receives one ``target: Target`` argument instead."""
+    with_json = click.option(
+        "--json", "as_json", is_flag=True, help="Print one JSON document on stdout."
+    )(func)
+    return _target_options(with_json)
 
+
+def database_options(func: F) -> F:
+    """``--db``, ``--dsn`` and ``--schema`` (no ``--json``: a command that
+    prints no document, such as ``dashboard``); ``target.json`` is False."""
+    return _target_options(func)
+
+
+def _target_options(func: F) -> F:
     @click.option(
         "--db",
         type=click.Path(dir_okay=False),
@@ -104,14 +116,13 @@ def target_options(func: F) -> F:
         default=None,
         help="Postgres schema holding alkstore's tables. Default: alkstore.",
     )
-    @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
     @functools.wraps(func)
     def wrapper(
         *args: Any,
         db: str | None,
         dsn: str | None,
         schema: str | None,
-        as_json: bool,
+        as_json: bool = False,
         **kwargs: Any,
     ) -> Any:
         if db is not None and dsn is not None:

@@ -338,6 +338,21 @@ class Dialect(Protocol):
         ``after``, ascending."""
         ...
 
+    def finished_per_bucket(
+        self, queue: str, since_us: int, until_us: int, bucket_us: int
+    ) -> Statement:
+        """Rows ``(bucket, count)``: ``queue``'s history rows finished at or
+        after ``since_us`` and before ``until_us``, counted by bucket
+        ``(finished_at - since_us) // bucket_us`` (a range of the history's
+        (queue, finished_at) index)."""
+        ...
+
+    def dead_per_bucket(
+        self, queue: str, since_us: int, until_us: int, bucket_us: int
+    ) -> Statement:
+        """``finished_per_bucket`` for ``queue``'s dead letters, by ``died_at``."""
+        ...
+
     def prune_history(self, now_us: int, limit: int) -> Statement:
         """Delete up to ``limit`` history rows whose prune time has come; counts them."""
         ...
@@ -356,6 +371,11 @@ class Dialect(Protocol):
         self, stream: str, offset: int, key: str | None, payload_json: str, now_us: int
     ) -> Statement: ...
     def read_since(self, stream: str, offset: int, limit: int) -> Statement: ...
+    def events_before(self, stream: str, offset: int, limit: int) -> Statement:
+        """Events (``EVENT_COLUMNS``) with offsets below ``offset``, newest
+        first, at most ``limit`` (the primary key walked backwards)."""
+        ...
+
     def save_offset(self, stream: str, consumer: str, offset: int) -> Statement: ...
     def get_offset(self, stream: str, consumer: str) -> Statement: ...
     def trim(self, stream: str, offset: int) -> Statement: ...

@@ -9,16 +9,26 @@ with their consumers, and locks; the schedules' own are in ``schedule.py``.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from datetime import timedelta
 from typing import Final
 
 from .dialect import LIVE_FILTERS, Dialect
 from .errors import InvalidArgument, brief
 from .ints import check_int
 from .names import outbox_of
-from .plan import Plan, fetch_all, fetch_row, reads
+from .plan import Plan, Row, fetch_all, fetch_row, reads
 from .queues import check_limit
-from .rows import dead_info, history_info, job_info, lock_info, queue_summary, stream_info
-from .types import JobInfo, LockInfo, QueueSummary, StreamInfo
+from .rows import (
+    dead_info,
+    history_info,
+    job_info,
+    lock_info,
+    queue_summary,
+    stream_event,
+    stream_info,
+)
+from .timeconv import to_datetime
+from .types import JobInfo, LockInfo, QueueSummary, StreamEvent, StreamInfo, Throughput
 
 # The states ``list_jobs`` filters by: the live ones (``LIVE_FILTERS``:
 # pending is ready and scheduled together), dead letters, and the finished
@@ -26,6 +36,12 @@ from .types import JobInfo, LockInfo, QueueSummary, StreamInfo
 JOB_STATES: Final = (*LIVE_FILTERS, "dead", "acked", "cancelled")
 # What ``list_jobs`` lists without a state: live jobs and dead letters.
 _EVERY_STATE: Final = ("pending", "processing", "dead")
+# The offset ``list_events`` starts below when given none: above every
+# offset a stream can hand out (a signed 64-bit column on both engines).
+NEWEST: Final = 2**63 - 1
+# ``throughput``'s bounds: a bucket of at least a second, at most this many
+# buckets (each one a group of one statement's result, never a round trip).
+MAX_BUCKETS: Final = 1440
 
 
 def check_job_state(state: object) -> str | None:
@@ -65,9 +81,15 @@ def list_queues(d: Dialect, now_us: int) -> Plan[list[QueueSummary]]:
     names = yield from fetch_all(d.queue_names())
     out = []
     for (name,) in names:
-        row = yield from fetch_row(d.queue_summary(name, now_us))
-        out.append(queue_summary(name, outbox_of(name), row))
+        out.append((yield from summarize_queue(d, name, now_us)))
     return out
+
+
+@reads
+def summarize_queue(d: Dialect, queue: str, now_us: int) -> Plan[QueueSummary]:
+    """One queue as ``list_queues`` lists it (zeros for a queue never used)."""
+    row = yield from fetch_row(d.queue_summary(queue, now_us))
+    return queue_summary(queue, outbox_of(queue), row)
 
 
 @reads
@@ -98,6 +120,69 @@ def stream_summary(d: Dialect, stream: str) -> Plan[StreamInfo]:
     summary = yield from fetch_row(d.stream_summary(stream))
     consumers = yield from fetch_all(d.stream_consumers(stream))
     return stream_info(stream, summary, consumers)
+
+
+def check_before(before: object) -> int:
+    """The offset a page of events ends below: None (the newest) or an offset."""
+    return NEWEST if before is None else check_int(before, "before", lo=0)
+
+
+@reads
+def list_events(d: Dialect, stream: str, before: int, limit: int) -> Plan[list[StreamEvent]]:
+    """Up to ``limit`` events of ``stream`` with offsets below ``before``,
+    newest first (keyset paging: pass the last offset as the next
+    ``before``); a walk of the events' primary key, backwards."""
+    before, limit = check_before(before), check_limit(limit)
+    rows = yield from fetch_all(d.events_before(stream, before, limit))
+    return [stream_event(r) for r in rows]
+
+
+def check_window(window_us: int, bucket_us: int) -> int:
+    """How many buckets of ``bucket_us`` a window of ``window_us`` holds: a
+    whole number, at least 1, at most ``MAX_BUCKETS``, of buckets of at
+    least a second (``InvalidArgument`` otherwise)."""
+    if bucket_us < 1_000_000:
+        raise InvalidArgument("bucket must be at least 1 second")
+    count, rest = divmod(window_us, bucket_us)
+    if rest or count < 1:
+        raise InvalidArgument("window must be a whole, positive number of buckets")
+    if count > MAX_BUCKETS:
+        raise InvalidArgument(f"window holds more than {MAX_BUCKETS} buckets")
+    return count
+
+
+def bucket_counts(rows: Iterable[Row], count: int) -> tuple[int, ...]:
+    """``(bucket index, count)`` rows as a tuple of ``count`` counts (rows
+    outside the window, which a clock skew could produce, are dropped)."""
+    counts = [0] * count
+    for index, n in rows:
+        if 0 <= int(index) < count:
+            counts[int(index)] += int(n)
+    return tuple(counts)
+
+
+@reads
+def throughput(
+    d: Dialect, queue: str, now_us: int, window_us: int, bucket_us: int
+) -> Plan[Throughput]:
+    """What ``queue`` finished (into history) and buried (still dead) in
+    each bucket of the window ending at ``now_us`` (included): two range counts, on the
+    history's and the dead letters' (queue, time) indexes."""
+    count = check_window(window_us, bucket_us)
+    since = now_us - window_us
+    # The window is (since, now]: what finished at ``now`` itself counts, in
+    # the last bucket. The statements count [lo, hi) from lo.
+    lo, hi = since + 1, now_us + 1
+    finished = yield from fetch_all(d.finished_per_bucket(queue, lo, hi, bucket_us))
+    dead = yield from fetch_all(d.dead_per_bucket(queue, lo, hi, bucket_us))
+    return Throughput(
+        queue=queue,
+        since=to_datetime(since),
+        until=to_datetime(now_us),
+        bucket=timedelta(microseconds=bucket_us),
+        finished=bucket_counts(finished, count),
+        dead=bucket_counts(dead, count),
+    )
 
 
 @reads

@@ -217,6 +217,29 @@ class QueueSummary:
 
 
 @dataclass(frozen=True, slots=True)
+class Throughput:
+    """What a queue finished over recent minutes, as ``Queue.throughput``
+    reads it: ``buckets`` consecutive windows of ``bucket`` each, the first
+    starting just after ``since`` and the last ending at ``until`` (now,
+    included). ``finished[i]``
+    counts the jobs of window ``i`` kept in the queue's history (acked or
+    cancelled: only while the queue keeps history), ``dead[i]`` the dead
+    letters that died in it and are still dead letters."""
+
+    queue: str
+    since: datetime
+    until: datetime
+    bucket: timedelta
+    finished: tuple[int, ...]
+    dead: tuple[int, ...]
+
+    @property
+    def buckets(self) -> int:
+        """How many windows there are (the length of ``finished`` and ``dead``)."""
+        return len(self.finished)
+
+
+@dataclass(frozen=True, slots=True)
 class ConsumerInfo:
     """A stream consumer's saved ``offset`` and its ``lag`` behind the
     stream's head (never below 0); ``protected``: retention never drops

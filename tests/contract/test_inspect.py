@@ -259,3 +259,119 @@ async def test_list_locks_shows_held_released_and_lapsed_locks(
     again = await store.try_lock("lapsed", "dave", 5)
     assert again is not None
     assert (await store.list_locks())[1] == LockInfo("lapsed", "dave", 2, at(clock, 5), True)
+
+
+async def test_list_events_pages_through_a_stream_newest_first(
+    store: Store, clock: ManualClock
+) -> None:
+    s = store.stream("ev")
+    for i in range(1, 8):
+        await s.publish({"n": i})
+        clock.advance(1)
+    await store.stream("other").publish("x")
+    await s.publish_with_key("k", {"n": 8})
+
+    page = await s.list_events(limit=3)
+    assert [e.offset for e in page] == [8, 7, 6]
+    assert page[0].key == "k" and page[1].payload == {"n": 7} and page[1].stream == "ev"
+    assert page[1] == (await s.read_since(6, 1))[0]  # the same event as a consumer reads it
+    seen = [e.offset for e in page]
+    while page:
+        page = await s.list_events(before=page[-1].offset, limit=3)
+        seen += [e.offset for e in page]
+    assert seen == [8, 7, 6, 5, 4, 3, 2, 1]
+    assert [e.offset for e in await s.list_events(before=3)] == [2, 1]
+    assert await s.trim_to(6) == 5
+    assert [e.offset for e in await s.list_events()] == [8, 7, 6]
+    assert await s.list_events(before=6) == []
+    assert await store.stream("never").list_events() == []
+
+
+async def test_bad_list_events_arguments_are_refused(store: Store) -> None:
+    s = store.stream("ev")
+    for bad in ({"before": -1}, {"before": "3"}, {"limit": 0}, {"limit": 2.5}):
+        with pytest.raises(InvalidArgument):
+            await s.list_events(**bad)  # type: ignore[arg-type]
+
+
+async def test_throughput_counts_finished_and_dead_jobs_per_bucket(
+    store: Store, clock: ManualClock
+) -> None:
+    q = store.queue("t", max_attempts=1)
+    other = store.queue("other")
+    await q.set_retention(history=3600, dead=None)
+    await other.set_retention(history=3600, dead=None)
+    for i in range(6):
+        await q.enqueue(i)
+    await other.enqueue("x")
+
+    async def settle(how: str) -> int:
+        job = await q.claim_one("w")
+        assert job is not None
+        assert await (job.ack() if how == "ack" else job.fail("boom"))
+        return job.id
+
+    await settle("ack")  # T: before the window, which starts at T + 10 s
+    clock.advance(40)
+    await settle("ack")  # T + 40: bucket 0
+    clock.advance(40)
+    await settle("ack")  # T + 80: bucket 1, twice
+    await settle("ack")
+    clock.advance(60)
+    dead = await settle("fail")  # T + 140: bucket 2, dead
+    assert await q.cancel(await q.enqueue("c"))  # cancelled: finished, bucket 2
+    job = await other.claim_one("w")
+    assert job is not None and await job.ack()  # another queue's: not counted
+    clock.advance(170)  # now T + 310
+    await settle("ack")  # at now itself: the last bucket
+
+    t = await q.throughput(window=300, bucket=60)
+    assert t.finished == (1, 2, 1, 0, 1) and t.dead == (0, 0, 1, 0, 0)
+    assert t.queue == "t" and t.buckets == 5 and t.bucket == timedelta(minutes=1)
+    assert t.since == at(clock, -300) and t.until == at(clock)
+    assert (await q.throughput(window=timedelta(minutes=10), bucket=300)).finished == (1, 5)
+    # The window is (since, until]: the ack at T, exactly ``since`` here, is left out.
+    assert (await q.throughput(window=310, bucket=310)).finished == (5,)
+    # A requeued dead letter is no longer counted; a queue never used counts nothing.
+    assert await q.requeue_dead(dead)
+    assert (await q.throughput(window=300, bucket=60)).dead == (0,) * 5
+    assert (await store.queue("never").throughput()).finished == (0,) * 30
+
+
+async def test_throughput_counts_nothing_finished_without_history(
+    store: Store, clock: ManualClock
+) -> None:
+    q = store.queue("plain")
+    await q.enqueue(1)
+    job = await q.claim_one("w")
+    assert job is not None and await job.ack()
+    clock.advance(1)
+    assert (await q.throughput(window=60, bucket=60)).finished == (0,)
+
+
+async def test_bad_throughput_arguments_are_refused(store: Store) -> None:
+    q = store.queue("t")
+    for bad in (
+        {"bucket": 0.5}, {"bucket": 0}, {"window": 0}, {"window": 90, "bucket": 60},
+        {"window": 30, "bucket": 60}, {"window": 86401, "bucket": 1}, {"window": "1h"},
+    ):  # fmt: skip
+        with pytest.raises(InvalidArgument):
+            await q.throughput(**bad)  # type: ignore[arg-type]
+
+
+async def test_a_queue_summary_is_what_list_queues_lists_for_it(
+    store: Store, clock: ManualClock
+) -> None:
+    a = store.queue("a")
+    await a.enqueue(1)
+    await a.enqueue(2, delay=60)
+    clock.advance(3)
+    await store.queue("b").pause()
+    await store.outbox("o").enqueue({"m": 1})
+    listed = {s.name: s for s in await store.list_queues()}
+    assert await a.summary() == listed["a"]
+    assert await store.queue("b").summary() == listed["b"]
+    assert await store.outbox("o").queue.summary() == listed["__alkstore_outbox:o"]
+    assert await store.queue("never").summary() == QueueSummary(
+        "never", 0, 0, 0, 0, None, False, 0, None, None
+    )

@@ -85,6 +85,28 @@ def test_a_page_of_jobs_walks_its_list_index_in_id_order(tmp_path: Path) -> None
     assert "TEMP B-TREE" not in text.upper()
 
 
+def test_a_page_of_events_walks_the_primary_key_backwards(tmp_path: Path) -> None:
+    conn = fresh(tmp_path)
+    text = plan_of(conn, D.events_before("s", 50, 100))
+    assert "USING PRIMARY KEY (stream=? AND offset<?)" in text, text
+    assert "TEMP B-TREE" not in text.upper()
+
+
+def test_throughput_counts_a_range_of_the_time_indexes(tmp_path: Path) -> None:
+    """Only the window's index entries are read, and nothing else: the
+    (queue, time) indexes hold every column the counts need."""
+    conn = fresh(tmp_path)
+    text = plan_of(conn, D.finished_per_bucket("q", 0, 60_000_000, 1_000_000))
+    assert (
+        "USING COVERING INDEX __alkstore_history_queue (queue=? AND finished_at>? AND "
+        "finished_at<?)" in text
+    ), text
+    text = plan_of(conn, D.dead_per_bucket("q", 0, 60_000_000, 1_000_000))
+    assert (
+        "USING COVERING INDEX __alkstore_dead_queue (queue=? AND died_at>? AND died_at<?)" in text
+    ), text
+
+
 def test_names_are_found_by_stepping_through_the_indexes(tmp_path: Path) -> None:
     """Queue and stream names come one index seek each (a skip-scan), never
     from reading the jobs, dead letters, history or events whole."""

@@ -27,6 +27,6 @@ def test_bench_dashboard_pages_runs_and_reports() -> None:
     )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
-    rows = re.findall(r"^  (page|live|read): .*?\s+(\d+\.\d)\s+(\d+\.\d)$", proc.stdout, re.M)
+    rows = re.findall(r"^  (?:page|live|read): .*?\s(\d+\.\d)\s+(\d+\.\d)$", proc.stdout, re.M)
     assert len(rows) == 2 * 11, out  # every row, on each engine
     assert "sqlite: 3,000 ready jobs" in proc.stdout and "postgres: 3,000" in proc.stdout

@@ -526,6 +526,16 @@ class PostgresDialect:
             f"SELECT {_HISTORY_COLS} FROM {history} "
             "WHERE queue = $1 AND outcome = $2 AND id > $3 ORDER BY id LIMIT $4"
         )
+        # Throughput: a range of the (queue, time, id) index, which holds
+        # every column the count needs, grouped into buckets of the window.
+        self._finished_per_bucket = (
+            f"SELECT (finished_at - $2::bigint) / $4::bigint, COUNT(*) FROM {history} "
+            "WHERE queue = $1 AND finished_at >= $2 AND finished_at < $3 GROUP BY 1"
+        )
+        self._dead_per_bucket = (
+            f"SELECT (died_at - $2::bigint) / $4::bigint, COUNT(*) FROM {dead} "
+            "WHERE queue = $1 AND died_at >= $2 AND died_at < $3 GROUP BY 1"
+        )
         # Housekeeping: a batch at a time, oldest prune time first, on the
         # prune indexes (the dead one is partial: only letters with a prune
         # time). SKIP LOCKED: concurrent prunes take disjoint batches.
@@ -560,6 +570,11 @@ class PostgresDialect:
         self._read_since = (
             f"SELECT {_EVENT_COLS} FROM {self.events} "
             'WHERE stream = $1 AND "offset" > $2 ORDER BY "offset" LIMIT $3'
+        )
+        # A page of events, newest first: the primary key walked backwards.
+        self._events_before = (
+            f"SELECT {_EVENT_COLS} FROM {self.events} "
+            'WHERE stream = $1 AND "offset" < $2 ORDER BY "offset" DESC LIMIT $3'
         )
         # Monotonic: a lower offset than the stored one changes nothing.
         self._save_offset = (
@@ -1018,6 +1033,18 @@ class PostgresDialect:
     def history_page(self, queue: str, outcome: str, after: int, limit: int) -> Statement:
         return Statement(self._history_page, (queue, outcome, after, limit), Fetch.ALL)
 
+    def finished_per_bucket(
+        self, queue: str, since_us: int, until_us: int, bucket_us: int
+    ) -> Statement:
+        params = (queue, since_us, until_us, bucket_us)
+        return Statement(self._finished_per_bucket, params, Fetch.ALL)
+
+    def dead_per_bucket(
+        self, queue: str, since_us: int, until_us: int, bucket_us: int
+    ) -> Statement:
+        params = (queue, since_us, until_us, bucket_us)
+        return Statement(self._dead_per_bucket, params, Fetch.ALL)
+
     def prune_history(self, now_us: int, limit: int) -> Statement:
         return Statement(self._prune_history, (now_us, limit), Fetch.ROWCOUNT)
 
@@ -1038,6 +1065,9 @@ class PostgresDialect:
 
     def read_since(self, stream: str, offset: int, limit: int) -> Statement:
         return Statement(self._read_since, (stream, offset, limit), Fetch.ALL)
+
+    def events_before(self, stream: str, offset: int, limit: int) -> Statement:
+        return Statement(self._events_before, (stream, offset, limit), Fetch.ALL)
 
     def save_offset(self, stream: str, consumer: str, offset: int) -> Statement:
         return Statement(self._save_offset, (stream, consumer, offset))

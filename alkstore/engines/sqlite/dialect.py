@@ -468,6 +468,17 @@ _HISTORY_PAGE = (
     f"SELECT {_HISTORY_COLS} FROM __alkstore_history INDEXED BY __alkstore_history_list "
     "WHERE queue = ? AND outcome = ? AND id > ? ORDER BY id LIMIT ?"
 )
+# Throughput: a range of the (queue, time) index, which holds every column
+# the count needs, grouped into buckets of the window.
+_FINISHED_PER_BUCKET = (
+    "SELECT (finished_at - ?) / ?, COUNT(*) FROM __alkstore_history "
+    "INDEXED BY __alkstore_history_queue "
+    "WHERE queue = ? AND finished_at >= ? AND finished_at < ? GROUP BY 1"
+)
+_DEAD_PER_BUCKET = (
+    "SELECT (died_at - ?) / ?, COUNT(*) FROM __alkstore_dead INDEXED BY __alkstore_dead_queue "
+    "WHERE queue = ? AND died_at >= ? AND died_at < ? GROUP BY 1"
+)
 
 # -- streams -----------------------------------------------------------------
 # The per-stream counter row serialises publishers of one stream (SQLite has
@@ -487,6 +498,11 @@ _READ_SINCE = (
     'WHERE stream = ? AND "offset" > ? ORDER BY "offset" LIMIT ?'
 )
 # Monotonic: a lower offset than the stored one changes nothing.
+# A page of events, newest first: the primary key walked backwards.
+_EVENTS_BEFORE = (
+    f"SELECT {_EVENT_COLS} FROM __alkstore_events "
+    'WHERE stream = ? AND "offset" < ? ORDER BY "offset" DESC LIMIT ?'
+)
 _SAVE_OFFSET = (
     'INSERT INTO __alkstore_offsets (stream, consumer, "offset") VALUES (?, ?, ?) '
     f"ON CONFLICT (stream, consumer) DO UPDATE SET {keep_higher_offset()}"
@@ -937,6 +953,18 @@ class SqliteDialect:
     def history_page(self, queue: str, outcome: str, after: int, limit: int) -> Statement:
         return Statement(_HISTORY_PAGE, (queue, outcome, after, limit), Fetch.ALL)
 
+    def finished_per_bucket(
+        self, queue: str, since_us: int, until_us: int, bucket_us: int
+    ) -> Statement:
+        params = (since_us, bucket_us, queue, since_us, until_us)
+        return Statement(_FINISHED_PER_BUCKET, params, Fetch.ALL)
+
+    def dead_per_bucket(
+        self, queue: str, since_us: int, until_us: int, bucket_us: int
+    ) -> Statement:
+        params = (since_us, bucket_us, queue, since_us, until_us)
+        return Statement(_DEAD_PER_BUCKET, params, Fetch.ALL)
+
     def prune_history(self, now_us: int, limit: int) -> Statement:
         return Statement(_PRUNE_HISTORY, (now_us, limit), Fetch.ROWCOUNT)
 
@@ -957,6 +985,9 @@ class SqliteDialect:
 
     def read_since(self, stream: str, offset: int, limit: int) -> Statement:
         return Statement(_READ_SINCE, (stream, offset, limit), Fetch.ALL)
+
+    def events_before(self, stream: str, offset: int, limit: int) -> Statement:
+        return Statement(_EVENTS_BEFORE, (stream, offset, limit), Fetch.ALL)
 
     def save_offset(self, stream: str, consumer: str, offset: int) -> Statement:
         return Statement(_SAVE_OFFSET, (stream, consumer, offset))

@@ -1,0 +1,100 @@
+"""``dashboard``: serve the web dashboard (alkstore.dashboard) under trio."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import click
+import trio
+
+from ..protocol.errors import InvalidArgument
+from .target import UNUSABLE, Target, database_options, fail, guarded, opened
+
+AUTH_ENV = "ALKSTORE_DASHBOARD_AUTH"
+
+
+@click.command("dashboard")
+@database_options
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--port", type=click.IntRange(1, 65535), default=8765, show_default=True, help="Port."
+)
+@click.option(
+    "--allow-actions",
+    is_flag=True,
+    help="Let the pages change things (requeue, purge, cancel, pause); opens the "
+    "database read-write. Default: read-only.",
+)
+@click.option(
+    "--auth",
+    envvar=AUTH_ENV,
+    default=None,
+    metavar="user:PASSWORD|bearer:TOKEN",
+    help=f"Require HTTP basic auth or a bearer token. Default: ${AUTH_ENV}.",
+)
+@click.option(
+    "--allow-unauthenticated",
+    is_flag=True,
+    help="Serve a non-loopback --host without --auth (refused otherwise).",
+)
+@click.option(
+    "--refresh",
+    type=click.FloatRange(0.5, 300),
+    default=5.0,
+    show_default=True,
+    help="Longest time in seconds the pages' numbers go without refreshing.",
+)
+def dashboard_command(
+    target: Target,
+    host: str,
+    port: int,
+    allow_actions: bool,
+    auth: str | None,
+    allow_unauthenticated: bool,
+    refresh: float,
+) -> None:
+    """Serve the web dashboard: queues, jobs, dead letters, streams,
+    schedules and locks, live. Read-only unless --allow-actions; binds
+    127.0.0.1 unless --host says otherwise. Stops on Ctrl-C or SIGTERM."""
+    try:
+        from ..dashboard import create_app
+        from ..dashboard.safety import Auth
+        from ..dashboard.server import is_loopback, serve
+    except ImportError as exc:
+        fail(UNUSABLE, str(exc))
+    try:
+        import hypercorn  # noqa: F401
+    except ImportError:
+        fail(UNUSABLE, "the dashboard needs the 'dashboard' extra: pip install "
+                       "'alkstore[dashboard]' (missing: hypercorn)")  # fmt: skip
+    auth = auth or None
+    if auth is not None:
+        try:
+            Auth.parse(auth)
+        except InvalidArgument as exc:
+            raise click.BadParameter(str(exc), param_hint="--auth") from None
+    if not is_loopback(host) and auth is None and not allow_unauthenticated:
+        raise click.UsageError(
+            f"--host {host} is reachable from other machines: give --auth (or set {AUTH_ENV}), "
+            "or --allow-unauthenticated to serve it without"
+        )
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s "
+                                                       "%(message)s")  # fmt: skip
+    read_only = not allow_actions
+    if read_only and target.db is not None and not os.path.exists(target.db):
+        fail(UNUSABLE, f"no such database file: {target.db}")
+
+    async def main() -> None:
+        async with opened(target, read_only=read_only) as store:
+            app = create_app(
+                store, allow_actions=allow_actions, auth=auth, refresh=refresh, where=target.where
+            )
+            mode = "actions allowed" if allow_actions else "read-only"
+            shown = f"[{host}]" if ":" in host else host
+            click.echo(f"alkstore dashboard on http://{shown}:{port}/ ({mode}, "
+                       f"{target.where}); Ctrl-C stops it", err=True)  # fmt: skip
+            await serve(app, host, port)
+
+    guarded(target, lambda: trio.run(main))

@@ -1,0 +1,172 @@
+"""``create_app``: the dashboard as a Starlette (ASGI) application over a
+store that is already open, on either engine and either driver."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import jinja2
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.routing import BaseRoute, Route
+from starlette.templating import Jinja2Templates
+
+from ..api.store import Store
+from ..protocol.errors import InvalidArgument, UsageError
+from . import actions, live, pages, static
+from . import format as fmt
+from .safety import Auth, AuthMiddleware, Csrf, HeadersMiddleware
+
+# How many (view, parameters) keys the live endpoint remembers the wake
+# channels of.
+CHANNEL_CACHE = 256
+
+
+@dataclass
+class Settings:
+    """What every route of one app needs: the store, the safety settings,
+    the templates."""
+
+    resolve: Callable[[], Store]
+    allow_actions: bool
+    auth: Auth | None
+    csrf: Csrf
+    refresh: float
+    debounce: float
+    title: str
+    where: str
+    trusted_origins: tuple[str, ...]
+    templates: Jinja2Templates
+    # The wake channels of the last build of each live key (view, params).
+    channels: OrderedDict[tuple[str, ...], list[str]] = field(default_factory=OrderedDict)
+
+    @property
+    def store(self) -> Store:
+        """The store, as the app was given it (or as its getter returns it now)."""
+        store = self.resolve()
+        if not isinstance(store, Store):
+            raise UsageError(f"the dashboard's store getter returned {type(store).__name__}, "
+                             "not a Store")  # fmt: skip
+        if self.allow_actions and store.read_only:
+            raise UsageError(
+                "a read-only store cannot have actions: open it without read_only=True"
+            )
+        return store
+
+    def remember_channels(self, key: tuple[str, ...], channels: list[str]) -> None:
+        self.channels[key] = channels
+        self.channels.move_to_end(key)
+        while len(self.channels) > CHANNEL_CACHE:
+            self.channels.popitem(last=False)
+
+
+def settings_of(request: Request) -> Settings:
+    settings: Settings = request.app.state.alkstore_dashboard
+    return settings
+
+
+def create_app(
+    store: Store | Callable[[], Store],
+    *,
+    allow_actions: bool = False,
+    auth: str | None = None,
+    refresh: float = 5.0,
+    title: str = "alkstore",
+    where: str | None = None,
+    trusted_origins: Sequence[str] = (),
+    secret: bytes | None = None,
+    debug: bool = False,
+) -> Starlette:
+    """The dashboard over ``store`` (open, of either engine and driver), as
+    a Starlette application: serve it (``hypercorn``, ``uvicorn``) or mount
+    it into your own (``app.mount("/alkstore", create_app(store))``).
+    ``store`` may also be a function returning the store, called at each
+    request: for an app that opens its store in its lifespan, after the
+    dashboard is mounted.
+
+    It does not own the store: whoever opened it closes it, after the app
+    has stopped serving. ``allow_actions``: the pages may change things
+    (requeue and purge dead letters, cancel jobs, pause queues and
+    schedules), through POSTs with a CSRF token; otherwise every POST is
+    refused (403) and the pages only show. A read-only store cannot have
+    actions (``UsageError``). ``auth``: ``"user:password"`` (HTTP basic) or
+    ``"bearer:TOKEN"``, required of every request. ``refresh``: the longest
+    time (seconds) a page's numbers go without refreshing when no wake
+    comes. ``where``: how the header names the database.
+    ``trusted_origins``: origins besides the request's own host that may
+    POST (``"https://admin.example.com"``: a proxy that rewrites ``Host``).
+    ``secret``: the CSRF key (default: random per process; give the same one
+    to every process behind one address)."""
+    if isinstance(store, Store):
+        if allow_actions and store.read_only:
+            raise UsageError(
+                "a read-only store cannot have actions: open it without read_only=True"
+            )
+        given = store
+
+        def resolve() -> Store:
+            return given
+    elif callable(store):
+        resolve = store
+    else:
+        raise InvalidArgument("store must be a Store or a function returning one")
+    if not isinstance(refresh, int | float) or not 0.5 <= refresh <= 300:
+        raise InvalidArgument("refresh must be between 0.5 and 300 seconds")
+    parsed = None if auth is None else Auth.parse(auth)
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("alkstore.dashboard", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(fmt.FILTERS)
+    env.globals.update(ago=fmt.ago, chart=fmt.chart)
+    templates = Jinja2Templates(env=env)
+    settings = Settings(
+        resolve=resolve,
+        allow_actions=allow_actions,
+        auth=parsed,
+        csrf=Csrf(secret),
+        refresh=float(refresh),
+        debounce=min(1.0, float(refresh) / 2),
+        title=title,
+        where=where if where is not None else "",
+        trusted_origins=tuple(trusted_origins),
+        templates=templates,
+    )
+    app = Starlette(
+        debug=debug,
+        routes=routes(),
+        middleware=[
+            Middleware(HeadersMiddleware),
+            Middleware(AuthMiddleware, auth=parsed),
+        ],
+        exception_handlers=pages.EXCEPTION_HANDLERS,
+    )
+    app.state.alkstore_dashboard = settings
+    return app
+
+
+def routes() -> list[BaseRoute]:
+    get = ["GET"]
+    post = ["POST"]
+    found: list[BaseRoute] = [
+        Route("/", pages.page("overview"), methods=get, name="overview"),
+        Route("/queue", pages.page("queue"), methods=get, name="queue"),
+        Route("/queue/dead", pages.page("dead"), methods=get, name="dead"),
+        Route("/job/{id:int}", pages.job_page, methods=get, name="job"),
+        Route("/streams", pages.page("streams"), methods=get, name="streams"),
+        Route("/stream", pages.page("stream"), methods=get, name="stream"),
+        Route("/schedules", pages.page("schedules"), methods=get, name="schedules"),
+        Route("/locks", pages.page("locks"), methods=get, name="locks"),
+        Route("/live", live.endpoint, methods=get, name="live"),
+        Route("/api/overview", pages.api_overview, methods=get, name="api_overview"),
+        Route("/static/{name}", static.endpoint(static.load()), methods=get, name="static"),
+    ]
+    for path, handler in actions.ACTIONS.items():
+        found.append(Route(path, actions.endpoint(handler), methods=post, name=path))
+    return found

@@ -1,0 +1,220 @@
+"""The dashboard in a real browser: Chromium driven by Playwright, against
+the real ``alkstore dashboard`` command on each engine. Every page loads
+without a script error and goes live; a dead letter requeued moves; a
+queue paused shows paused; numbers change without a reload when the store
+changes. ``test_screenshots`` writes docs/img/dashboard-*.png, which
+docs/dashboard.md shows.
+
+Chromium comes from Debian (``.ci/run`` installs it; Playwright's own
+browser download is not reachable here); these tests run in the normal
+``pytest -n 2`` run, never skipped.
+
+The browser is this module's own fixture, not pytest-playwright's: its
+session-scoped ``playwright`` fixture keeps Playwright's asyncio loop marked
+running in the worker's thread until the session ends, and every asyncio
+test that runs after it on the same worker then fails ("Runner.run()
+cannot be called from a running event loop"). Scoped to this module,
+Playwright stops as soon as the worker moves on to another module's tests.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import trio
+from playwright.sync_api import Browser, ConsoleMessage, Page, expect, sync_playwright
+
+from alkstore import ManualClock, SystemClock
+from tests.backends import BACKENDS, PG_DSN, selected_backends
+
+from .support import ROOT, Filled, Server, dashboard, fill, showcase
+
+pytestmark = pytest.mark.slow
+
+ENGINES = sorted({BACKENDS[n].engine for n in selected_backends(driver="trio")})
+CHROMIUM = "/usr/bin/chromium"
+SOON = 15_000  # ms: how long an expectation may take to come true
+PAGES = {
+    "overview": "/",
+    "queue": "/queue?name=emails",
+    "dead": "/queue/dead?name=emails",
+    "job": None,  # a dead letter's page, its id known once the data is made
+    "streams": "/streams",
+    "stream": "/stream?name=orders",
+    "schedules": "/schedules",
+    "locks": "/locks",
+}
+
+
+class Served:
+    def __init__(self, server: Server, engine: str, location: str, filled: Filled) -> None:
+        self.server = server
+        self.engine = engine
+        self.location = location
+        self.filled = filled
+
+    def url(self, path: str) -> str:
+        return self.server.url + path
+
+    def run(self, work: object) -> None:
+        """``work(store)`` on a store of the test's own on the same database."""
+        backend = BACKENDS[f"{self.engine}-trio"]
+
+        async def main() -> None:
+            async with backend.open(self.location) as store:
+                await work(store)  # type: ignore[operator]
+
+        trio.run(main)
+
+
+def serve(engine: str, tmp_path: Path, *, lived_in: bool = False) -> Iterator[Served]:
+    backend = BACKENDS[f"{engine}-trio"]
+    location = backend.new_location(tmp_path)
+    if lived_in and engine == "sqlite":
+        location = str(tmp_path / "app.db")  # the header shows it: `--db app.db`
+    made: list[Filled] = []
+
+    async def filled() -> None:
+        if lived_in:
+            clock = ManualClock(SystemClock().now_us() - 30 * 60 * 1_000_000)
+            async with backend.open(location, clock=clock) as store:
+                await showcase(store, clock)
+        async with backend.open(location) as store:
+            made.append(await fill(store) if not lived_in else Filled([], [], [], []))
+
+    trio.run(filled)
+    db = Path(location).name if lived_in else location  # the server runs in tmp_path
+    args = ["--db", db] if engine == "sqlite" else ["--dsn", PG_DSN, "--schema", location]
+    with dashboard([*args, "--allow-actions", "--refresh", "1"], tmp_path / "log") as server:
+        yield Served(server, engine, location, made[0])
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    try:
+        yield context.new_page()
+    finally:
+        context.close()
+
+
+@pytest.fixture(params=ENGINES)
+def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Served]:
+    yield from serve(request.param, tmp_path)
+
+
+@pytest.fixture
+def errors(page: Page) -> list[str]:
+    """Script errors and failed requests the page reports."""
+    found: list[str] = []
+
+    def console(message: ConsoleMessage) -> None:
+        if message.type == "error":
+            found.append(message.text)
+
+    page.on("console", console)
+    page.on("pageerror", lambda exc: found.append(str(exc)))
+    return found
+
+
+def test_every_page_loads_and_goes_live(served: Served, page: Page, errors: list[str]) -> None:
+    for name, path in PAGES.items():
+        path = path or f"/job/{served.filled.dead[0]}"
+        response = page.goto(served.url(path))
+        assert response is not None and response.status == 200, name
+        expect(page.locator("h1").first).to_be_visible()
+        # The live script ran and its first answer came back.
+        expect(page.locator("#live-state")).to_have_attribute("data-state", "ok", timeout=SOON)
+    assert errors == []
+
+
+def test_requeue_a_dead_letter_and_see_it_move(
+    served: Served, page: Page, errors: list[str]
+) -> None:
+    job_id = served.filled.dead[0]
+    page.goto(served.url("/queue/dead?name=emails"))
+    rows = page.locator("table#dead tbody tr")
+    expect(rows).to_have_count(3)
+    page.locator(f'input[name="id"][value="{job_id}"]').check()
+    page.locator("#requeue-selected").click()
+    expect(page.locator(".notice")).to_contain_text("requeued 1 dead letter(s) of 'emails'")
+    expect(rows).to_have_count(2)
+    expect(page.locator(f'tr[data-job="{job_id}"]')).to_have_count(0)
+    expect(page.locator('#queue-summary [data-count="dead"]')).to_have_text("2")
+    page.goto(served.url(f"/job/{job_id}"))
+    expect(page.locator("h1")).to_contain_text("pending")
+    page.goto(served.url("/queue?name=emails&state=pending"))
+    expect(page.locator(f'tr[data-job="{job_id}"]')).to_have_count(1)
+    assert errors == []
+
+
+def test_pause_a_queue(served: Served, page: Page, errors: list[str]) -> None:
+    page.goto(served.url("/"))
+    row = page.locator('tr[data-queue="emails"]')
+    expect(row.locator(".badge")).to_have_count(0)
+    row.get_by_role("button", name="Pause").click()
+    expect(page.locator(".notice")).to_contain_text("paused queue 'emails'")
+    expect(page.locator('#queue-summary')).to_have_attribute("data-paused", "yes")
+    page.goto(served.url("/"))
+    expect(page.locator('tr[data-queue="emails"] .badge')).to_have_text("paused")
+    paused: list[bool] = []
+
+    async def check(store: object) -> None:
+        paused.append(await store.queue("emails").is_paused())  # type: ignore[attr-defined]
+
+    served.run(check)
+    assert paused == [True] and errors == []
+
+
+def test_numbers_change_without_a_reload(served: Served, page: Page, errors: list[str]) -> None:
+    page.goto(served.url("/queue?name=emails"))
+    ready = page.locator('#queue-summary [data-count="ready"]')
+    expect(ready).to_have_text("3")
+    expect(page.locator("#live-state")).to_have_attribute("data-state", "ok", timeout=SOON)
+    page.evaluate("window.notReloaded = true")
+
+    async def enqueue(store: object) -> None:
+        await store.queue("emails").enqueue_batch([1, 2, 3, 4])  # type: ignore[attr-defined]
+
+    served.run(enqueue)
+    expect(ready).to_have_text("7", timeout=SOON)
+    assert page.evaluate("window.notReloaded") is True
+    assert errors == []
+
+
+SHOTS = ROOT / "docs" / "img"
+
+
+@pytest.mark.parametrize("engine", ["sqlite"])
+def test_screenshots(engine: str, tmp_path: Path, page: Page, errors: list[str]) -> None:
+    """Regenerates docs/img/dashboard-*.png from a store with half an hour
+    of work in it."""
+    for served in serve(engine, tmp_path, lived_in=True):
+        page.set_viewport_size({"width": 1280, "height": 800})
+        page.goto(served.url("/queue/dead?name=emails"))
+        dead = page.locator("table#dead tbody tr").first.get_attribute("data-job")
+        assert dead is not None and re.fullmatch(r"\d+", dead)
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        for name, path in PAGES.items():
+            if name == "streams":
+                continue  # the stream page shows it all
+            page.goto(served.url(path or f"/job/{dead}"))
+            expect(page.locator("#live-state")).to_have_attribute("data-state", "ok",
+                                                                  timeout=SOON)  # fmt: skip
+            target = SHOTS / f"dashboard-{name}.png"
+            page.screenshot(path=str(target), full_page=name != "queue")
+            assert target.stat().st_size > 10_000
+    assert errors == []
