@@ -30,14 +30,7 @@ async def find_queue(store: Store, name: str) -> QueueSummary:
 
 def limits_text(q: QueueSummary) -> str:
     """A queue's limits for the table (empty: none)."""
-    limits = shapes.limits_doc(q)
-    shown = []
-    if limits["concurrency_per_key"] is not None:
-        shown.append(f"{limits['concurrency_per_key']} per key")
-    for name, suffix in (("rate", ""), ("rate_per_key", " per key")):
-        if (rate := limits[name]) is not None:
-            shown.append(f"{rate['limit']}/{rate['per_seconds']:g}s{suffix}")
-    return ", ".join(shown)
+    return q.limits.describe()
 
 
 def unique_text(q: QueueSummary) -> str:

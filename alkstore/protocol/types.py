@@ -163,6 +163,17 @@ class QueueLimits:
     rate: Rate | None = None
     rate_per_key: Rate | None = None
 
+    def describe(self) -> str:
+        """The limits in a few words, as the CLI and the dashboard show them:
+        ``2 per key, 10/1s, 1/60s per key`` (empty: none)."""
+        shown = []
+        if self.concurrency_per_key is not None:
+            shown.append(f"{self.concurrency_per_key} per key")
+        for rate, suffix in ((self.rate, ""), (self.rate_per_key, " per key")):
+            if rate is not None:
+                shown.append(f"{rate.limit}/{rate.per.total_seconds():g}s{suffix}")
+        return ", ".join(shown)
+
     @property
     def any(self) -> bool:
         """Whether any limit is set (a queue with none claims on the plain path)."""

@@ -13,7 +13,7 @@ import orjson
 import pytest
 from fastapi import FastAPI
 
-from alkstore import ManualClock, Store
+from alkstore import ManualClock, Rate, Store
 from alkstore.dashboard import create_app
 
 from .support import client, fill, post, token
@@ -64,6 +64,18 @@ async def test_the_queue_page_shows_counts_chart_and_a_page_of_jobs(store: Store
     assert [int(i) for i in rows(dead_only, "job")] == made.dead
     assert "SMTP 550: mailbox unavailable" in dead_only
     assert [int(i) for i in rows(acked, "job")] == made.acked
+    assert "limits: none · a processing job keeps its unique key" in page
+
+
+async def test_the_queue_page_shows_the_queues_limits_and_unique_policy(store: Store) -> None:
+    q = store.queue("paced")
+    await q.enqueue({"n": 1})
+    await q.set_limits(concurrency_per_key=2, rate=Rate(10, per=1.5), rate_per_key=Rate(1, per=60))
+    await q.set_unique_policy(processing_blocks=False)
+    async with client(create_app(store)) as c:
+        page = (await c.get("/queue", params={"name": "paced"})).text
+    assert "limits: 2 per key, 10/1.5s, 1/60s per key" in page
+    assert "a processing job gives up its unique key" in page
 
 
 async def test_jobs_page_by_keyset_with_a_link_to_the_next_page(store: Store) -> None:
