@@ -36,6 +36,14 @@ RELEASED = {
             "03b8808182eefa67", "8d5b8ee5fe94b1e4", "9f5223d541f3fbcf", "2f7f351ee1b1779f",
             "c68c8258449e4e3d", "95bb64b7fe8c26eb",
         ),
+        4: (
+            "e667c2e2c0bd7e4a", "f67e1632d2d634d2", "1b357c74ab4c0481", "0677080a6bc8b6ac",
+            "a406bee2b88f0b83", "84aa60ff7ed42c1d", "cf768f0996d9aaa2", "0a13265de9f9d649",
+            "fc149d78af4a01ec", "45a654f3b5a34287", "de15b3f512c3152a", "04aaadc02df2f30f",
+            "6108613b0a2b8713", "11bbe0b50e5ac853", "282500961b34d5de", "8489142b1f959582",
+            "fc1bf725743d1e22", "a11b85980d5e9216", "76cf95ff7f15e8d4", "5d2bf6dbb8aed055",
+            "8cbc98067b75d3f6", "2d41927df9dc2104",
+        ),
     },
     # For the default schema; other schemas differ only by the schema name.
     "postgres": {
@@ -52,6 +60,14 @@ RELEASED = {
             "f1098fe7ddf2a60e", "8cdcbfd4f9f893cc", "0b1ae7748c611d27", "d7e9c50e099ba366",
             "8fd87733488038fb", "760ea64d0f6f46e2", "e5fd646064041fcb", "1a1b5e16e929e2ec",
             "c854a37483f84ab3", "d57c52145ebaa4de",
+        ),
+        4: (
+            "6108e01ff30111eb", "4a4770691951ca24", "f4e2cfcbc256bd85", "785c646b4ebd4a0b",
+            "e653a0176f3236c5", "57b5d560dc6a9a5d", "1af04141777bd2d0", "21e5153354aa5aeb",
+            "4361e50945936289", "9cad9b1ff177ad0b", "22d9285fc10a13c2", "c322d6548e262701",
+            "b4445b80f464c743", "3c95082e6bae4fb4", "b1fa44d4b4b411c3", "9dc2f203c4aa0e5e",
+            "69435a93dcb13959", "798a1b832d7b9378", "04893ec4c71935f2", "373032f07f73c20a",
+            "ba9a3df81e0d60d9", "6625c3aa807803b6",
         ),
     },
 }  # fmt: skip
