@@ -16,6 +16,8 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from ..protocol.timeconv import human_duration
+
 
 def console() -> Console:
     """A console for stdout: colours and boxes on a terminal; in a pipe,
@@ -69,21 +71,8 @@ def when(at: datetime | None) -> str:
     return at.strftime("%Y-%m-%d %H:%M:%SZ")
 
 
-def duration(seconds: float | None) -> str:
-    """``3d 4h``, ``12m 5s``, ``0.4s``: the two largest units."""
-    if seconds is None:
-        return "-"
-    if seconds < 10:
-        return f"{seconds:.1f}s"
-    s = int(seconds)
-    parts: list[str] = []
-    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60), ("s", 1)):
-        if s >= size or (unit == "s" and not parts):
-            parts.append(f"{s // size}{unit}")
-            s %= size
-        if len(parts) == 2:
-            break
-    return " ".join(parts)
+# Spans as ``3d 4h``, ``12m 5s``, ``0.4s``: one formatter for the CLI and the dashboard.
+duration = human_duration
 
 
 def brief_json(value: Any, limit: int = 60) -> str:

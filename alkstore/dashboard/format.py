@@ -11,24 +11,11 @@ from urllib.parse import urlencode
 import orjson
 
 from ..protocol.names import outbox_of
+from ..protocol.timeconv import human_duration
 from ..protocol.types import Throughput
 
-
-def duration(seconds: float | None) -> str:
-    """``3d 4h``, ``12m 5s``, ``0.4s``: the two largest units; ``-`` for None."""
-    if seconds is None:
-        return "-"
-    if seconds < 10:
-        return f"{max(0.0, seconds):.1f}s"
-    s = int(seconds)
-    parts: list[str] = []
-    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60), ("s", 1)):
-        if s >= size or (unit == "s" and not parts):
-            parts.append(f"{s // size}{unit}")
-            s %= size
-        if len(parts) == 2:
-            break
-    return " ".join(parts)
+# Spans as ``3d 4h``, ``12m 5s``, ``0.4s``: one formatter for the CLI and the dashboard.
+duration = human_duration
 
 
 def span(value: timedelta | None) -> str:

@@ -109,3 +109,21 @@ def to_datetime(us: int) -> datetime:
 
 def maybe_datetime(us: int | None) -> datetime | None:
     return None if us is None else to_datetime(us)
+
+
+def human_duration(seconds: float | None) -> str:
+    """``3d 4h``, ``12m 5s``, ``0.4s``: the two largest units (never
+    negative); ``-`` for None. How the CLI and the dashboard show spans."""
+    if seconds is None:
+        return "-"
+    if seconds < 10:
+        return f"{max(0.0, seconds):.1f}s"
+    s = int(seconds)
+    parts: list[str] = []
+    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60), ("s", 1)):
+        if s >= size or (unit == "s" and not parts):
+            parts.append(f"{s // size}{unit}")
+            s %= size
+        if len(parts) == 2:
+            break
+    return " ".join(parts)
