@@ -12,6 +12,7 @@ schema's jobs table slow, so the cancel surely lands inside it."""
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import psycopg
@@ -58,25 +59,56 @@ def commit_in_flight(store: Store) -> int | None:
     return None if row is None else int(row[0])
 
 
+async def cancelled_during_commit(store: Store, body: Callable[[], Awaitable[Any]]) -> bool:
+    """Run ``body`` and cancel it once its COMMIT is seen sleeping in the
+    server (not after a fixed delay, which a loaded machine can outrun or
+    fall short of); whether ``body`` returned."""
+    returned: list[bool] = []
+    fired: list[bool] = []
+
+    async def run() -> None:
+        await body()
+        returned.append(True)
+
+    async def cancel_in_commit(group: aio.TaskGroup) -> None:
+        async with aio.fail_after(SOON):
+            while commit_in_flight(store) is None:
+                if returned:
+                    return  # too late: the commit ended unseen (checked below)
+                await aio.sleep(0.005)
+        fired.append(True)
+        group.cancel()
+
+    async with aio.open_task_group() as group:
+        group.start_soon(run)
+        group.start_soon(cancel_in_commit, group)
+    assert fired, "the COMMIT ended before it was seen in flight: nothing was tested"
+    return bool(returned)
+
+
 async def test_a_cancel_during_commit_reports_the_commit(store: Store) -> None:
     slow_commits(store._dialect.schema, 0.3)
     q, s = store.queue("q"), store.stream("s")
-    returned: list[int] = []
     for i in range(5):
-        async with aio.move_on_after(0.05):  # lands inside the 0.3 s COMMIT
+
+        async def block(i: int = i) -> None:
             async with store.transaction() as tx:
                 await tx.enqueue(q, i)
                 await tx.publish("s", i)
-            returned.append(i)
-        # The cancel was not lost either: it ended the scope.
-    assert returned == list(range(5)), "a committed block was reported cancelled"
+
+        # The cancel was not lost either: it ended the group.
+        committed = await cancelled_during_commit(store, block)
+        assert committed, "a committed block was reported cancelled"
     assert (await q.stats()).ready == 5
     assert [e.payload for e in await s.read_since(0)] == list(range(5))
 
     # The auto-commit path: the operation returns its result.
     ids: list[int] = []
-    async with aio.move_on_after(0.05):
+
+    async def auto() -> None:
         ids.append(await q.enqueue("auto"))
+
+    assert await cancelled_during_commit(store, auto)
     assert len(ids) == 1 and await q.get_job(ids[0]) is not None
 
 
@@ -93,10 +125,13 @@ async def test_a_commit_cancelled_in_flight_still_wakes_local_workers(store: Sto
     async def worker(task_status: Any = None) -> None:
         await q.work(handler, poll_interval=60.0, task_status=task_status)
 
+    async def block() -> None:
+        async with store.transaction() as tx:
+            await tx.enqueue(q, "wake me")
+
     async with aio.open_task_group() as group:
         await group.start(worker)
-        async with aio.move_on_after(0.05), store.transaction() as tx:
-            await tx.enqueue(q, "wake me")
+        assert await cancelled_during_commit(store, block)
         started = time.monotonic()
         async with aio.fail_after(SOON):
             await done.wait()
