@@ -123,23 +123,7 @@ def test_seeded_simulations_within_budget(
 # Two producers racing on two unique keys (and rolling some back) while
 # workers ack, retry, fail, release or stall.
 UNIQUE = Config(jobs=6, producers=2, workers=2, unique_keys=2, crashes=1, clock_jumps=1)
-UNIQUE_BUDGET_S = min(BUDGET_S, 5.0)
-
-
-def test_unique_keys_never_have_two_live_holders(
-    engine: SimBackend, request: pytest.FixtureRequest
-) -> None:
-    """Invariant: two live jobs of a queue never hold one unique key, whatever
-    the producers' interleaving (seeded runs within a small budget)."""
-    deadline = time.monotonic() + UNIQUE_BUDGET_S
-    runs = steps = 0
-    while time.monotonic() < deadline:
-        steps += run_seed(UNIQUE, runs, backend=engine, shrink_failures=True)
-        runs += 1
-    explored(request, f"{engine.name}: seeded (unique keys)",
-             f"{runs} seeds, {steps} steps in {UNIQUE_BUDGET_S:g} s")  # fmt: skip
-    assert runs > 0
-
+FLOW_BUDGET_S = min(BUDGET_S, 5.0)
 
 # Producers dealing jobs over two concurrency keys (limit 1) while three
 # workers, each claiming two at a time, ack, retry, heartbeat or stall,
@@ -152,22 +136,6 @@ LIMITED_RICH = Config(
     worker_actions=("ack", "retry", "heartbeat", "stall"),
 )  # fmt: skip
 
-
-def test_concurrency_limits_hold_under_racing_workers(
-    engine: SimBackend, request: pytest.FixtureRequest
-) -> None:
-    """Invariant: a claim leaves at most N jobs of a concurrency key holding
-    live claims, whatever the workers' interleaving (seeded, small budget)."""
-    deadline = time.monotonic() + UNIQUE_BUDGET_S
-    runs = steps = 0
-    while time.monotonic() < deadline:
-        steps += run_seed(LIMITED_RICH, runs, backend=engine, shrink_failures=True)
-        runs += 1
-    explored(request, f"{engine.name}: seeded (concurrency limits)",
-             f"{runs} seeds, {steps} steps in {UNIQUE_BUDGET_S:g} s")  # fmt: skip
-    assert runs > 0
-
-
 # Producers dealing jobs over two concurrency keys into a queue that
 # admits 2 claims per 5 s, and 1 per key, while three workers, each
 # claiming two at a time, ack, retry, heartbeat or stall, with a crash and
@@ -178,19 +146,31 @@ RATED_RICH = Config(
     worker_actions=("ack", "retry", "heartbeat", "stall"),
 )  # fmt: skip
 
+# (label, configuration): the invariant each one exercises, checked after
+# every commit like every other, is in the comment above its configuration.
+FLOW_CONTROL = {
+    # two live jobs of a queue never hold one unique key
+    "unique keys": UNIQUE,
+    # a claim leaves at most N jobs of a concurrency key holding live claims
+    "concurrency limits": LIMITED_RICH,
+    # no window of a rate's period holds more claims than its limit, per queue and key
+    "rate limits": RATED_RICH,
+}
 
-def test_rate_limits_hold_under_racing_workers(
-    engine: SimBackend, request: pytest.FixtureRequest
+
+@pytest.mark.parametrize("label", sorted(FLOW_CONTROL))
+def test_flow_control_holds_under_racing_actors(
+    engine: SimBackend, label: str, request: pytest.FixtureRequest
 ) -> None:
-    """Invariant: no window of a rate's period holds more claims than its
-    limit, for the queue and for each key, whatever the interleaving."""
-    deadline = time.monotonic() + UNIQUE_BUDGET_S
+    """Invariants: unique keys, concurrency limits and rates hold whatever
+    the producers' and workers' interleaving (seeded runs, small budget)."""
+    deadline = time.monotonic() + FLOW_BUDGET_S
     runs = steps = 0
     while time.monotonic() < deadline:
-        steps += run_seed(RATED_RICH, runs, backend=engine, shrink_failures=True)
+        steps += run_seed(FLOW_CONTROL[label], runs, backend=engine, shrink_failures=True)
         runs += 1
-    explored(request, f"{engine.name}: seeded (rate limits)",
-             f"{runs} seeds, {steps} steps in {UNIQUE_BUDGET_S:g} s")  # fmt: skip
+    explored(request, f"{engine.name}: seeded ({label})",
+             f"{runs} seeds, {steps} steps in {FLOW_BUDGET_S:g} s")  # fmt: skip
     assert runs > 0
 
 
