@@ -24,16 +24,24 @@ def claim(
     d: Dialect, queue: str, worker: str, n: int, now_us: int, visibility_us: int
 ) -> Plan[list[JobRecord]]:
     """Take up to ``n`` due jobs: priority desc, then run_at, then id."""
-    jobs, _ = yield from claim_jobs(d, queue, worker, n, now_us, visibility_us)
+    jobs, _ = yield from claim_jobs(d, queue, worker, n, now_us, visibility_us, hint=False)
     return jobs
 
 
 def claim_jobs(
-    d: Dialect, queue: str, worker: str, n: int, now_us: int, visibility_us: int
+    d: Dialect,
+    queue: str,
+    worker: str,
+    n: int,
+    now_us: int,
+    visibility_us: int,
+    *,
+    hint: bool = True,
 ) -> Plan[tuple[list[JobRecord], int | None]]:
     """``claim``, and when a rate limit kept the claim short, the instant it
     next admits a claim (None: no rate held it back), so a worker sleeps
-    until then rather than waiting for a wake that no enqueue will send."""
+    until then rather than waiting for a wake that no enqueue will send.
+    ``hint=False`` skips reading that instant (a caller that would drop it)."""
     until = held_until_us(now_us, visibility_us)
     n = check_limit(n, "n")
     for statement in d.claim_prelude():
@@ -47,7 +55,11 @@ def claim_jobs(
         row = yield from fetch_one(d.claim_limit(queue))
         if row is not None:
             limits = queue_limits(row)
-            rows, opens = yield from _claim_limited(d, queue, worker, n, now_us, until, limits)
+            rows, in_window = yield from _claim_limited(
+                d, queue, worker, n, now_us, until, limits
+            )
+            if hint and len(rows) < n:
+                opens = yield from _rate_opens(d, queue, now_us, limits, in_window)
     jobs = [job_record(r) for r in rows]
     # RETURNING does not promise an order; restore the claim order.
     jobs.sort(key=lambda j: (-j.priority, j.run_at_us, j.id))
@@ -70,7 +82,8 @@ def _claim_limited(
     rate is counted once and caps ``n``. Every claim is logged for the
     rates it counts against. The fairness rule: a job whose key is full (or
     over its rate) is passed over, not moved, so it is the first of its key
-    taken once the key has room."""
+    taken once the key has room. Returns the rows, and the claims the
+    queue's window holds when its rate is what stopped the claim."""
     rate, key_rate = limits.rate, limits.rate_per_key
     if rate is not None or key_rate is not None:
         longest = max(r.period_us for r in (rate, key_rate) if r is not None)
@@ -94,12 +107,10 @@ def _claim_limited(
             yield d.log_queue_claim(queue, now_us)
         if key_rate is not None:
             yield d.log_key_claim(int(got[0][0]), now_us)
-    opens = None
-    if len(rows) < n:
-        # The queue's window now holds ``used + len(rows)`` claims.
-        full = rate is not None and len(rows) >= room
-        opens = yield from _rate_opens(d, queue, now_us, limits, used + len(rows) if full else None)
-    return rows, opens
+    # When the queue's rate is what stopped the claim: the claims its window
+    # now holds (None: the rate did not stop it).
+    full = rate is not None and len(rows) >= room
+    return rows, used + len(rows) if full else None
 
 
 def _count(statement: Statement) -> Plan[int]:
