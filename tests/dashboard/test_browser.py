@@ -5,9 +5,11 @@ queue paused shows paused; numbers change without a reload when the store
 changes. ``test_screenshots`` writes docs/img/dashboard-*.png, which
 docs/dashboard.md shows.
 
-Chromium comes from Debian (``.ci/run`` installs it; Playwright's own
-browser download is not reachable here); these tests run in the normal
-``pytest -n 2`` run, never skipped.
+Chromium comes from Debian (``python -m tests``, the README's test command,
+installs it; Playwright's own browser download is not reachable here);
+these tests run in the normal run. Where no Chromium can be had they skip
+with one line saying how to get one, and under ``CI=true`` they fail
+instead (``tests/machine.py``).
 
 The browser is this module's own fixture, not pytest-playwright's: its
 session-scoped ``playwright`` fixture keeps Playwright's asyncio loop marked
@@ -28,6 +30,7 @@ import trio
 from playwright.sync_api import Browser, ConsoleMessage, Page, expect, sync_playwright
 
 from alkstore import ManualClock, SystemClock
+from tests import machine
 from tests.backends import BACKENDS, PG_DSN, selected_backends
 
 from .support import ROOT, Filled, Server, dashboard, fill, showcase
@@ -35,7 +38,6 @@ from .support import ROOT, Filled, Server, dashboard, fill, showcase
 pytestmark = pytest.mark.slow
 
 ENGINES = sorted({BACKENDS[n].engine for n in selected_backends(driver="trio")})
-CHROMIUM = "/usr/bin/chromium"
 SOON = 15_000  # ms: how long an expectation may take to come true
 PAGES = {
     "overview": "/",
@@ -94,8 +96,13 @@ def serve(engine: str, tmp_path: Path, *, lived_in: bool = False) -> Iterator[Se
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
+    missing = machine.chromium_missing()
+    if missing is not None:
+        if machine.ci():
+            pytest.fail(f"CI=true: {missing}", pytrace=False)
+        pytest.skip(missing)
     with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM)
+        launched = playwright.chromium.launch(executable_path=machine.chromium_path())
         try:
             yield launched
         finally:

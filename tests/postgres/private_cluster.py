@@ -88,7 +88,9 @@ def wait_for_server(dsn: str, timeout: float = 60.0) -> None:
 
 
 @contextmanager
-def private_cluster(*, max_connections: int = 30) -> Iterator[Cluster]:
+def private_cluster(
+    *, max_connections: int = 30, shared_buffers: str = "16MB"
+) -> Iterator[Cluster]:
     """A new cluster, running for the block, then stopped and deleted."""
     bindir = _bindir()
     root = os.geteuid() == 0
@@ -106,7 +108,7 @@ def private_cluster(*, max_connections: int = 30) -> Iterator[Cluster]:
         settings = (
             f"port = {cluster.port}\nlisten_addresses = '127.0.0.1'\n"
             f"unix_socket_directories = '{datadir}'\nmax_connections = {max_connections}\n"
-            "fsync = off\nshared_buffers = 16MB\n"
+            f"fsync = off\nshared_buffers = {shared_buffers}\n"
         )
         with open(datadir / "postgresql.conf", "a") as conf:
             conf.write(settings)
