@@ -2,7 +2,8 @@
 calling thread, on one psycopg (sync) connection guarded by a lock.
 
 The connection is out of autocommit mode: psycopg opens each transaction
-itself before its first statement (``BEGIN READ ONLY`` for a ``ReadPlan``,
+itself before its first statement (``BEGIN ISOLATION LEVEL REPEATABLE
+READ, READ ONLY`` for a ``ReadPlan``: one snapshot for all its statements,
 as the async executor's reads), and the executor commits or rolls back. A
 plan's statements go through a cursor as in ``join`` (``pg_join``), errors
 become the taxonomy's as on every path (``pg_wire.wrap_error``), and a
@@ -137,7 +138,8 @@ class PgBlocking:
 
     def _connection(self, *, read_only: bool) -> psycopg.Connection[Any]:
         """The store's connection (a fresh one if it broke), set so that its
-        next transaction is read-only or not."""
+        next transaction is a read in one snapshot (``control.BEGIN_READ``)
+        or a read-write one at the server's default isolation."""
         conn = self._conn
         if conn is None or conn.closed or conn.broken:
             self._conn = None
@@ -146,6 +148,7 @@ class PgBlocking:
             conn = self._conn = connect(self._dsn, self._connect_timeout)
         if conn.read_only != read_only:
             conn.read_only = read_only
+            conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ if read_only else None
         return conn
 
     def run(self, plan: Plan[T], bulk: bool = False) -> T:

@@ -5,7 +5,7 @@ An operation (``Op``) is one transaction of the core's plans; a program is a
 generator of operations (or ``WAIT``, when it has nothing to do until
 something changes) that receives each operation's results. ``Programs``
 holds the program of each kind of actor: producer, worker, lock holder,
-stream publisher, stream reader and scheduler ticker; ``Simulation``
+stream publisher, stream reader, scheduler ticker and inspector; ``Simulation``
 (``stepping.py``) runs them, one statement per step.
 """
 
@@ -15,7 +15,7 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..protocol import claim, codec, locks, queues, schedule, streams
+from ..protocol import claim, codec, inspection, locks, queues, schedule, streams
 from ..protocol import wakes as wake_plans
 from ..protocol.dialect import Dialect
 from ..protocol.plan import Plan
@@ -24,6 +24,7 @@ from .choices import Chooser
 from .sim_backend import SimConn
 
 if TYPE_CHECKING:
+    from .invariants import Ledger
     from .stepping import Config, _TxRun
 
 US = 1_000_000
@@ -72,6 +73,7 @@ class Programs:
 
     config: Config
     chooser: Chooser
+    ledger: Ledger
     d: Dialect
     queue: str
     options: QueueOptions
@@ -241,6 +243,21 @@ class Programs:
             got = yield Op("tick", lambda now: [schedule.tick(self.d, now, "sim", attempts)])
             if not got[0]:
                 yield WAIT  # nothing due: a clock jump may make it due
+
+    def _inspector(self, actor: Actor) -> Program:
+        """Lists the workers' queue (every state, one page) whenever
+        something committed, as ``alkstore jobs`` and the dashboard do."""
+        for _ in range(self.config.inspections):
+            # What had committed when the listing began: each of these still
+            # there when it ends must be in it (``Ledger.listed``).
+            present = set(self.ledger.enqueued) - self.ledger.acked
+            yield Op(
+                "list_jobs",
+                lambda now: [inspection.list_jobs(self.d, self.queue, None, 0, 1000, now)],
+                write=False,
+                meta={"present": present},
+            )
+            yield WAIT
 
     def _quiet(self) -> bool:
         """No producer or publisher has work left: idle actors may finish."""

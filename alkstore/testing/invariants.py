@@ -9,6 +9,7 @@ the seed, the trace and the choices that replay it.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 from ..protocol.types import JobRecord, LockRecord, QueueLimits, Rate
@@ -198,6 +199,19 @@ class Ledger:
             cap = self.catch_up_max.get(name, 1)
             if count > cap:
                 self.fail(f"schedule {name} fired {count} jobs in one tick, over its cap {cap}")
+
+    # read models
+    def listed(self, ids: list[int], present_at_start: set[int]) -> None:
+        """A listing of every state, committed at the point it ends."""
+        present = set(self.enqueued) - self.acked
+        # a listing holds each job once, in one state: it reads one snapshot
+        twice = sorted(i for i, n in Counter(ids).items() if n > 1)
+        if twice:
+            self.fail(f"a job listing showed jobs {twice} twice")
+        # it holds every job that was live or dead from its start to its end
+        missing = sorted((present_at_start & present) - set(ids))
+        if missing:
+            self.fail(f"a job listing left out jobs {missing}, present throughout it")
 
     # streams
     def read(self, stream: str, after: int, offsets: list[int]) -> None:

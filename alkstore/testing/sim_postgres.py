@@ -83,9 +83,10 @@ class _Session:
 
 
 class PgSimConn:
-    def __init__(self, dsn: str, observer: _Session) -> None:
+    def __init__(self, dsn: str, observer: _Session, read_begin: str) -> None:
         self._session = _Session(dsn)
         self._observer = observer
+        self._read_begin = read_begin
         self.pg = self._session.pg
         self.pid = self._session.pid
         # A simulated crash ends a backend, never the server: waiting for
@@ -101,7 +102,7 @@ class PgSimConn:
         self._results: list[pq.abc.PGresult] = []
 
     def begin(self, write: bool) -> bool:
-        check(self.pg.exec_(sql.BEGIN.encode()))
+        check(self.pg.exec_((sql.BEGIN if write else self._read_begin).encode()))
         return True
 
     def send(self, statement: Statement) -> None:
@@ -267,10 +268,20 @@ class PostgresSimBackend:
 
     name = "postgres"
 
-    def __init__(self, dsn: str, schema: str, dialect: Dialect | None = None) -> None:
+    def __init__(
+        self,
+        dsn: str,
+        schema: str,
+        dialect: Dialect | None = None,
+        *,
+        read_begin: str = sql.BEGIN_READ,
+    ) -> None:
         self.dsn = dsn
         self.schema = schema
         self.dialect: Dialect = dialect or PostgresDialect(schema)
+        # How a read-only operation's transaction begins: the executors'
+        # own (one snapshot), or a broken one in tests.
+        self.read_begin = read_begin
         self.observer = _Session(dsn)
         self._idle: list[PgSimConn] = []
         try:
@@ -294,7 +305,9 @@ class PostgresSimBackend:
 
     def take_conn(self) -> PgSimConn:
         """A connection for an actor: an idle one kept from an earlier run, or a new one."""
-        return self._idle.pop() if self._idle else PgSimConn(self.dsn, self.observer)
+        if self._idle:
+            return self._idle.pop()
+        return PgSimConn(self.dsn, self.observer, self.read_begin)
 
     def give_back(self, conn: PgSimConn) -> None:
         """Keep a healthy idle connection for the next run; end any other."""

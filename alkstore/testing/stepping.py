@@ -181,6 +181,10 @@ class Config:
     rate_period_s: float = 5.0
     # How many jobs a worker's claim asks for.
     claim_n: int = 1
+    # Actors that list the workers' queue (``list_jobs``, every state) after
+    # each commit, up to ``inspections`` times each.
+    inspectors: int = 0
+    inspections: int = 4
 
 
 class Simulation(Programs):
@@ -262,6 +266,8 @@ class Simulation(Programs):
             self._actor(f"publisher{i}", "publisher", self._publisher)
         for i in range(c.readers):
             self._actor(f"reader{i}", "reader", self._reader)
+        for i in range(c.inspectors):
+            self._actor(f"inspector{i}", "inspector", self._inspector)
         if c.tickers:
             expr = schedule.parse(f"@every {c.schedule_every_s}s")
             policy = schedule.CatchUp.of(c.catch_up, c.catch_up_max)
@@ -339,6 +345,8 @@ class Simulation(Programs):
                 led.read_upto[op.meta["consumer"]] = max(after, offsets[-1])
         elif kind == "save_offset":
             led.saved_offset("log", op.meta["consumer"], values[1])
+        elif kind == "list_jobs":
+            led.listed([job.id for job in values[0]], op.meta["present"])
 
     def _check_store(self) -> None:
         """Invariants over the committed rows, as an observer reads them."""

@@ -25,6 +25,7 @@ from alkstore import (
     StreamInfo,
 )
 
+from . import aio
 from .helpers import US, add_history, at, execute, set_retention, table
 
 
@@ -375,3 +376,42 @@ async def test_a_queue_summary_is_what_list_queues_lists_for_it(
     assert await store.queue("never").summary() == QueueSummary(
         "never", 0, 0, 0, 0, None, False, 0, None, None
     )
+
+
+async def test_a_listing_reads_one_snapshot_while_its_jobs_move(store: Store) -> None:
+    """``list_jobs`` over every state reads one snapshot: paged thousands of
+    times while another task keeps claiming the same jobs and handing them
+    back, retrying them, failing them and requeueing the dead, no page lists
+    a job twice or leaves one out (on Postgres each state's statement once
+    saw a snapshot of its own: a job moving between two of them was listed
+    in both, or in neither)."""
+    q = store.queue("moving", max_attempts=1_000_000)
+    everyone = set(await q.enqueue_batch(list(range(50))))
+    moves = 0
+    done = aio.event()
+
+    async def mover() -> None:
+        nonlocal moves
+        while not done.is_set():
+            for i, job in enumerate(await q.claim_batch("mover", 10)):
+                if i % 3 == 0:
+                    await job.release()
+                elif i % 3 == 1:
+                    await job.retry(delay=0)
+                else:
+                    await job.fail("moved")
+                    await q.requeue_dead(job.id)
+                moves += 1
+
+    pages = 2000
+    async with aio.open_task_group() as group:
+        group.start_soon(mover)
+        try:
+            for _ in range(pages):
+                listed = ids(await q.list_jobs(limit=1000))
+                assert len(listed) == len(set(listed)), f"listed twice: {sorted(listed)}"
+                assert set(listed) == everyone, f"left out: {sorted(everyone - set(listed))}"
+                await aio.sleep(0)
+        finally:
+            done.set()
+    assert moves > pages / 10  # the jobs really moved while they were listed

@@ -7,7 +7,8 @@ never exceed max_attempts; one lock never has two unexpired holders and its
 fencing tokens increase; two live jobs of a queue never hold one unique
 key; a claim leaves at most N jobs of a concurrency key holding live
 claims (N: the queue's limit); no window of a rate's period holds more claims
-than its limit, for the queue and for each key; stream readers see committed offsets in order with
+than its limit, for the queue and for each key; a job listing holds each
+job once and every job present throughout it; stream readers see committed offsets in order with
 no gaps; saved offsets never move back; a rolled-back transaction leaves no
 row, event or notification; a schedule's fire time is enqueued at most once,
 never before it comes, and one tick enqueues at most its catch-up cap.
@@ -158,20 +159,63 @@ FLOW_CONTROL = {
 }
 
 
+def seeded_within(
+    config: Config, engine: SimBackend, label: str, request: pytest.FixtureRequest
+) -> None:
+    """Seeds 0, 1, ... of ``config`` until the flow budget is spent; each keeps every invariant."""
+    deadline = time.monotonic() + FLOW_BUDGET_S
+    runs = steps = 0
+    while time.monotonic() < deadline:
+        steps += run_seed(config, runs, backend=engine, shrink_failures=True)
+        runs += 1
+    explored(request, f"{engine.name}: seeded ({label})",
+             f"{runs} seeds, {steps} steps in {FLOW_BUDGET_S:g} s")  # fmt: skip
+    assert runs > 0
+
+
 @pytest.mark.parametrize("label", sorted(FLOW_CONTROL))
 def test_flow_control_holds_under_racing_actors(
     engine: SimBackend, label: str, request: pytest.FixtureRequest
 ) -> None:
     """Invariants: unique keys, concurrency limits and rates hold whatever
     the producers' and workers' interleaving (seeded runs, small budget)."""
-    deadline = time.monotonic() + FLOW_BUDGET_S
-    runs = steps = 0
-    while time.monotonic() < deadline:
-        steps += run_seed(FLOW_CONTROL[label], runs, backend=engine, shrink_failures=True)
-        runs += 1
-    explored(request, f"{engine.name}: seeded ({label})",
-             f"{runs} seeds, {steps} steps in {FLOW_BUDGET_S:g} s")  # fmt: skip
-    assert runs > 0
+    seeded_within(FLOW_CONTROL[label], engine, label, request)
+
+
+# An inspector lists the workers' queue (every state) after each commit
+# while a producer enqueues and two workers ack, retry, fail, release or
+# stall, with a crash and a clock jump: each job moves between the
+# listing's sources (pending, processing, dead) while it reads them.
+LISTED = Config(
+    jobs=4, producers=1, workers=2, inspectors=1, crashes=1, clock_jumps=1,
+    worker_actions=("ack", "retry", "fail", "release", "stall"),
+)  # fmt: skip
+
+
+def test_job_listings_read_one_snapshot_under_racing_actors(
+    engine: SimBackend, request: pytest.FixtureRequest
+) -> None:
+    """Invariant: a job listing holds each job once, and every job present
+    from its start to its end (``Ledger.listed``), however the workers move them."""
+    seeded_within(LISTED, engine, "job listings", request)
+
+
+def test_a_listing_read_in_a_snapshot_per_statement_is_caught() -> None:
+    """Postgres reads begun at READ COMMITTED (each statement its own
+    snapshot, as before the fix) list a moving job twice or not at all."""
+    if "postgres" not in ENGINES:
+        pytest.skip("no Postgres backend selected (ALKSTORE_BACKENDS)")
+    backend = PostgresSimBackend(PG_DSN, _schema(), read_begin="BEGIN READ ONLY")
+    try:
+        for seed in range(200):
+            try:
+                run_seed(LISTED, seed, backend=backend)
+            except SimulationFailure as failure:
+                assert "a job listing" in str(failure)
+                return
+        pytest.fail("200 seeds ran without catching statement-per-snapshot reads")
+    finally:
+        backend.close()
 
 
 def test_a_seed_replays_the_same_interleaving(engine: SimBackend) -> None:

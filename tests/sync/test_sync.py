@@ -470,3 +470,50 @@ def test_postgres_store_holds_one_connection_and_closes_it() -> None:
         store.queue("jobs").enqueue(1)
         assert connections() == 1
     assert connections() == 0
+
+
+def test_a_sync_listing_reads_one_snapshot_while_its_jobs_move(
+    engine: str, location: str
+) -> None:
+    """The blocking store's reads run in one snapshot too (psycopg's
+    REPEATABLE READ, READ ONLY on Postgres): thousands of listings while a
+    worker in another thread keeps moving the same jobs between pending,
+    processing and dead never list a job twice or leave one out."""
+    with open_sync(engine, location) as store:
+        q = store.queue("moving")
+        everyone = set(q.enqueue_batch(list(range(50))))
+        stop = threading.Event()
+        moves: list[int] = []
+
+        async def mover() -> None:
+            async with open_async(engine, location) as moving:
+                aq = moving.queue("moving", max_attempts=1_000_000)
+                while not stop.is_set():
+                    for i, job in enumerate(await aq.claim_batch("mover", 10)):
+                        if i % 2:
+                            await job.release()
+                        else:
+                            await job.fail("moved")
+                            await aq.requeue_dead(job.id)
+                        moves.append(job.id)
+
+        errors: list[BaseException] = []
+
+        def run_mover() -> None:
+            try:
+                trio.run(mover)
+            except BaseException as exc:  # reported by the test thread
+                errors.append(exc)
+
+        thread = threading.Thread(target=run_mover)
+        thread.start()
+        try:
+            for _ in range(1000):
+                listed = [job.id for job in q.list_jobs(limit=1000)]
+                assert len(listed) == len(set(listed)), f"listed twice: {sorted(listed)}"
+                assert set(listed) == everyone, f"left out: {sorted(everyone - set(listed))}"
+        finally:
+            stop.set()
+            thread.join(timeout=SOON)
+        assert not errors and not thread.is_alive()
+        assert len(moves) > 100  # the jobs really moved while they were listed

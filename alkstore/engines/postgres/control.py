@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 BEGIN = "BEGIN"
-BEGIN_READ = "BEGIN READ ONLY"
+# A read plan (``@reads``: inspection, the read models) may take several
+# statements, and under READ COMMITTED each one sees a new snapshot: a job
+# moving between two of a listing's statements was listed twice, or not at
+# all. REPEATABLE READ takes one snapshot for the whole transaction; read
+# only, it never fails to serialise, so nothing has to be retried.
+BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"
 COMMIT = "COMMIT"
 ROLLBACK = "ROLLBACK"
 STEP_SAVEPOINT = "SAVEPOINT alkstore_step"
