@@ -39,6 +39,15 @@ AUTH_ENV = "ALKSTORE_DASHBOARD_AUTH"
     help="Serve a non-loopback --host without --auth (refused otherwise).",
 )
 @click.option(
+    "--trusted-host",
+    "trusted_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="A host name browsers use to reach the dashboard, besides the --host it binds "
+    "(and localhost, for a loopback --host); '*.example.com' for subdomains, '*' for any. "
+    "Repeatable. Other Host headers are refused (400).",
+)
+@click.option(
     "--refresh",
     type=click.FloatRange(0.5, 300),
     default=5.0,
@@ -52,6 +61,7 @@ def dashboard_command(
     allow_actions: bool,
     auth: str | None,
     allow_unauthenticated: bool,
+    trusted_hosts: tuple[str, ...],
     refresh: float,
 ) -> None:
     """Serve the web dashboard: queues, jobs, dead letters, streams,
@@ -59,8 +69,8 @@ def dashboard_command(
     127.0.0.1 unless --host says otherwise. Stops on Ctrl-C or SIGTERM."""
     try:
         from ..dashboard import create_app
-        from ..dashboard.safety import Auth
-        from ..dashboard.server import is_loopback, serve
+        from ..dashboard.safety import Auth, Hosts
+        from ..dashboard.server import is_loopback, serve, served_hosts
     except ImportError as exc:
         fail(UNUSABLE, str(exc))
     try:
@@ -79,6 +89,16 @@ def dashboard_command(
             f"--host {host} is reachable from other machines: give --auth (or set {AUTH_ENV}), "
             "or --allow-unauthenticated to serve it without"
         )
+    hosts = served_hosts(host, trusted_hosts)
+    if hosts is None:
+        raise click.UsageError(
+            f"--host {host} listens on every address: name the host names browsers use to "
+            "reach it with --trusted-host NAME (or --trusted-host '*' to answer any)"
+        )
+    try:
+        Hosts.of(hosts)
+    except InvalidArgument as exc:
+        raise click.BadParameter(str(exc), param_hint="--trusted-host") from None
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s "
                                                        "%(message)s")  # fmt: skip
@@ -89,8 +109,9 @@ def dashboard_command(
     async def main() -> None:
         async with opened(target, read_only=read_only) as store:
             app = create_app(
-                store, allow_actions=allow_actions, auth=auth, refresh=refresh, where=target.where
-            )
+                store, allow_actions=allow_actions, auth=auth, refresh=refresh,
+                where=target.where, trusted_hosts=hosts,
+            )  # fmt: skip
             mode = "actions allowed" if allow_actions else "read-only"
             shown = f"[{host}]" if ":" in host else host
             click.echo(f"alkstore dashboard on http://{shown}:{port}/ ({mode}, "

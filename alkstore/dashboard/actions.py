@@ -247,7 +247,7 @@ def endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
         if not settings.allow_actions:
             return _refused(403, "this dashboard is read-only (start it with --allow-actions)",
                             request, what)  # fmt: skip
-        if not same_origin(request, settings.trusted_origins):
+        if not same_origin(request, settings.hosts, settings.trusted_origins):
             return _refused(403, "cross-origin request refused (Origin/Referer is not this "
                                  "dashboard)", request, what)  # fmt: skip
         async with request.form(max_files=0, max_fields=MAX_SELECTED + 20) as form:

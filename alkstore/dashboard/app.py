@@ -18,7 +18,15 @@ from ..api.store import Store
 from ..protocol.errors import InvalidArgument, UsageError
 from . import actions, live, pages, static
 from . import format as fmt
-from .safety import Auth, AuthMiddleware, Csrf, HeadersMiddleware
+from .safety import (
+    LOOPBACK_HOSTS,
+    Auth,
+    AuthMiddleware,
+    Csrf,
+    HeadersMiddleware,
+    HostMiddleware,
+    Hosts,
+)
 
 # How many (view, parameters) keys the live endpoint remembers the wake
 # channels of.
@@ -38,6 +46,7 @@ class Settings:
     debounce: float
     title: str
     where: str
+    hosts: Hosts
     trusted_origins: tuple[str, ...]
     templates: Jinja2Templates
     # The wake channels of the last build of each live key (view, params).
@@ -76,6 +85,7 @@ def create_app(
     refresh: float = 5.0,
     title: str = "alkstore",
     where: str | None = None,
+    trusted_hosts: Sequence[str] | None = None,
     trusted_origins: Sequence[str] = (),
     secret: bytes | None = None,
     debug: bool = False,
@@ -96,8 +106,14 @@ def create_app(
     ``"bearer:TOKEN"``, required of every request. ``refresh``: the longest
     time (seconds) a page's numbers go without refreshing when no wake
     comes. ``where``: how the header names the database.
-    ``trusted_origins``: origins besides the request's own host that may
-    POST (``"https://admin.example.com"``: a proxy that rewrites ``Host``).
+    ``trusted_hosts``: the host names requests may carry in ``Host``
+    (``"admin.example.com"``, ``"*.example.com"``, or ``"*"`` for any, when
+    something in front already checks it); by default only the loopback
+    names (``localhost``, ``127.0.0.1``, ``::1``). Any other ``Host`` is
+    refused (400) before a page or a token is served: a DNS-rebinding page
+    never gets one. ``trusted_origins``: origins besides the request's own
+    host that may POST (``"https://admin.example.com"``: a proxy that
+    rewrites ``Host``).
     ``secret``: the CSRF key (default: random per process; give the same one
     to every process behind one address)."""
     if isinstance(store, Store):
@@ -116,6 +132,9 @@ def create_app(
     if not isinstance(refresh, int | float) or not 0.5 <= refresh <= 300:
         raise InvalidArgument("refresh must be between 0.5 and 300 seconds")
     parsed = None if auth is None else Auth.parse(auth)
+    if isinstance(trusted_hosts, str):
+        raise InvalidArgument("trusted_hosts must be a sequence of host names, not a string")
+    hosts = Hosts.of(LOOPBACK_HOSTS if trusted_hosts is None else trusted_hosts)
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("alkstore.dashboard", "templates"),
         autoescape=True,
@@ -135,6 +154,7 @@ def create_app(
         debounce=min(1.0, float(refresh) / 2),
         title=title,
         where=where if where is not None else "",
+        hosts=hosts,
         trusted_origins=tuple(trusted_origins),
         templates=templates,
     )
@@ -143,6 +163,7 @@ def create_app(
         routes=routes(),
         middleware=[
             Middleware(HeadersMiddleware),
+            Middleware(HostMiddleware, hosts=hosts),
             Middleware(AuthMiddleware, auth=parsed),
         ],
         exception_handlers=pages.EXCEPTION_HANDLERS,

@@ -1,5 +1,10 @@
 """The dashboard's safety rules: who may look, and what may change.
 
+- Host names (:class:`Hosts`, :class:`HostMiddleware`): a request whose
+  ``Host`` is not a name this dashboard serves is refused (400) before any
+  page, cookie or token is served. A page on a domain that a DNS rebinding
+  points at 127.0.0.1 is same-origin to the browser with that name, not
+  with ``localhost``: refusing unknown names is what keeps it out.
 - Authentication (:class:`Auth`, :class:`AuthMiddleware`): none, HTTP basic
   (``user:password``) or a bearer token (``bearer:TOKEN``), checked on every
   request, static files included, in constant time.
@@ -7,8 +12,8 @@
   ``allow_actions=True``, and each must carry a CSRF token (:class:`Csrf`):
   an HMAC, under a per-process secret, of a random value the browser holds
   in a ``SameSite=Strict`` cookie (a signed double-submit cookie), and come
-  from a page of this dashboard (``Origin``, else ``Referer``, names this
-  host).
+  from a page of this dashboard (``Origin``, else ``Referer``, names an
+  allowed host and this request's own, or a trusted origin).
 - Every response says what a browser may do with it
   (:class:`HeadersMiddleware`): no framing, no sniffing, scripts and styles
   only from the dashboard's own static files.
@@ -41,6 +46,88 @@ CONTENT_SECURITY_POLICY: Final = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 )
+
+
+# The names a loopback-only dashboard answers to.
+LOOPBACK_HOSTS: Final = ("localhost", "127.0.0.1", "::1")
+
+
+def host_of(netloc: str) -> str:
+    """The host of a ``Host`` header or URL authority, lower case, without
+    its port, brackets or a trailing dot (``[::1]:8765`` -> ``::1``)."""
+    text = netloc.strip().lower()
+    if text.startswith("["):
+        end = text.find("]")
+        return text[1:end] if end > 0 else ""
+    if text.count(":") == 1:
+        text = text.partition(":")[0]
+    return text.rstrip(".")
+
+
+@dataclass(frozen=True, slots=True)
+class Hosts:
+    """The host names a dashboard answers to: exact names or addresses,
+    ``*.example.com`` for every subdomain of one, or ``*`` for any (when
+    something in front of the app already checks ``Host``)."""
+
+    names: frozenset[str]
+    suffixes: tuple[str, ...]
+    any: bool
+
+    @classmethod
+    def of(cls, patterns: Iterable[str]) -> Hosts:
+        """``InvalidArgument`` for a pattern that is not a name, an address,
+        ``*.domain`` or ``*``."""
+        names: set[str] = set()
+        suffixes: list[str] = []
+        any_host = False
+        for pattern in patterns:
+            if not isinstance(pattern, str) or not pattern.strip():
+                raise InvalidArgument(f"a trusted host must be a host name, got {pattern!r}")
+            text = pattern.strip().lower()
+            if text == "*":
+                any_host = True
+            elif text.startswith("*."):
+                suffixes.append(text[1:].rstrip("."))
+            elif "*" in text or "/" in text:
+                raise InvalidArgument(
+                    f"a trusted host is a name, '*.domain' or '*', got {pattern!r}"
+                )
+            else:
+                names.add(host_of(text))
+        return cls(frozenset(names), tuple(suffixes), any_host)
+
+    def allows(self, host: str) -> bool:
+        """Whether a bare host (see :func:`host_of`) is one of these."""
+        if self.any:
+            return True
+        if not host:
+            return False
+        return host in self.names or any(host.endswith(s) for s in self.suffixes)
+
+    def describe(self) -> str:
+        if self.any:
+            return "any host"
+        return ", ".join(sorted(self.names) + [f"*{s}" for s in self.suffixes])
+
+
+class HostMiddleware:
+    """Every HTTP request must name an allowed host in ``Host`` (400
+    otherwise), before anything else runs."""
+
+    def __init__(self, app: ASGIApp, hosts: Hosts) -> None:
+        self.app = app
+        self.hosts = hosts
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if not self.hosts.allows(host_of(_header(scope, b"host") or "")):
+            # The name is not echoed: it is the requester's, to nobody's use.
+            await _plain(send, 400, "unknown Host: this dashboard does not serve that name\n")
+            return
+        await self.app(scope, receive, send)
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,11 +264,12 @@ class Csrf:
         return hmac.compare_digest(self.token(cookie).encode(), submitted.encode())
 
 
-def same_origin(request: Request, trusted: Iterable[str] = ()) -> bool:
+def same_origin(request: Request, hosts: Hosts, trusted: Iterable[str] = ()) -> bool:
     """Whether a POST comes from a page of this dashboard: its ``Origin``
-    (else its ``Referer``) is this request's own scheme and host, or one of
-    ``trusted`` (``https://admin.example.com``). A request with neither is
-    refused: browsers send ``Origin`` with every POST."""
+    (else its ``Referer``) is one of ``trusted`` (``https://admin.example.com``:
+    a proxy that rewrites ``Host``), or names an allowed host and is this
+    request's own host and port. A request with neither is refused: browsers
+    send ``Origin`` with every POST."""
     source = request.headers.get("origin") or request.headers.get("referer")
     if not source or source == "null":
         return False
@@ -190,7 +278,11 @@ def same_origin(request: Request, trusted: Iterable[str] = ()) -> bool:
     if origin in {t.rstrip("/").lower() for t in trusted}:
         return True
     host = request.headers.get("host", "").lower()
-    return bool(host) and parts.netloc.lower() == host
+    return (
+        bool(host)
+        and parts.netloc.lower() == host
+        and hosts.allows(host_of(parts.netloc))
+    )
 
 
 def _header(scope: Scope, name: bytes) -> str | None:

@@ -10,6 +10,8 @@ from typing import Any
 
 import trio
 
+from .safety import LOOPBACK_HOSTS
+
 log = logging.getLogger("alkstore.dashboard")
 
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
@@ -25,6 +27,26 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(bare).is_loopback
     except ValueError:
         return False
+
+
+def is_wildcard(host: str) -> bool:
+    """Whether ``host`` listens on every address (``0.0.0.0``, ``::``)."""
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_unspecified
+    except ValueError:
+        return False
+
+
+def served_hosts(host: str, trusted: tuple[str, ...]) -> tuple[str, ...] | None:
+    """The ``Host`` names a dashboard bound to ``host`` answers: the bound
+    name or address, the loopback names when it listens on loopback, and
+    ``trusted``. None when nothing names it: a wildcard bind with no
+    ``trusted`` (its users reach it under names only they know)."""
+    if is_wildcard(host):
+        return (*LOOPBACK_HOSTS, *trusted) if trusted else None
+    if is_loopback(host):
+        return (*LOOPBACK_HOSTS, host, *trusted)
+    return (host, *trusted)
 
 
 def bind_address(host: str, port: int) -> str:

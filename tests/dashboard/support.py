@@ -24,7 +24,7 @@ import httpx
 from alkstore import Store
 
 ROOT = Path(__file__).resolve().parents[2]
-BASE = "http://dash.test"
+BASE = "http://localhost"
 # Starting a Python process that imports alkstore can take seconds on a
 # loaded machine.
 STARTUP = 30.0

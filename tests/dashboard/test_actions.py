@@ -12,7 +12,7 @@ import pytest
 from alkstore import ManualClock, Store
 from alkstore.dashboard import create_app
 
-from .support import client, fill, post, token
+from .support import BASE, client, fill, post, token
 
 
 async def test_pause_and_resume_a_queue(store: Store, caplog: pytest.LogCaptureFixture) -> None:
@@ -55,7 +55,7 @@ async def test_requeue_selected_dead_letters(store: Store) -> None:
             "/action/dead/requeue",
             data={"csrf_token": csrf, "name": "emails", "which": "selected",
                   "id": [str(made.dead[0]), str(made.dead[2])]},
-            headers={"origin": "http://dash.test"},
+            headers={"origin": BASE},
         )  # fmt: skip
         assert response.status_code == 303
         assert response.headers["location"] == "/queue/dead?name=emails"

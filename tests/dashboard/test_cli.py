@@ -115,3 +115,36 @@ def test_refuses_an_open_host_without_auth_and_other_bad_settings(tmp_path: Path
     missing = run("--db", db)
     assert missing.returncode == 2 and "no such database file" in missing.stderr
     assert not Path(db).exists()  # read-only: never created
+    wildcard = run("--db", db, "--host", "0.0.0.0", "--auth", "ops:pw")
+    assert wildcard.returncode == 2 and "--trusted-host" in wildcard.stderr
+    bad_host = run("--db", db, "--trusted-host", "a/b")
+    assert bad_host.returncode == 2 and "--trusted-host" in bad_host.stderr
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_foreign_host_header_is_refused_before_any_page(engine: str, tmp_path: Path) -> None:
+    """The DNS-rebinding sequence against the real command on loopback with
+    actions and no auth: the first GET under the rebinding name is a 400
+    without a cookie, its POST a 400, and the queue stays running; the names
+    it serves (127.0.0.1, localhost, a --trusted-host) answer."""
+    location, args = database(engine, tmp_path)
+    served = [*args, "--allow-actions", "--trusted-host", "dash.internal"]
+    with dashboard(served, tmp_path / "log") as server:
+        port = server.url.rsplit(":", 1)[1]
+        rebind = {"host": f"rebind.evil.example:{port}"}
+        with httpx.Client(base_url=server.url, timeout=10) as c:
+            page = c.get("/job/1", headers=rebind)
+            assert page.status_code == 400 and "set-cookie" not in page.headers
+            pause = c.post("/action/queue/pause", data={"name": "emails"},
+                           headers={**rebind, "origin": f"http://{rebind['host']}"})  # fmt: skip
+            assert pause.status_code == 400
+            for host in (f"127.0.0.1:{port}", f"localhost:{port}", f"dash.internal:{port}"):
+                assert c.get("/", headers={"host": host}).status_code == 200, host
+    paused: list[bool] = []
+
+    async def check() -> None:
+        async with BACKENDS[f"{engine}-trio"].open(location) as store:
+            paused.append(await store.queue("emails").is_paused())
+
+    trio.run(check)
+    assert paused == [False]

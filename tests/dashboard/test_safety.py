@@ -108,8 +108,8 @@ async def test_a_token_only_works_with_the_cookie_it_was_made_for(store: Store) 
 @pytest.mark.parametrize(
     "headers",
     [{}, {"origin": "http://evil.example"}, {"origin": "null"},
-     {"referer": "http://evil.example/queue"}, {"origin": "http://dash.test.evil.example"},
-     {"origin": "https://dash.test:8443"}],
+     {"referer": "http://evil.example/queue"}, {"origin": "http://localhost.evil.example"},
+     {"origin": "https://localhost:8443"}],
     ids=["none", "foreign-origin", "null-origin", "foreign-referer", "lookalike", "other-port"],
 )  # fmt: skip
 async def test_a_post_from_another_origin_is_refused(
@@ -229,3 +229,105 @@ async def test_names_and_parameters_are_data_never_sql_or_markup(store: Store) -
     # The tables are all there, and hold what they held.
     assert [j.id for j in await store.queue("emails").list_jobs(state="dead")] == made.dead
     assert {q.name for q in await store.list_queues()} >= {"emails", SQL, XSS}
+
+
+# -- Host names: a DNS-rebinding page never gets a page or a token ----------------------
+
+REBIND = "rebind.evil.example:8765"
+
+
+async def test_the_rebinding_sequence_is_refused_at_the_first_get(store: Store) -> None:
+    """A page on a domain that resolves to 127.0.0.1 sends its own name as
+    ``Host``: its first GET is refused before a page, a cookie or a token is
+    made, and its POST (with its own Origin, same-origin to the browser)
+    changes nothing."""
+    made = await fill(store)
+    async with client(create_app(store, allow_actions=True)) as c:
+        page = await c.get(f"/job/{made.dead[0]}", headers={"host": REBIND})
+        assert page.status_code == 400
+        assert "set-cookie" not in page.headers and "csrf" not in page.text
+        assert "rebind" not in page.text  # the name is not echoed back
+        csrf = await token(c)  # even with a token taken from a real page
+        pause = await c.post(
+            "/action/queue/pause", data={"name": "emails", "csrf_token": csrf},
+            headers={"host": REBIND, "origin": f"http://{REBIND}"},
+        )  # fmt: skip
+        assert pause.status_code == 400
+        for path in ("/", "/live?view=overview", "/api/overview", "/static/live.js"):
+            assert (await c.get(path, headers={"host": REBIND})).status_code == 400, path
+    assert not await store.queue("emails").is_paused()
+
+
+@pytest.mark.parametrize(
+    ("host", "status"),
+    [("localhost", 200), ("localhost:8765", 200), ("127.0.0.1:8765", 200), ("[::1]:8765", 200),
+     ("LOCALHOST.", 200), ("rebind.evil.example", 400), ("localhost.evil.example", 400),
+     ("127.0.0.1.nip.io", 400), ("evil.example:80@localhost", 400), ("", 400)],
+)  # fmt: skip
+async def test_by_default_only_the_loopback_names_are_served(
+    store: Store, host: str, status: int
+) -> None:
+    async with client(create_app(store)) as c:
+        assert (await c.get("/", headers={"host": host})).status_code == status
+
+
+async def test_trusted_hosts_name_what_is_served(store: Store) -> None:
+    app = create_app(store, trusted_hosts=["admin.example.com", "*.corp.example"])
+    async with client(app) as c:
+        for host, status in [("admin.example.com", 200), ("ops.corp.example:443", 200),
+                             ("corp.example", 400), ("localhost", 400),
+                             ("admin.example.com.evil.example", 400)]:  # fmt: skip
+            assert (await c.get("/", headers={"host": host})).status_code == status, host
+    async with client(create_app(store, trusted_hosts=["*"])) as c:
+        assert (await c.get("/", headers={"host": REBIND})).status_code == 200
+
+
+@pytest.mark.parametrize("bad", [["a/b"], ["ex*ample.com"], [""], "localhost", [7]])
+async def test_bad_trusted_hosts_are_refused(store: Store, bad: object) -> None:
+    with pytest.raises(InvalidArgument, match="trusted"):
+        create_app(store, trusted_hosts=bad)  # type: ignore[arg-type]
+
+
+async def test_a_post_must_come_from_an_allowed_host_s_page(store: Store) -> None:
+    """Origin is checked against the allowed hosts, not the request's Host
+    alone: with every Host answered (``*``), a POST still needs an Origin
+    that is its own Host; by default one from another served name is refused."""
+    await fill(store)
+    async with client(create_app(store, allow_actions=True)) as c:
+        csrf = await token(c)
+        other_name = await post(c, "/action/queue/pause", {"name": "emails"}, csrf=csrf,
+                                origin="http://127.0.0.1")  # fmt: skip
+        assert other_name.status_code == 403  # Host is localhost: another origin
+    assert not await store.queue("emails").is_paused()
+    async with client(create_app(store, allow_actions=True, trusted_hosts=["*"])) as c:
+        csrf = await token(c)
+        host = {"host": "dash.example"}
+        foreign = await c.post("/action/queue/pause", data={"name": "emails", "csrf_token": csrf},
+                               headers={**host, "origin": "http://evil.example"})  # fmt: skip
+        assert foreign.status_code == 403
+        own = await c.post("/action/queue/pause", data={"name": "emails", "csrf_token": csrf},
+                           headers={**host, "origin": "http://dash.example"})  # fmt: skip
+        assert own.status_code == 303
+    assert await store.queue("emails").is_paused()
+
+
+async def test_mounted_in_another_app_it_refuses_foreign_hosts_on_its_own_paths(
+    store: Store,
+) -> None:
+    from starlette.applications import Starlette
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Mount, Route
+
+    async def hello(request: object) -> PlainTextResponse:
+        return PlainTextResponse("hello")
+
+    made = await fill(store)
+    app = Starlette(routes=[
+        Route("/hello", hello),
+        Mount("/admin/alkstore", create_app(store, allow_actions=True)),
+    ])  # fmt: skip
+    async with client(app) as c:
+        assert (await c.get("/hello", headers={"host": REBIND})).text == "hello"  # not ours
+        refused = await c.get(f"/admin/alkstore/job/{made.dead[0]}", headers={"host": REBIND})
+        assert refused.status_code == 400 and "set-cookie" not in refused.headers
+        assert (await c.get("/admin/alkstore/", headers={"host": "localhost"})).status_code == 200
