@@ -17,6 +17,7 @@ from .api.wakes import WakeReceiver
 from .protocol.backoff import Backoff
 from .protocol.errors import (
     AlkstoreError,
+    ClaimRulesChanged,
     Closed,
     CodecError,
     CommitUnknown,
@@ -59,6 +60,7 @@ __all__ = [
     "RESERVED_PREFIX",
     "AlkstoreError",
     "Backoff",
+    "ClaimRulesChanged",
     "Clock",
     "Closed",
     "CodecError",

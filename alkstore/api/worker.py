@@ -38,7 +38,14 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..protocol.claim import ack_many, heartbeat_many, retry_decision
-from ..protocol.errors import AlkstoreError, Closed, CommitUnknown, InvalidArgument, brief
+from ..protocol.errors import (
+    AlkstoreError,
+    ClaimRulesChanged,
+    Closed,
+    CommitUnknown,
+    InvalidArgument,
+    brief,
+)
 from ..protocol.leases import Idle, Lapsed, Leases, Wait
 from ..protocol.names import cancel_channel, queue_channel
 from ..protocol.plan import Plan
@@ -222,6 +229,9 @@ class _Worker:
         self.drain = drain
         self.tally = _Tally()
         self.cancelled = 0
+        # Set when the store's claim rules turned out newer than this code's:
+        # the worker drains, then ``run`` raises it instead of reporting.
+        self.outdated: ClaimRulesChanged | None = None
 
     async def run(self, task_status: Any) -> WorkerReport:
         store, runtime, drain = self.store, self.runtime, self.drain
@@ -255,6 +265,8 @@ class _Worker:
             finally:
                 if self.tel is not None:
                     self.tel.stopped()
+        if self.outdated is not None:
+            raise self.outdated
         return self._report()
 
     def _report(self) -> WorkerReport:
@@ -340,6 +352,18 @@ class _Worker:
                         for j in taken:
                             self.held.pop(j.id, None)
                     policy.claim_failed(store._now_us())
+                    continue
+                except ClaimRulesChanged as exc:
+                    # A newer release opened the store: its claim rules are
+                    # not ours to apply. Claim nothing more; what runs finishes.
+                    if self.outdated is None:
+                        log.error("worker %s on %s: stops claiming: the store's claim "
+                                  "generation is %d, this alkstore's %d (a newer release "
+                                  "opened the store); %d running handler(s) finish first",
+                                  wid, queue.name, exc.found, exc.expected,
+                                  len(self.running))  # fmt: skip
+                        self.outdated = exc
+                    self._begin_drain(None)
                     continue
                 except AlkstoreError:
                     log.exception("worker %s: claim on %s failed", wid, queue.name)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from . import generation
 from .backoff import Backoff
 from .dialect import STATE_PENDING, Dialect
 from .plan import Plan, Row, Statement, fetch_all, fetch_count, fetch_one, fetch_row, reads
@@ -44,9 +45,10 @@ def claim_jobs(
     ``hint=False`` skips reading that instant (a caller that would drop it)."""
     until = held_until_us(now_us, visibility_us)
     n = check_limit(n, "n")
+    known = generation.CLAIM_GENERATION
     for statement in d.claim_prelude():
         yield statement
-    rows = yield from fetch_all(d.claim(queue, worker, n, now_us, until))
+    rows = yield from fetch_all(d.claim(queue, worker, n, now_us, until, known))
     opens: int | None = None
     if not rows:
         # Nothing: an empty (or paused) queue, or a limited one, which the
@@ -56,10 +58,15 @@ def claim_jobs(
         if row is not None:
             limits = queue_limits(row)
             rows, in_window = yield from _claim_limited(
-                d, queue, worker, n, now_us, until, limits
+                d, queue, worker, n, now_us, until, limits, known
             )
             if hint and len(rows) < n:
                 opens = yield from _rate_opens(d, queue, now_us, limits, in_window)
+    if not rows:
+        # Still nothing: maybe because a newer release's rules closed every
+        # claim (the statements above take nothing then). Say so, rather
+        # than let a worker idle on work it may no longer do.
+        generation.check(generation.stored((yield from fetch_one(d.claim_generation()))))
     jobs = [job_record(r) for r in rows]
     # RETURNING does not promise an order; restore the claim order.
     jobs.sort(key=lambda j: (-j.priority, j.run_at_us, j.id))
@@ -74,6 +81,7 @@ def _claim_limited(
     now_us: int,
     until_us: int,
     limits: QueueLimits,
+    known: int,
 ) -> Plan[tuple[list[Row], int | None]]:
     """Up to ``n`` jobs of a limited queue, one statement each, in claim
     order among the jobs whose key has room (concurrency) and whose key is
@@ -98,7 +106,9 @@ def _claim_limited(
     rows: list[Row] = []
     for _ in range(room):
         got = yield from fetch_all(
-            d.claim_limited(queue, worker, now_us, until_us, limits.concurrency_per_key, key_window)
+            d.claim_limited(
+                queue, worker, now_us, until_us, limits.concurrency_per_key, key_window, known
+            )
         )
         if not got:
             break

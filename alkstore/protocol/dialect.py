@@ -137,7 +137,13 @@ class Dialect(Protocol):
         whatever keeps the claim on its index walk however stale the
         planner's statistics."""
         ...
-    def claim(self, queue: str, worker: str, n: int, now_us: int, until_us: int) -> Statement: ...
+    def claim(
+        self, queue: str, worker: str, n: int, now_us: int, until_us: int, generation: int
+    ) -> Statement:
+        """Claim up to ``n`` jobs of an unlimited, running queue, in claim
+        order; none at all while the store's claim generation is newer than
+        ``generation`` (the claiming code's, ``protocol.generation``)."""
+        ...
     def claim_limit(self, queue: str) -> Statement:
         """Its row is the queue's limits (``LIMIT_COLUMNS``: concurrency
         limit, rate limit and period, per-key rate limit and period) when
@@ -154,12 +160,18 @@ class Dialect(Protocol):
         until_us: int,
         concurrency: int | None,
         key_rate: tuple[int, int] | None,
+        generation: int,
     ) -> Statement:
         """Claim the first claimable job (claim order) whose concurrency key
         has fewer than ``concurrency`` live claims (None: not checked) and,
         with ``key_rate`` = (limit, since_us), fewer than ``limit`` claims
         logged after ``since_us``, or none: zero or one row, shaped like
-        ``claim``'s."""
+        ``claim``'s; none while the store's claim generation is newer than
+        ``generation``."""
+        ...
+    def claim_generation(self) -> Statement:
+        """Its one row holds the store's claim generation (None: none
+        recorded); read when a claim came back empty, to say why."""
         ...
     def set_concurrency_keys(self, pairs: Sequence[tuple[int, str]]) -> Statement:
         """Give each (job id, concurrency key) job its key, in the

@@ -91,6 +91,26 @@ class SchemaMismatch(DatabaseError):
         super().__init__(message)
 
 
+class ClaimRulesChanged(SchemaMismatch):
+    """The store's claim rules are newer than this alkstore's: a newer
+    release opened it, and claims it made under rules this code does not
+    know (a limit, a dependency) would break them. Claims are refused, by
+    the claim statement itself; enqueues and everything else go on.
+    ``found`` is the store's claim generation, ``expected`` this code's. A
+    worker that meets it stops claiming, lets its running handlers finish,
+    and raises it (docs/upgrading.md)."""
+
+    def __init__(self, found: int, expected: int) -> None:
+        self.found = found
+        self.expected = expected
+        DatabaseError.__init__(
+            self,
+            f"the store's claim rules are generation {found}, newer than this alkstore's "
+            f"({expected}): a newer alkstore opened it, so this one may enqueue but not claim; "
+            "upgrade alkstore",
+        )
+
+
 class CommitUnknown(DatabaseError):
     """A COMMIT was sent but its outcome cannot be known: the connection was
     lost before the answer came, or no answer came within the engine's

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from ..engines.sqlite import SCHEMA_VERSION, control, migrate, schema_version
+from ..engines.sqlite import SCHEMA_VERSION, control, migrate, needs_migration, schema_version
 from ..protocol.backoff import ErrorBackoff, exact
 from ..protocol.errors import AlkstoreError, CommitUnknown, DatabaseError, TransactionConflict
 from ..protocol.plan import Fetch, Plan, Statement, noting_wakes, run_sync, shape
@@ -220,11 +220,12 @@ def guarded(fn: Any, *args: Any) -> Any:
 
 
 def ensure_schema(conn: sqlite3.Connection) -> int:
-    """Read the schema version; migrate (a write) only when it is behind, so
-    opening a current database never waits for the write lock."""
-    version, _ = run_plan(conn, schema_version(), write=False)
-    if version == SCHEMA_VERSION:
-        return version
+    """Read the schema version and claim generation; migrate (a write) only
+    when either is behind, so opening a current database never waits for
+    the write lock."""
+    behind, _ = run_plan(conn, needs_migration(), write=False)
+    if not behind:
+        return SCHEMA_VERSION
     value, _ = run_plan(conn, migrate(), write=True)
     return value
 

@@ -363,7 +363,7 @@ SAMPLE_CALLS: dict[str, tuple[Any, ...]] = {
     "unique_acked": ("q", "k", T0),
     "set_unique_processing": ("q", False),
     "claim_prelude": (),
-    "claim": ("q", "w", 3, T0, T0 + US),
+    "claim": ("q", "w", 3, T0, T0 + US, 1),
     "ack": (1, "w", 1, T0),
     "ack_history": (1, "w", 1, T0, T0 + US),
     "ack_batch": ("q", [1, 2], "w", T0),
@@ -387,7 +387,8 @@ SAMPLE_CALLS: dict[str, tuple[Any, ...]] = {
     "queue_counts": ("q", T0),
     "oldest_ready": ("q", T0),
     "claim_limit": ("q",),
-    "claim_limited": ("q", "w", T0, T0 + US, 2, (3, T0 - US)),
+    "claim_limited": ("q", "w", T0, T0 + US, 2, (3, T0 - US), 1),
+    "claim_generation": (),
     "set_concurrency_keys": ([(1, "a"), (2, "b")],),
     "set_limits": ("q", 2, (5, US), None),
     "queue_limits": ("q",),
@@ -485,7 +486,7 @@ def test_statements_match_sqlite_fetch_kinds_and_bind_every_parameter() -> None:
     variants += [ours.job_page("q", which, 0, 10, T0) for which in LIVE_FILTERS]
     variants += [getattr(ours, f)(None, 1) for f in ("get_job", "get_dead", "get_history")]
     variants += [
-        ours.claim_limited("q", "w", T0, T0 + US, concurrency, key_rate)
+        ours.claim_limited("q", "w", T0, T0 + US, concurrency, key_rate, 1)
         for concurrency in (None, 2)
         for key_rate in (None, (3, T0 - US))
     ]
@@ -508,7 +509,7 @@ def test_the_claim_walks_its_index_however_stale_the_statistics(
     at the LIMIT, with no sort and no bitmap scan."""
     for _ in range(20):
         pg.run(Q.enqueue_many(d, [new_job() for _ in range(1000)], ORIGIN, T0))
-    claim = d.claim("q", "w", 100, T0 + US, T0 + 2 * US)
+    claim = d.claim("q", "w", 100, T0 + US, T0 + 2 * US, 1)
     explain = Statement("EXPLAIN " + claim.sql, claim.params, Fetch.ALL)
     lines = pg.run(iter_statements(*d.claim_prelude(), explain))[-1]
     plan = "\n".join(line for (line,) in lines)
@@ -853,7 +854,7 @@ def test_claim_and_next_due_use_the_partial_indexes(pg: Pg, d: PostgresDialect) 
 
     pg.sql(control.BEGIN, fetch=Fetch.NONE)
     try:
-        assert "jobs_claim" in plan_of(d.claim("q7", "w", 5, T0 + 10**6, T0 + 2 * 10**6))
+        assert "jobs_claim" in plan_of(d.claim("q7", "w", 5, T0 + 10**6, T0 + 2 * 10**6, 1))
         assert "jobs_due" in plan_of(d.next_due("q7"))
         assert "jobs_due" in plan_of(d.oldest_ready("q7", T0 + 10**6))
         assert "jobs_expiry" in plan_of(d.sweep_candidates("q7", T0, 100)) or "jobs_exhausted" in (

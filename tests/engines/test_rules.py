@@ -207,7 +207,7 @@ def test_statements_carry_the_predicates_of_their_partial_indexes(engine: str) -
     assert idx["jobs_due"] == ("queue, visible_at", r.ATTEMPTS_LEFT)
     assert idx["jobs_expiry"] == ("expires_at", r.HAS_DEADLINE)
     assert idx["jobs_exhausted"] == ("visible_at", r.EXHAUSTED)
-    claim = flat(d.claim("q", "w", 1, 0, 1))
+    claim = flat(d.claim("q", "w", 1, 0, 1, 1))
     assert r.ATTEMPTS_LEFT in claim and f"ORDER BY {r.CLAIM_ORDER}" in claim
     assert r.ATTEMPTS_LEFT in flat(d.next_due("q"))
     for queue in (None, "q"):

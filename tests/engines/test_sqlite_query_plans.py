@@ -37,7 +37,7 @@ def fresh(tmp_path: Path) -> sqlite3.Connection:
 
 def test_claim_walks_the_claim_index_without_sorting(tmp_path: Path) -> None:
     conn = fresh(tmp_path)
-    text = plan_of(conn, D.claim("q", "w", 10, 1_000, 2_000))
+    text = plan_of(conn, D.claim("q", "w", 10, 1_000, 2_000, 1))
     assert "__alkstore_jobs_claim" in text
     assert "TEMP B-TREE" not in text.upper()
     assert "SCAN __alkstore_jobs\n" not in text + "\n"
@@ -148,7 +148,7 @@ def test_a_claim_from_a_queue_that_keeps_history_acks_into_history(tmp_path: Pat
     select their rows by primary key."""
     conn = fresh(tmp_path)
     sqlite_conn.execute(conn, D.set_retention("q", 5_000_000, None))
-    rows = sqlite_conn.execute(conn, D.claim("q", "w", 2, 1_000, 2_000))
+    rows = sqlite_conn.execute(conn, D.claim("q", "w", 2, 1_000, 2_000, 1))
     assert [r[-1] for r in rows] == [5_000_000, 5_000_000]
     first, delete = D.ack_history(1, "w", 1, 0, 5)
     assert "INTEGER PRIMARY KEY" in plan_of(conn, first)

@@ -400,10 +400,12 @@ class LockIgnoringExpiry(SqliteDialect):
 
 
 class ClaimIgnoringVisibility(SqliteDialect):
-    def claim(self, queue: str, worker: str, n: int, now_us: int, until_us: int) -> Statement:
+    def claim(
+        self, queue: str, worker: str, n: int, now_us: int, until_us: int, generation: int
+    ) -> Statement:
         # Claims processing jobs whose claim is still live.
         far = now_us + 10**15
-        return super().claim(queue, worker, n, far, until_us)
+        return super().claim(queue, worker, n, far, until_us, generation)
 
 
 class PgAckWithoutOwnership(PostgresDialect):
@@ -437,8 +439,10 @@ class PgLockIgnoringExpiry(PostgresDialect):
 
 
 class PgClaimIgnoringVisibility(PostgresDialect):
-    def claim(self, queue: str, worker: str, n: int, now_us: int, until_us: int) -> Statement:
-        return super().claim(queue, worker, n, now_us + 10**15, until_us)
+    def claim(
+        self, queue: str, worker: str, n: int, now_us: int, until_us: int, generation: int
+    ) -> Statement:
+        return super().claim(queue, worker, n, now_us + 10**15, until_us, generation)
 
 
 class PgClaimWithoutRowLock(PostgresDialect):
@@ -537,8 +541,11 @@ class LimitCountedOncePerStatement(SqliteDialect):
         until_us: int,
         concurrency: int | None,
         key_rate: tuple[int, int] | None,
+        generation: int,
     ) -> Statement:
-        real = super().claim_limited(queue, worker, now_us, until_us, concurrency, key_rate)
+        real = super().claim_limited(
+            queue, worker, now_us, until_us, concurrency, key_rate, generation
+        )
         sql = real.sql.replace("WHERE id = (", "WHERE id IN (").replace("LIMIT 1)", "LIMIT 2)")
         return Statement(sql, real.params, real.fetch)
 
@@ -577,13 +584,14 @@ class _HalfKeyWindow:
         until_us: int,
         concurrency: int | None,
         key_rate: tuple[int, int] | None,
+        generation: int,
     ) -> Statement:
         if key_rate is not None:
             limit, since = key_rate
             key_rate = (limit, now_us - (now_us - since) // 2)
         real: Any = super()
         return real.claim_limited(  # type: ignore[no-any-return]
-            queue, worker, now_us, until_us, concurrency, key_rate
+            queue, worker, now_us, until_us, concurrency, key_rate, generation
         )
 
 
@@ -618,8 +626,8 @@ def test_the_text_edits_of_the_broken_dialects_take() -> None:
     assert PgLimitWithoutLock("alkstore")._claim_limit != real._claim_limit
     assert PgLimitCountedOncePerStatement("alkstore")._claim_limited != real._claim_limited
     for key_rate in (None, (1, 0)):
-        lite = SqliteDialect().claim_limited("q", "w", 0, 1, 1, key_rate).sql
-        broken = LimitCountedOncePerStatement().claim_limited("q", "w", 0, 1, 1, key_rate).sql
+        lite = SqliteDialect().claim_limited("q", "w", 0, 1, 1, key_rate, 1).sql
+        broken = LimitCountedOncePerStatement().claim_limited("q", "w", 0, 1, 1, key_rate, 1).sql
         assert broken != lite
 
 

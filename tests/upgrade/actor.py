@@ -7,6 +7,9 @@ and the new code of a rolling deploy.
 
     python actor.py ENGINE LOCATION fill N        # N jobs (ids on stdout), scheduled, dead
     python actor.py ENGINE LOCATION run TAG OUT
+    python actor.py ENGINE LOCATION produce TAG OUT   # run's producer alone
+    python actor.py ENGINE LOCATION work TAG OUT      # run's worker alone
+    python actor.py ENGINE LOCATION claim         # claim_one from queue q, ack it
     python actor.py ENGINE LOCATION open          # open, print the schema version
 
 ``run`` enqueues a job every few milliseconds and works queue ``q`` with
@@ -15,7 +18,8 @@ then drains. It appends ``E id``
 for each job it enqueued and ``A id`` for each job its handler finished to
 OUT (flushed line by line, so the test reads progress while it runs). A
 failure exits 1 with the traceback on stderr; ``open`` on a store it cannot
-use exits 3 with the error's class and message on stderr.
+use, or ``claim`` refused, exits 3 with the error's class and message on
+stderr.
 """
 
 from __future__ import annotations
@@ -60,7 +64,32 @@ async def fill(store: Any, n: int) -> None:
         await job.fail(f"poison {i}")
 
 
-async def run(store: Any, tag: str, out: Path) -> None:
+async def produce(store: Any, tag: str, out: Path) -> None:
+    q = store.queue("q")
+    with out.open("a", buffering=1) as log, trio.CancelScope() as scope:
+
+        async def watch() -> None:
+            await trio.to_thread.run_sync(sys.stdin.read, abandon_on_cancel=True)
+            scope.cancel()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watch)
+            n = 0
+            while True:
+                job_id = await q.enqueue({"by": tag, "n": n})
+                log.write(f"E {job_id}\n")
+                n += 1
+                await trio.sleep(0.005)
+
+
+async def claim(store: Any) -> None:
+    job = await store.queue("q").claim_one("claimer")
+    if job is not None:
+        await job.ack()
+    print("claimed" if job is not None else "nothing", flush=True)
+
+
+async def run(store: Any, tag: str, out: Path, *, producing: bool = True) -> None:
     q = store.queue("q")
     drain = Drain()
     with out.open("a", buffering=1) as log:
@@ -71,14 +100,14 @@ async def run(store: Any, tag: str, out: Path) -> None:
 
         async def produce() -> None:
             n = 0
-            while not drain.started:
+            while producing and not drain.started:
                 job_id = await q.enqueue({"by": tag, "n": n})
                 log.write(f"E {job_id}\n")
                 n += 1
                 await trio.sleep(0.005)
 
         async def watch() -> None:
-            await trio.to_thread.run_sync(sys.stdin.read)
+            await trio.to_thread.run_sync(sys.stdin.read, abandon_on_cancel=True)
             drain.start(timeout=10)
 
         async with trio.open_nursery() as nursery:
@@ -95,12 +124,18 @@ async def main(argv: list[str]) -> int:
                 await fill(store, int(rest[0]))
             elif mode == "run":
                 await run(store, rest[0], Path(rest[1]))
+            elif mode == "work":
+                await run(store, rest[0], Path(rest[1]), producing=False)
+            elif mode == "produce":
+                await produce(store, rest[0], Path(rest[1]))
+            elif mode == "claim":
+                await claim(store)
             elif mode == "open":
                 print("opened", flush=True)
             else:
                 raise SystemExit(f"unknown mode {mode!r}")
     except alkstore.AlkstoreError as exc:
-        if mode != "open":
+        if mode not in ("open", "claim"):
             raise
         print(f"{type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
         return 3

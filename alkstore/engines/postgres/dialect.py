@@ -45,6 +45,7 @@ from ...protocol.dialect import (
     STATE_PROCESSING,
     column_list,
 )
+from ...protocol.generation import META_KEY as GENERATION_KEY
 from ...protocol.plan import Fetch, Statement
 from ...protocol.types import NewJob, NewSchedule
 from .names import channel_identifier, check_schema, listen_sql, unlisten_sql
@@ -56,6 +57,7 @@ from .rules import (
     SCHEDULE_RUNNING,
     TOKEN_FLOOR_KEY,
     UNIQUE_HELD,
+    claim_rules_known,
     claimable,
     dead_prune_at,
     fencing_token,
@@ -154,10 +156,11 @@ class PostgresDialect:
         """The limited claim's text, checking the key's concurrency room
         and/or its rate (a queue with only a queue-wide rate checks neither:
         the core counts that rate once and asks for no more than its room).
-        Inputs: $1 queue, $2 now, $3 worker, $4 until, then the
-        concurrency limit, then the rate window's start and limit."""
+        Inputs: $1 queue, $2 now, $3 worker, $4 until, $5 the claim
+        generation, then the concurrency limit, then the rate window's start
+        and limit."""
         jobs, queues = self.jobs, self.queues
-        rules, n = "", 5
+        rules, n = "", 6
         if concurrency:
             rules += f" AND {key_has_room(jobs, '$1', '$2', f'${n}', row='c')}"
             n += 1
@@ -166,7 +169,7 @@ class PostgresDialect:
         return f"""WITH picked AS (
             SELECT c.id FROM {jobs} AS c
             WHERE c.queue = $1 AND {claimable('$2')} AND {queue_running(queues, '$1')}
-                {rules}
+                AND {claim_rules_known(self.meta, '$5')}{rules}
             ORDER BY {CLAIM_ORDER}
             LIMIT 1
             FOR UPDATE SKIP LOCKED)
@@ -285,7 +288,8 @@ class PostgresDialect:
         # whose visible_at passed, with attempts left, is claimable again.
         self._claim = f"""WITH picked AS (
             SELECT id FROM {jobs}
-            WHERE queue = {queue_claims_unlimited(queues, '$1')} AND {claimable('$2')}
+            WHERE queue = {queue_claims_unlimited(queues, '$1')}
+                AND {claim_rules_known(self.meta, '$6')} AND {claimable('$2')}
             ORDER BY {CLAIM_ORDER}
             LIMIT $3
             FOR UPDATE SKIP LOCKED)
@@ -308,6 +312,7 @@ class PostgresDialect:
             for concurrency in (False, True)
             for key_rate in (False, True)
         }
+        self._claim_generation = f"SELECT value FROM {self.meta} WHERE key = '{GENERATION_KEY}'"
         self._set_concurrency_keys = (
             f"UPDATE {jobs} AS j SET concurrency_key = k.key "
             "FROM unnest($1::bigint[], $2::text[]) AS k(id, key) WHERE j.id = k.id"
@@ -819,8 +824,11 @@ class PostgresDialect:
     def claim_prelude(self) -> tuple[Statement, ...]:
         return self._claim_prelude
 
-    def claim(self, queue: str, worker: str, n: int, now_us: int, until_us: int) -> Statement:
-        return Statement(self._claim, (queue, now_us, n, worker, until_us), Fetch.ALL)
+    def claim(
+        self, queue: str, worker: str, n: int, now_us: int, until_us: int, generation: int
+    ) -> Statement:
+        params = (queue, now_us, n, worker, until_us, generation)
+        return Statement(self._claim, params, Fetch.ALL)
 
     def claim_limit(self, queue: str) -> Statement:
         return Statement(self._claim_limit, (queue,), Fetch.ONE)
@@ -833,14 +841,18 @@ class PostgresDialect:
         until_us: int,
         concurrency: int | None,
         key_rate: tuple[int, int] | None,
+        generation: int,
     ) -> Statement:
-        params: tuple[object, ...] = (queue, now_us, worker, until_us)
+        params: tuple[object, ...] = (queue, now_us, worker, until_us, generation)
         if concurrency is not None:
             params += (concurrency,)
         if key_rate is not None:
             params += (key_rate[1], key_rate[0])
         sql = self._claim_limited[concurrency is not None, key_rate is not None]
         return Statement(sql, params, Fetch.ALL)
+
+    def claim_generation(self) -> Statement:
+        return Statement(self._claim_generation, (), Fetch.ONE)
 
     def set_concurrency_keys(self, pairs: Sequence[tuple[int, str]]) -> Statement:
         return Statement(

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 
-from ...protocol import rows
+from ...protocol import generation, rows
 from ...protocol.plan import Fetch, Plan, Statement, fetch_one, reads
 from .names import check_schema, quote_ident
 from .rules import (
@@ -323,8 +323,10 @@ def migrate(schema: str = DEFAULT_SCHEMA) -> Plan[int]:
     the schema name, so processes opening the same database at once migrate
     one after the other (concurrent ``CREATE ... IF NOT EXISTS`` can
     otherwise fail on the catalog's unique indexes) and the later ones find
-    the work done. An up-to-date schema costs two reads and no DDL, so a role
-    without CREATE rights can open a store that an administrator migrated.
+    the work done. An up-to-date schema costs three reads (the version and
+    the claim generation, raised to this code's when it is older) and no
+    DDL, so a role without CREATE rights can open a store that an
+    administrator migrated.
     A schema newer than this code is refused with ``SchemaMismatch``.
     """
     schema = check_schema(schema)
@@ -333,6 +335,7 @@ def migrate(schema: str = DEFAULT_SCHEMA) -> Plan[int]:
     yield Statement(f"SELECT pg_advisory_xact_lock({migration_lock_key(schema)})")
     current = yield from _read_version(schema)
     if current == SCHEMA_VERSION:
+        yield from _raise_generation(meta)
         return SCHEMA_VERSION
     yield Statement(f"CREATE SCHEMA IF NOT EXISTS {s}")
     yield Statement(
@@ -348,7 +351,24 @@ def migrate(schema: str = DEFAULT_SCHEMA) -> Plan[int]:
             "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
             (str(version),),
         )
+    yield from _raise_generation(meta)
     return SCHEMA_VERSION
+
+
+def _raise_generation(meta: str) -> Plan[None]:
+    """Raise the store's claim generation to this code's when it is older
+    (never lower it: code of an older release opening the store later must
+    not reopen claims to itself); a read alone when it is current."""
+    row = yield from fetch_one(Statement(
+        f"SELECT value FROM {meta} WHERE key = '{generation.META_KEY}'", fetch=Fetch.ONE
+    ))  # fmt: skip
+    if generation.stored(row) >= generation.CLAIM_GENERATION:
+        return
+    yield Statement(
+        f"INSERT INTO {meta} (key, value) VALUES ('{generation.META_KEY}', $1::text) "
+        "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+        (str(generation.CLAIM_GENERATION),),
+    )
 
 
 def _read_version(schema: str) -> Plan[int]:

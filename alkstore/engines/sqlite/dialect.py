@@ -32,6 +32,7 @@ from ...protocol.dialect import (
     STATE_PROCESSING,
     column_list,
 )
+from ...protocol.generation import META_KEY as GENERATION_KEY
 from ...protocol.plan import Fetch, Statement
 from ...protocol.types import NewJob, NewSchedule
 from .rules import (
@@ -42,6 +43,7 @@ from .rules import (
     SCHEDULE_RUNNING,
     TOKEN_FLOOR_KEY,
     UNIQUE_HELD,
+    claim_rules_known,
     claimable,
     dead_prune_at,
     fencing_token,
@@ -162,7 +164,8 @@ _CLAIM = f"""UPDATE __alkstore_jobs
         claimed_by = ?, run_at = visible_at, visible_at = ?
     WHERE id IN (
         SELECT id FROM __alkstore_jobs INDEXED BY __alkstore_jobs_claim
-        WHERE queue = {queue_claims_unlimited('__alkstore_queues', '?')} AND {claimable('?')}
+        WHERE queue = {queue_claims_unlimited('__alkstore_queues', '?')}
+            AND {claim_rules_known('__alkstore_meta', '?')} AND {claimable('?')}
         ORDER BY {CLAIM_ORDER}
         LIMIT ?)
     RETURNING {_JOB_COLS}, {history_retention('__alkstore_queues', '?')}"""
@@ -189,7 +192,7 @@ def _claim_limited(concurrency: bool, key_rate: bool) -> str:
     WHERE id = (
         SELECT c.id FROM __alkstore_jobs AS c INDEXED BY __alkstore_jobs_claim
         WHERE c.queue = ? AND {claimable('?')} AND {queue_running('__alkstore_queues', '?')}
-            {rules}
+            AND {claim_rules_known('__alkstore_meta', '?')}{rules}
         ORDER BY {CLAIM_ORDER}
         LIMIT 1)
     RETURNING {_JOB_COLS}, {history_retention('__alkstore_queues', '?')}"""
@@ -200,6 +203,7 @@ _CLAIM_LIMITED = {
     for concurrency in (False, True)
     for key_rate in (False, True)
 }
+_CLAIM_GENERATION = f"SELECT value FROM __alkstore_meta WHERE key = '{GENERATION_KEY}'"
 _SET_CONCURRENCY_KEYS = (
     "UPDATE __alkstore_jobs SET concurrency_key = k.value ->> 1 "
     "FROM json_each(?) AS k WHERE __alkstore_jobs.id = k.value ->> 0"
@@ -725,8 +729,10 @@ class SqliteDialect:
     def claim_prelude(self) -> tuple[Statement, ...]:
         return _CLAIM_PRELUDE
 
-    def claim(self, queue: str, worker: str, n: int, now_us: int, until_us: int) -> Statement:
-        params = (worker, until_us, queue, queue, now_us, now_us, n, queue)
+    def claim(
+        self, queue: str, worker: str, n: int, now_us: int, until_us: int, generation: int
+    ) -> Statement:
+        params = (worker, until_us, queue, queue, generation, now_us, now_us, n, queue)
         return Statement(_CLAIM, params, Fetch.ALL)
 
     def claim_limit(self, queue: str) -> Statement:
@@ -740,8 +746,9 @@ class SqliteDialect:
         until_us: int,
         concurrency: int | None,
         key_rate: tuple[int, int] | None,
+        generation: int,
     ) -> Statement:
-        params: list[object] = [worker, until_us, queue, now_us, now_us, queue]
+        params: list[object] = [worker, until_us, queue, now_us, now_us, queue, generation]
         if concurrency is not None:
             params += (queue, now_us, concurrency)
         if key_rate is not None:
@@ -749,6 +756,9 @@ class SqliteDialect:
         params.append(queue)
         sql = _CLAIM_LIMITED[concurrency is not None, key_rate is not None]
         return Statement(sql, tuple(params), Fetch.ALL)
+
+    def claim_generation(self) -> Statement:
+        return Statement(_CLAIM_GENERATION, (), Fetch.ONE)
 
     def set_concurrency_keys(self, pairs: Sequence[tuple[int, str]]) -> Statement:
         return Statement(_SET_CONCURRENCY_KEYS, (orjson.dumps(list(pairs)).decode(),))

@@ -28,6 +28,7 @@ migration's old text first.
 from __future__ import annotations
 
 from ...protocol.dialect import STATE_PENDING, STATE_PROCESSING
+from ...protocol.generation import META_KEY as _GENERATION_KEY
 
 
 def _of(row: str) -> str:
@@ -97,6 +98,19 @@ def queue_running(queues: str, queue: str) -> str:
     Binds: queue. Model: none (pausing is a contract extension the contract
     tests check on every backend)."""
     return f"NOT EXISTS (SELECT 1 FROM {queues} WHERE name = {queue} AND paused)"
+
+
+# -- claim generations --------------------------------------------------------
+def claim_rules_known(meta: str, generation: str) -> str:
+    """The claiming code knows the store's claim rules: the store records no
+    claim generation newer than ``generation`` (``protocol.generation``).
+    Uncorrelated, so it is evaluated once per statement, before any row;
+    a claim by code a newer release left behind takes nothing. Binds: generation.
+    Model: none (checked by tests/upgrade with two generations on one store)."""
+    return (
+        f"NOT EXISTS (SELECT 1 FROM {meta} WHERE key = '{_GENERATION_KEY}' "
+        f"AND CAST(value AS INTEGER) > {generation})"
+    )
 
 
 # -- unique jobs --------------------------------------------------------------

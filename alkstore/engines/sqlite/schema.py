@@ -7,7 +7,7 @@ the claim index only ever covers work that can still run.
 
 from __future__ import annotations
 
-from ...protocol import rows
+from ...protocol import generation, rows
 from ...protocol.plan import Fetch, Plan, Statement, fetch_one, fetch_row, reads
 from .rules import (
     ATTEMPTS_LEFT,
@@ -283,12 +283,35 @@ def schema_version(where: str = "the SQLite database") -> Plan[int]:
     return rows.schema_version(row, SCHEMA_VERSION, where)
 
 
+_READ_GENERATION = f"SELECT value FROM __alkstore_meta WHERE key = '{generation.META_KEY}'"
+# Raises the store's claim generation, never lowers it: code of an older
+# release opening the store later must not reopen claims to itself.
+_RAISE_GENERATION = (
+    f"INSERT INTO __alkstore_meta (key, value) VALUES ('{generation.META_KEY}', ?) "
+    "ON CONFLICT (key) DO UPDATE SET value = excluded.value "
+    "WHERE CAST(__alkstore_meta.value AS INTEGER) < CAST(excluded.value AS INTEGER)"
+)
+
+
+@reads
+def needs_migration(where: str = "the SQLite database") -> Plan[bool]:
+    """Whether opening for writing must migrate: the schema is behind this
+    code's, or the store's claim generation is (``protocol.generation``).
+    A read, so opening a current database takes no write lock."""
+    version = yield from schema_version(where)
+    if version != SCHEMA_VERSION:
+        return True
+    row = yield from fetch_one(Statement(_READ_GENERATION, fetch=Fetch.ONE))
+    return generation.stored(row) < generation.CLAIM_GENERATION
+
+
 def migrate() -> Plan[int]:
-    """Bring the schema to ``SCHEMA_VERSION``; run inside a write transaction.
+    """Bring the schema to ``SCHEMA_VERSION`` and the store's claim
+    generation up to this code's; run inside a write transaction.
 
     Idempotent and safe when several processes open the file at once: the
     write transaction serialises them and the second finds the work done.
-    Openers read ``schema_version()`` first and migrate only when it is behind.
+    Openers ask ``needs_migration()`` first and migrate only when it says so.
     """
     yield Statement(
         "CREATE TABLE IF NOT EXISTS __alkstore_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
@@ -305,4 +328,5 @@ def migrate() -> Plan[int]:
             "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
             (str(version),),
         )
+    yield Statement(_RAISE_GENERATION, (str(generation.CLAIM_GENERATION),))
     return SCHEMA_VERSION
