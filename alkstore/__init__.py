@@ -14,8 +14,9 @@ from .api.store import Store
 from .api.stream import EventReceiver, Stream
 from .api.tx import Transaction
 from .api.wakes import WakeReceiver
-from .protocol.backoff import Backoff
-from .protocol.errors import (
+from .protocol.plans.housekeeping import PruneReport
+from .protocol.values.backoff import Backoff
+from .protocol.values.errors import (
     AlkstoreError,
     ClaimRulesChanged,
     Closed,
@@ -32,9 +33,8 @@ from .protocol.errors import (
     TransactionConflict,
     UsageError,
 )
-from .protocol.housekeeping import PruneReport
-from .protocol.names import LISTENER_RECONNECTED, RESERVED_PREFIX
-from .protocol.types import (
+from .protocol.values.names import LISTENER_RECONNECTED, RESERVED_PREFIX
+from .protocol.values.types import (
     ConsumerInfo,
     Enqueued,
     EnqueueOptions,

@@ -51,8 +51,8 @@ from .api.locks import Lock
 from .api.queue import Job
 from .api.store import Store
 from .io_trio import open_sqlite
-from .protocol.backoff import Backoff
-from .protocol.types import StreamEvent
+from .protocol.values.backoff import Backoff
+from .protocol.values.types import StreamEvent
 
 QUEUE = "demo.orders"
 STREAM = "demo.orders"

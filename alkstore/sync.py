@@ -18,8 +18,8 @@ from __future__ import annotations
 import os
 from contextlib import AbstractContextManager
 
-from .api.blocking import Outbox, Queue, Store, Stream, Transaction
-from .runner.open_blocking import open_postgres_blocking, open_sqlite_blocking
+from .api.sync import Outbox, Queue, Store, Stream, Transaction
+from .open.sync import open_postgres_blocking, open_sqlite_blocking
 from .runner.options import PostgresOptions as PostgresOptions
 from .runner.options import SqliteOptions as SqliteOptions
 from .runner.runtime import Clock

@@ -54,7 +54,7 @@ import trio
 from alkstore.io_asyncio.runtime import AsyncioRuntime
 from alkstore.io_trio.runtime import TrioRuntime
 from alkstore.protocol.plan import Fetch, Statement
-from alkstore.runner.pg_conn import PgConnection
+from alkstore.runner.postgres.conn import PgConnection
 from alkstore.runner.runtime import Runtime
 
 DEFAULT_DSN = os.environ.get("ALKSTORE_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")

@@ -22,8 +22,8 @@ import atheris
 import fuzzvalues as fv
 
 with atheris.instrument_imports():
-    from alkstore.protocol import codec
-    from alkstore.protocol.errors import CodecError
+    from alkstore.protocol.values import codec
+    from alkstore.protocol.values.errors import CodecError
 
 # orjson refuses to nest deeper than this when encoding.
 MAX_DEPTH = 254

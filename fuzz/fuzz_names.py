@@ -20,8 +20,8 @@ import fuzzvalues as fv
 
 with atheris.instrument_imports():
     from alkstore.engines.postgres import names as pg
-    from alkstore.protocol import names
-    from alkstore.protocol.errors import InvalidArgument, InvalidName, ReservedName
+    from alkstore.protocol.values import names
+    from alkstore.protocol.values.errors import InvalidArgument, InvalidName, ReservedName
 
 _IDENT = re.compile(r"alk_[0-9a-f]{56}")
 _SCHEMA = re.compile(r"[a-z_][a-z0-9_]*")

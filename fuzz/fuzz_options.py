@@ -20,10 +20,10 @@ import atheris
 import fuzzvalues as fv
 
 with atheris.instrument_imports():
-    from alkstore.protocol.backoff import Backoff
-    from alkstore.protocol.errors import CodecError, InvalidArgument
-    from alkstore.protocol.timeconv import to_datetime
-    from alkstore.protocol.types import NewJob, QueueOptions, resolve_enqueue
+    from alkstore.protocol.values.backoff import Backoff
+    from alkstore.protocol.values.errors import CodecError, InvalidArgument
+    from alkstore.protocol.values.timeconv import to_datetime
+    from alkstore.protocol.values.types import NewJob, QueueOptions, resolve_enqueue
 
 INT64 = (-(2**63), 2**63)
 INT32 = (-(2**31), 2**31)

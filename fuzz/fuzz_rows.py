@@ -22,9 +22,10 @@ import atheris
 import fuzzvalues as fv
 
 with atheris.instrument_imports():
-    from alkstore.protocol import claim, rows
-    from alkstore.protocol.errors import CodecError
-    from alkstore.protocol.types import (
+    from alkstore.protocol import rows
+    from alkstore.protocol.plans import claim
+    from alkstore.protocol.values.errors import CodecError
+    from alkstore.protocol.values.types import (
         JobInfo,
         JobRecord,
         LockInfo,

@@ -19,8 +19,8 @@ import atheris
 import fuzzvalues as fv
 
 with atheris.instrument_imports():
-    from alkstore.protocol import schedule
-    from alkstore.protocol.errors import InvalidArgument
+    from alkstore.protocol.plans import schedule
+    from alkstore.protocol.values.errors import InvalidArgument
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 T_MAX = (datetime(2200, 1, 1, tzinfo=UTC) - EPOCH) // timedelta(microseconds=1)

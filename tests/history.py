@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from alkstore.protocol import codec
 from alkstore.protocol.plan import Fetch, Plan, Statement, fetch_all, reads
+from alkstore.protocol.values import codec
 
 
 @reads

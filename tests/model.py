@@ -27,10 +27,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from alkstore.protocol import codec
-from alkstore.protocol.backoff import Backoff
-from alkstore.protocol.timeconv import MAX_INSTANT_US, maybe_datetime, to_datetime
-from alkstore.protocol.types import DeadReason, JobInfo, JobRecord, NewJob, QueueStats, StreamEvent
+from alkstore.protocol.values import codec
+from alkstore.protocol.values.backoff import Backoff
+from alkstore.protocol.values.timeconv import MAX_INSTANT_US, maybe_datetime, to_datetime
+from alkstore.protocol.values.types import (
+    DeadReason,
+    JobInfo,
+    JobRecord,
+    NewJob,
+    QueueStats,
+    StreamEvent,
+)
 
 LiveState = Literal["pending", "processing"]
 ModelState = Literal["pending", "processing", "dead"]

@@ -45,25 +45,26 @@ WHITE_BOX: dict[str, set[str]] = {
     "test_commands.py": {"alkstore.cli"},
     # the reference model: an oracle over the core's value types and rules
     "model.py": {
-        "alkstore.protocol.backoff", "alkstore.protocol.codec", "alkstore.protocol.timeconv",
-        "alkstore.protocol.types",
+        "alkstore.protocol.values.backoff", "alkstore.protocol.values.codec",
+        "alkstore.protocol.values.timeconv", "alkstore.protocol.values.types",
     },
     # an upgrade test builds its old database from the released migration
     "test_store.py": {"alkstore.engines.sqlite", "alkstore.engines.postgres"},
     # plays the next release: this code with its claim generation one higher
-    "newer.py": {"alkstore.protocol.generation"},
+    "newer.py": {"alkstore.protocol.values.generation"},
     # the runtime seam itself, on both drivers
     "test_shield.py": {"alkstore.io_trio.runtime", "alkstore.io_asyncio.runtime"},
     "test_runtime_delivery.py": {"alkstore.io_trio.runtime", "alkstore.io_asyncio.runtime"},
     # docs/internals.md cites internal rules, plans and tests: they must exist
     "test_internals.py": {
         "alkstore.engines.postgres.rules", "alkstore.engines.sqlite.rules",
-        "alkstore.protocol.claim", "alkstore.protocol.schedule", "alkstore.testing.invariants",
-        "alkstore.protocol.housekeeping", "alkstore.protocol.locks", "alkstore.protocol.queues",
-        "alkstore.protocol.streams",
+        "alkstore.protocol.plans.claim", "alkstore.protocol.plans.schedule",
+        "alkstore.testing.invariants", "alkstore.protocol.plans.housekeeping",
+        "alkstore.protocol.plans.locks", "alkstore.protocol.plans.queues",
+        "alkstore.protocol.plans.streams",
     },
     # a read plan of the history table, which no API returns rows of
-    "history.py": {"alkstore.protocol.codec", "alkstore.protocol.plan"},
+    "history.py": {"alkstore.protocol.values.codec", "alkstore.protocol.plan"},
     # wrap the worker's batch ack to log or record what it acked
     "test_work.py": {"alkstore.api.worker"},
     "test_cross_process.py": {"alkstore.api.worker"},
@@ -73,20 +74,20 @@ WHITE_BOX: dict[str, set[str]] = {
     "test_cancel_running.py": {"alkstore.api.worker"},
     # the watcher's own connection and its busy timeout
     "test_watcher.py": {
-        "alkstore.runner.sqlite_conn", "alkstore.runner.sqlite_watcher",
-        "alkstore.runner.open_sqlite",
+        "alkstore.runner.sqlite.conn", "alkstore.runner.sqlite.watcher",
+        "alkstore.runner.sqlite.opening",
     },
     # libpq pipelining and LISTEN on one raw connection
-    "test_pipeline.py": {"alkstore.protocol.plan", "alkstore.runner.pg_conn"},
-    "test_listen_race.py": {"alkstore.runner.pg_conn"},
+    "test_pipeline.py": {"alkstore.protocol.plan", "alkstore.runner.postgres.conn"},
+    "test_listen_race.py": {"alkstore.runner.postgres.conn"},
     # the channel identifier mapping
     "test_names.py": {"alkstore.engines.postgres.names"},
     # a probe on a stream's internal wake channel
-    "test_reconnect.py": {"alkstore.protocol.names"},
+    "test_reconnect.py": {"alkstore.protocol.values.names"},
     # a fixed claim-ahead, so a drain finds jobs waiting for a slot
-    "test_drain.py": {"alkstore.protocol.worker"},
+    "test_drain.py": {"alkstore.protocol.machines.worker"},
     # the grace periods the shielded settles and releases add
-    "test_settle_bound.py": {"alkstore.protocol.locks", "alkstore.protocol.worker"},
+    "test_settle_bound.py": {"alkstore.protocol.plans.locks", "alkstore.protocol.machines.worker"},
     # what `alkstore worker --metrics-port` serves, served and scraped
     "test_prometheus.py": {"alkstore.cli.metrics"},
 }  # fmt: skip
@@ -284,7 +285,7 @@ DOC_WHITE_BOX = {
         "alkstore.engines.sqlite",
         "alkstore.protocol.dialect",
         "alkstore.protocol.plan",
-        "alkstore.protocol.types",
+        "alkstore.protocol.values.types",
     },
 }
 
@@ -326,4 +327,4 @@ def test_lock_errors_belong_to_the_taxonomy() -> None:
         if inspect.isclass(getattr(alkstore, n)) and issubclass(getattr(alkstore, n), Exception)
     ]
     assert all(issubclass(e, alkstore.AlkstoreError) for e in errors)
-    assert all(e.__module__ == "alkstore.protocol.errors" for e in errors)
+    assert all(e.__module__ == "alkstore.protocol.values.errors" for e in errors)

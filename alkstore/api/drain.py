@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from ..protocol.timeconv import Duration, duration_us
+from ..protocol.values.timeconv import Duration, duration_us
 
 
 class _Drainable(Protocol):

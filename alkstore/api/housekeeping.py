@@ -12,10 +12,10 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..protocol import housekeeping as hk
-from ..protocol import locks, streams
-from ..protocol.errors import AlkstoreError
 from ..protocol.plan import Plan
+from ..protocol.plans import housekeeping as hk
+from ..protocol.plans import locks, streams
+from ..protocol.values.errors import AlkstoreError
 
 if TYPE_CHECKING:
     from .store import Store

@@ -9,12 +9,12 @@ from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from ..protocol import locks
-from ..protocol.errors import AlkstoreError, Closed, LockLost, LockTimeout
-from ..protocol.leases import Idle, Lapsed, Leases, Wait
-from ..protocol.names import check_identifier, check_name
-from ..protocol.timeconv import US_PER_S, Duration, check_seconds, duration_us, to_datetime
-from ..protocol.types import LockRecord
+from ..protocol.machines.leases import Idle, Lapsed, Leases, Wait
+from ..protocol.plans import locks
+from ..protocol.values.errors import AlkstoreError, Closed, LockLost, LockTimeout
+from ..protocol.values.names import check_identifier, check_name
+from ..protocol.values.timeconv import US_PER_S, Duration, check_seconds, duration_us, to_datetime
+from ..protocol.values.types import LockRecord
 from ..runner.runtime import CancelScope
 from ..runner.timeouts import check_timeout
 

@@ -20,16 +20,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol, TypeVar, cast
 
-from ..protocol import codec, inspection, queues, streams
-from ..protocol import wakes as wake_plans
 from ..protocol.dialect import Dialect
-from ..protocol.errors import InvalidArgument, PayloadTooLarge, UsageError, brief
-from ..protocol.ints import check_int
-from ..protocol.names import check_identifier, check_key, check_name, outbox_queue_name
 from ..protocol.plan import Plan
-from ..protocol.queues import check_limit
-from ..protocol.timeconv import Duration, duration_us, instant_us
-from ..protocol.types import (
+from ..protocol.plans import inspection, queues, streams
+from ..protocol.plans import wakes as wake_plans
+from ..protocol.plans.queues import check_limit
+from ..protocol.values import codec
+from ..protocol.values.errors import InvalidArgument, PayloadTooLarge, UsageError, brief
+from ..protocol.values.ints import check_int
+from ..protocol.values.names import check_identifier, check_key, check_name, outbox_queue_name
+from ..protocol.values.timeconv import Duration, duration_us, instant_us
+from ..protocol.values.types import (
     OUTBOX_OPTIONS,
     Enqueued,
     JobInfo,

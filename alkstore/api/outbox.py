@@ -7,12 +7,13 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Unpack
 
-from ..protocol import codec, queues
-from ..protocol import outbox as plans
-from ..protocol.errors import AlkstoreError
-from ..protocol.names import check_identifier, outbox_queue_name
-from ..protocol.types import EnqueueOptions, JobInfo, QueueOptions, QueueStats, WorkerReport
-from ..protocol.worker import settle_bound
+from ..protocol.machines.worker import settle_bound
+from ..protocol.plans import outbox as plans
+from ..protocol.plans import queues
+from ..protocol.values import codec
+from ..protocol.values.errors import AlkstoreError
+from ..protocol.values.names import check_identifier, outbox_queue_name
+from ..protocol.values.types import EnqueueOptions, JobInfo, QueueOptions, QueueStats, WorkerReport
 from . import ops
 from .queue import Job, Queue
 from .worker import check_handler, default_worker_id, log_refused_acks, retry_failed

@@ -8,12 +8,13 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 
-from ..protocol import claim, codec, queues
-from ..protocol.errors import InvalidArgument, brief
-from ..protocol.ints import check_bool
-from ..protocol.names import check_identifier
-from ..protocol.timeconv import Duration, duration_us, to_datetime
-from ..protocol.types import (
+from ..protocol.plans import claim, queues
+from ..protocol.values import codec
+from ..protocol.values.errors import InvalidArgument, brief
+from ..protocol.values.ints import check_bool
+from ..protocol.values.names import check_identifier
+from ..protocol.values.timeconv import Duration, duration_us, to_datetime
+from ..protocol.values.types import (
     Enqueued,
     EnqueueOptions,
     JobInfo,

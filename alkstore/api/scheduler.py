@@ -5,10 +5,10 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from ..protocol import schedule as plans
-from ..protocol.errors import AlkstoreError
-from ..protocol.names import check_name
-from ..protocol.types import QueueOptions
+from ..protocol.plans import schedule as plans
+from ..protocol.values.errors import AlkstoreError
+from ..protocol.values.names import check_name
+from ..protocol.values.types import QueueOptions
 
 if TYPE_CHECKING:
     from .store import Store

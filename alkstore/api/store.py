@@ -9,16 +9,17 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..protocol import codec, inspection, locks
-from ..protocol import schedule as schedule_plans
-from ..protocol.backoff import Backoff
-from ..protocol.errors import CommitUnknown, UsageError
-from ..protocol.housekeeping import PruneReport
-from ..protocol.lifecycle import Lifecycle
-from ..protocol.names import check_identifier, check_name
+from ..protocol.machines.lifecycle import Lifecycle
 from ..protocol.plan import Plan, is_read_only
-from ..protocol.timeconv import US_PER_S, Duration, duration_us
-from ..protocol.types import (
+from ..protocol.plans import inspection, locks
+from ..protocol.plans import schedule as schedule_plans
+from ..protocol.plans.housekeeping import PruneReport
+from ..protocol.values import codec
+from ..protocol.values.backoff import Backoff
+from ..protocol.values.errors import CommitUnknown, UsageError
+from ..protocol.values.names import check_identifier, check_name
+from ..protocol.values.timeconv import US_PER_S, Duration, duration_us
+from ..protocol.values.types import (
     OUTBOX_OPTIONS,
     JobInfo,
     LockInfo,

@@ -6,14 +6,15 @@ import logging
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from ..protocol import codec, streams
-from ..protocol.backoff import Pause
-from ..protocol.errors import Closed, DatabaseError
-from ..protocol.ints import check_int
-from ..protocol.names import check_identifier, stream_channel
 from ..protocol.plan import Plan
-from ..protocol.timeconv import Duration, duration_us
-from ..protocol.types import StreamEvent, StreamInfo
+from ..protocol.plans import streams
+from ..protocol.values import codec
+from ..protocol.values.backoff import Pause
+from ..protocol.values.errors import Closed, DatabaseError
+from ..protocol.values.ints import check_int
+from ..protocol.values.names import check_identifier, stream_channel
+from ..protocol.values.timeconv import Duration, duration_us
+from ..protocol.values.types import StreamEvent, StreamInfo
 from ..runner.timeouts import check_timeout
 from . import ops
 from .wakes import WakeReceiver

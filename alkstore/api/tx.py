@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Unpack
 
-from ..protocol import codec
-from ..protocol.errors import UsageError
-from ..protocol.lifecycle import Lifecycle
-from ..protocol.names import check_name
+from ..protocol.machines.lifecycle import Lifecycle
 from ..protocol.plan import Plan
-from ..protocol.timeconv import Duration
-from ..protocol.types import Enqueued, EnqueueOptions, QueueOptions
+from ..protocol.values import codec
+from ..protocol.values.errors import UsageError
+from ..protocol.values.names import check_name
+from ..protocol.values.timeconv import Duration
+from ..protocol.values.types import Enqueued, EnqueueOptions, QueueOptions
 from ..runner.executor import TxSession
 from . import ops
 

@@ -8,7 +8,7 @@ back at once, running handlers given until a deadline to finish.
 
 Every decision (when to claim, how many, how long to sleep, when to sweep,
 when to heartbeat, when a claim is lost) is taken by the pure state machines
-in ``alkstore/protocol/worker.py`` and ``alkstore/protocol/leases.py``; this
+in ``alkstore/protocol/machines/worker.py`` and ``alkstore/protocol/machines/leases.py``; this
 module only performs them, through the ``Runtime`` seam, so it serves every
 driver.
 
@@ -37,22 +37,8 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..protocol.claim import ack_many, heartbeat_many, retry_decision
-from ..protocol.errors import (
-    AlkstoreError,
-    ClaimRulesChanged,
-    Closed,
-    CommitUnknown,
-    InvalidArgument,
-    brief,
-)
-from ..protocol.leases import Idle, Lapsed, Leases, Wait
-from ..protocol.names import cancel_channel, queue_channel
-from ..protocol.plan import Plan
-from ..protocol.queues import cancelled_among
-from ..protocol.timeconv import US_PER_S, Duration
-from ..protocol.types import JobRecord, WorkerReport
-from ..protocol.worker import (
+from ..protocol.machines.leases import Idle, Lapsed, Leases, Wait
+from ..protocol.machines.worker import (
     Claim,
     ClaimResult,
     HandBack,
@@ -65,6 +51,20 @@ from ..protocol.worker import (
     release_all,
     settle_bound,
 )
+from ..protocol.plan import Plan
+from ..protocol.plans.claim import ack_many, heartbeat_many, retry_decision
+from ..protocol.plans.queues import cancelled_among
+from ..protocol.values.errors import (
+    AlkstoreError,
+    ClaimRulesChanged,
+    Closed,
+    CommitUnknown,
+    InvalidArgument,
+    brief,
+)
+from ..protocol.values.names import cancel_channel, queue_channel
+from ..protocol.values.timeconv import US_PER_S, Duration
+from ..protocol.values.types import JobRecord, WorkerReport
 from ..runner.runtime import Runtime, Signal
 from .ops import INLINE_MAX
 from .queue import Job, error_text

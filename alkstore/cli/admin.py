@@ -7,7 +7,7 @@ import os
 import click
 
 from ..api.store import Store
-from ..protocol.errors import SchemaMismatch
+from ..protocol.values.errors import SchemaMismatch
 from . import render, shapes
 from .target import NOT_FOUND, UNUSABLE, Target, fail, guarded, opened, run, target_options
 

@@ -8,7 +8,7 @@ import os
 import click
 import trio
 
-from ..protocol.errors import InvalidArgument
+from ..protocol.values.errors import InvalidArgument
 from .target import UNUSABLE, Target, database_options, fail, guarded, opened
 
 AUTH_ENV = "ALKSTORE_DASHBOARD_AUTH"

@@ -10,9 +10,9 @@ from typing import Any
 import click
 
 from ..api.store import Store
-from ..protocol.errors import InvalidArgument
-from ..protocol.schedule import parse_duration
-from ..protocol.types import JobInfo
+from ..protocol.plans.schedule import parse_duration
+from ..protocol.values.errors import InvalidArgument
+from ..protocol.values.types import JobInfo
 from . import render, shapes
 from .queues import find_queue
 from .target import UNUSABLE, Target, fail, run, target_options

@@ -24,13 +24,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..api.worker import Handler, check_handler
-from ..protocol.backoff import Backoff
-from ..protocol.errors import AlkstoreError, brief
-from ..protocol.ints import check_int
-from ..protocol.names import check_name
-from ..protocol.timeconv import Duration
-from ..protocol.types import QueueOptions
-from ..protocol.worker import MAX_CONCURRENCY
+from ..protocol.machines.worker import MAX_CONCURRENCY
+from ..protocol.values.backoff import Backoff
+from ..protocol.values.errors import AlkstoreError, brief
+from ..protocol.values.ints import check_int
+from ..protocol.values.names import check_name
+from ..protocol.values.timeconv import Duration
+from ..protocol.values.types import QueueOptions
 
 # The settings a queue's dict may hold besides its handler.
 SETTINGS = ("concurrency", "visibility_timeout", "max_attempts", "backoff")

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from ..api.store import Store
-from ..protocol.errors import InvalidArgument, UsageError, brief
-from ..protocol.ints import check_int
+from ..protocol.values.errors import InvalidArgument, UsageError, brief
+from ..protocol.values.ints import check_int
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider

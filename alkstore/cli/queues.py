@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import click
 
 from ..api.store import Store
-from ..protocol.types import JobInfo, QueueSummary
+from ..protocol.values.types import JobInfo, QueueSummary
 from . import render, shapes
 from .target import Target, not_found, run, target_options
 

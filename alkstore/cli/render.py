@@ -16,7 +16,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from ..protocol.timeconv import human_duration
+from ..protocol.values.timeconv import human_duration
 
 
 def console() -> Console:

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import click
 
-from ..protocol.types import ScheduleInfo
+from ..protocol.values.types import ScheduleInfo
 from . import render, shapes
 from .target import Target, run, target_options
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from ..protocol.types import (
+from ..protocol.values.types import (
     ConsumerInfo,
     JobInfo,
     LockInfo,
@@ -24,7 +24,7 @@ from ..protocol.types import (
 )
 
 if TYPE_CHECKING:
-    from ..protocol.housekeeping import PruneReport
+    from ..protocol.plans.housekeeping import PruneReport
 
 Doc = dict[str, Any]
 

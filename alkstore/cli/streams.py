@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..api.store import Store
-from ..protocol.types import StreamInfo
+from ..protocol.values.types import StreamInfo
 from . import render, shapes
 from .target import Target, not_found, run, target_options
 

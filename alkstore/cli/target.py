@@ -22,7 +22,7 @@ import click
 import trio
 
 from ..api.store import Store
-from ..protocol.errors import (
+from ..protocol.values.errors import (
     AlkstoreError,
     DatabaseError,
     InvalidArgument,

@@ -12,7 +12,7 @@ from rich.console import Group
 from rich.live import Live
 
 from ..api.store import Store
-from ..protocol.types import LockInfo, QueueSummary, ScheduleInfo, StreamInfo
+from ..protocol.values.types import LockInfo, QueueSummary, ScheduleInfo, StreamInfo
 from . import render, shapes
 from .target import OK, Target, run, target_options
 

@@ -26,9 +26,9 @@ import orjson
 
 from ..api.drain import Drain
 from ..api.store import Store
-from ..protocol.errors import AlkstoreError, UsageError
-from ..protocol.types import WorkerReport
-from ..protocol.worker import MAX_CONCURRENCY, check_worker_id
+from ..protocol.machines.worker import MAX_CONCURRENCY, check_worker_id
+from ..protocol.values.errors import AlkstoreError, UsageError
+from ..protocol.values.types import WorkerReport
 from ..runner.runtime import Runtime
 from .handlers import BadHandlers, QueueSpec, load
 from .target import Target, target_options

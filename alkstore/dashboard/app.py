@@ -15,7 +15,7 @@ from starlette.routing import BaseRoute, Route
 from starlette.templating import Jinja2Templates
 
 from ..api.store import Store
-from ..protocol.errors import InvalidArgument, UsageError
+from ..protocol.values.errors import InvalidArgument, UsageError
 from . import actions, live, pages, static
 from . import format as fmt
 from .safety import (

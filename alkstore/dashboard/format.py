@@ -10,9 +10,9 @@ from urllib.parse import urlencode
 
 import orjson
 
-from ..protocol.names import outbox_of
-from ..protocol.timeconv import human_duration
-from ..protocol.types import Throughput
+from ..protocol.values.names import outbox_of
+from ..protocol.values.timeconv import human_duration
+from ..protocol.values.types import Throughput
 
 # Spans as ``3d 4h``, ``12m 5s``, ``0.4s``: one formatter for the CLI and the dashboard.
 duration = human_duration

@@ -22,7 +22,7 @@ from starlette.responses import JSONResponse, Response
 
 from ..api.store import Store
 from ..api.wakes import WakeReceiver
-from ..protocol.errors import AlkstoreError, Closed
+from ..protocol.values.errors import AlkstoreError, Closed
 from .pages import base_of, common
 from .safety import CSRF_COOKIE
 from .views import VIEWS, BadRequest, page_path

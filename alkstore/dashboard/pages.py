@@ -14,7 +14,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ..protocol.errors import AlkstoreError, DatabaseError, InvalidArgument, InvalidName
+from ..protocol.values.errors import AlkstoreError, DatabaseError, InvalidArgument, InvalidName
 from . import format as fmt
 from .safety import CSRF_COOKIE, CSRF_FIELD, USER_KEY
 from .views import VIEWS, BadRequest, Built, View, now

@@ -34,7 +34,7 @@ from urllib.parse import urlsplit
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..protocol.errors import InvalidArgument
+from ..protocol.values.errors import InvalidArgument
 
 CSRF_COOKIE: Final = "alkstore_csrf"
 CSRF_FIELD: Final = "csrf_token"

@@ -16,9 +16,9 @@ from typing import Any, Final
 
 from ..api.queue import Queue
 from ..api.store import Store
-from ..protocol.errors import InvalidArgument, InvalidName, ReservedName
-from ..protocol.inspection import JOB_STATES
-from ..protocol.names import (
+from ..protocol.plans.inspection import JOB_STATES
+from ..protocol.values.errors import InvalidArgument, InvalidName, ReservedName
+from ..protocol.values.names import (
     MAX_NAME_LENGTH,
     cancel_channel,
     check_identifier,
@@ -26,8 +26,8 @@ from ..protocol.names import (
     queue_channel,
     stream_channel,
 )
-from ..protocol.timeconv import to_datetime
-from ..protocol.types import JobInfo, QueueSummary, StreamEvent
+from ..protocol.values.timeconv import to_datetime
+from ..protocol.values.types import JobInfo, QueueSummary, StreamEvent
 from . import format as fmt
 
 PAGE_SIZES: Final = (25, 50, 100, 200, 500)

@@ -9,8 +9,8 @@ and it is internal. The public names are ``__all__`` (see docs/api.md).
 
 from __future__ import annotations
 
+from ..open.openers import Openers
 from ..runner import options as _options
-from ..runner.openers import Openers
 from ..runner.options import ListenerOptions as ListenerOptions
 from ..runner.options import PostgresOptions as PostgresOptions
 from ..runner.options import SqliteOptions as SqliteOptions

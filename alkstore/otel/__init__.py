@@ -34,9 +34,9 @@ except ImportError as exc:  # pragma: no cover - what a user without the extra s
 from .. import __version__
 from ..api.queue import Job
 from ..api.store import Store
-from ..protocol.errors import Closed, InvalidArgument, UsageError, brief
-from ..protocol.names import check_identifier, check_name
-from ..protocol.timeconv import check_seconds
+from ..protocol.values.errors import Closed, InvalidArgument, UsageError, brief
+from ..protocol.values.names import check_identifier, check_name
+from ..protocol.values.timeconv import check_seconds
 from .hooks import StoreHooks, producer_context
 from .instruments import instruments_for
 

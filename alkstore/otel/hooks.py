@@ -31,14 +31,14 @@ from opentelemetry.trace import (
 )
 from opentelemetry.util.types import AttributeValue
 
-from ..protocol import queues as queue_plans
-from ..protocol import streams as stream_plans
-from ..protocol.claim import retry_decision
-from ..protocol.errors import AlkstoreError, Closed
-from ..protocol.headers import decode_headers, encode_headers
-from ..protocol.timeconv import US_PER_S
-from ..protocol.types import JobRecord, NewJob, QueueStats, StreamEvent
-from ..protocol.worker import ClaimResult
+from ..protocol.machines.worker import ClaimResult
+from ..protocol.plans import queues as queue_plans
+from ..protocol.plans import streams as stream_plans
+from ..protocol.plans.claim import retry_decision
+from ..protocol.values.errors import AlkstoreError, Closed
+from ..protocol.values.headers import decode_headers, encode_headers
+from ..protocol.values.timeconv import US_PER_S
+from ..protocol.values.types import JobRecord, NewJob, QueueStats, StreamEvent
 from . import names as n
 from .instruments import Instruments
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from .plan import Statement
-from .types import NewJob, NewSchedule
+from .values.types import NewJob, NewSchedule
 
 # Column order of a live job row, as every engine returns it.
 JOB_COLUMNS = (

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ParamSpec, TypeVar, cast
 
-from .errors import DatabaseError
+from .values.errors import DatabaseError
 
 T = TypeVar("T")
 P = ParamSpec("P")

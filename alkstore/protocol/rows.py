@@ -11,7 +11,6 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from . import codec
 from .dialect import (
     CLAIM_COLUMNS,
     CONSUMER_COLUMNS,
@@ -27,10 +26,11 @@ from .dialect import (
     STATE_PROCESSING,
     STREAM_SUMMARY_COLUMNS,
 )
-from .errors import CodecError, DatabaseError, InvalidArgument, SchemaMismatch, brief
 from .plan import Row
-from .timeconv import to_datetime
-from .types import (
+from .values import codec
+from .values.errors import CodecError, DatabaseError, InvalidArgument, SchemaMismatch, brief
+from .values.timeconv import to_datetime
+from .values.types import (
     ConsumerInfo,
     DeadReason,
     JobInfo,
@@ -46,7 +46,7 @@ from .types import (
 )
 
 if TYPE_CHECKING:
-    from .schedule import CatchUp, ScheduleOptions
+    from .plans.schedule import CatchUp, ScheduleOptions
 
 _DEAD_REASONS = frozenset({"failed", "max_attempts", "expired", "claim_expired"})
 _OUTCOMES = frozenset({"acked", "cancelled"})

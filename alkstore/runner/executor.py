@@ -7,9 +7,9 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Protocol, TypeVar
 
 from ..protocol.dialect import Dialect
-from ..protocol.errors import CommitUnknown
-from ..protocol.lifecycle import Lifecycle
+from ..protocol.machines.lifecycle import Lifecycle
 from ..protocol.plan import Plan
+from ..protocol.values.errors import CommitUnknown
 from .runtime import Runtime
 
 T = TypeVar("T")

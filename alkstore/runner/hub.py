@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable
 
-from ..protocol.wakes import WakeRouter
+from ..protocol.plans.wakes import WakeRouter
 from .runtime import Runtime, Signal
 
 

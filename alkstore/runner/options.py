@@ -3,9 +3,9 @@ program can build them before it picks a driver."""
 
 from __future__ import annotations
 
-from ..protocol.watcher import WatcherOptions
-from .open_postgres import PostgresOptions
-from .open_sqlite import SqliteOptions
-from .pg_listener import ListenerOptions
+from ..protocol.machines.watcher import WatcherOptions
+from .postgres.listener import ListenerOptions
+from .postgres.opening import PostgresOptions
+from .sqlite.opening import SqliteOptions
 
 __all__ = ["ListenerOptions", "PostgresOptions", "SqliteOptions", "WatcherOptions"]

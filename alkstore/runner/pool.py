@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Generic, TypeVar
 
-from ..protocol.errors import Closed, InvalidArgument
+from ..protocol.values.errors import Closed, InvalidArgument
 from .runtime import Runtime, Signal
 
 C = TypeVar("C")

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from ..protocol.timeconv import check_seconds
+from ..protocol.values.timeconv import check_seconds
 
 
 def check_timeout(seconds: float | timedelta) -> float:

@@ -15,11 +15,12 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..protocol import claim, codec, inspection, locks, queues, schedule, streams
-from ..protocol import wakes as wake_plans
 from ..protocol.dialect import Dialect
 from ..protocol.plan import Plan
-from ..protocol.types import JobRecord, LockRecord, QueueOptions, resolve_enqueue
+from ..protocol.plans import claim, inspection, locks, queues, schedule, streams
+from ..protocol.plans import wakes as wake_plans
+from ..protocol.values import codec
+from ..protocol.values.types import JobRecord, LockRecord, QueueOptions, resolve_enqueue
 from .choices import Chooser
 from .sim_backend import SimConn
 

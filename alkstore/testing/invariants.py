@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from ..protocol.types import JobRecord, LockRecord, QueueLimits, Rate
+from ..protocol.values.types import JobRecord, LockRecord, QueueLimits, Rate
 
 
 class SimulationFailure(AssertionError):

@@ -39,11 +39,11 @@ from psycopg import pq
 from ..engines.postgres import PostgresDialect, migrate
 from ..engines.postgres import control as sql
 from ..engines.postgres.schema import qualified
-from ..protocol import codec
 from ..protocol.dialect import Dialect
-from ..protocol.errors import DatabaseError
 from ..protocol.plan import Fetch, Statement, run_sync
-from ..runner.pg_wire import Wire, check
+from ..protocol.values import codec
+from ..protocol.values.errors import DatabaseError
+from ..runner.postgres.wire import Wire, check
 from .sim_backend import SimConn, Snapshot
 
 # A statement that neither finishes nor waits on a lock for this long is

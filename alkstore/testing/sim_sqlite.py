@@ -22,11 +22,11 @@ from typing import Any
 
 from ..engines.sqlite import SqliteDialect, migrate
 from ..engines.sqlite import control as sql
-from ..protocol import codec
 from ..protocol.dialect import Dialect
-from ..protocol.errors import DatabaseError
 from ..protocol.plan import Fetch, Statement, run_sync
-from ..runner import sqlite_conn
+from ..protocol.values import codec
+from ..protocol.values.errors import DatabaseError
+from ..runner.sqlite import conn as sqlite_conn
 from .sim_backend import SimConn, Snapshot
 
 _RUN_IDS = itertools.count()

@@ -28,11 +28,12 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from ..protocol import claim, codec, queues, schedule
-from ..protocol.errors import AlkstoreError, DatabaseError
-from ..protocol.names import check_name
 from ..protocol.plan import Statement
-from ..protocol.types import QueueLimits, QueueOptions, Rate
+from ..protocol.plans import claim, queues, schedule
+from ..protocol.values import codec
+from ..protocol.values.errors import AlkstoreError, DatabaseError
+from ..protocol.values.names import check_name
+from ..protocol.values.types import QueueLimits, QueueOptions, Rate
 from .actors import US, WAIT, Actor, Op, Program, Programs
 from .choices import Chooser
 from .invariants import Ledger, SimulationFailure, _Violation

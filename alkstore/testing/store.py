@@ -26,15 +26,15 @@ import sniffio
 
 from ..api.store import Store
 from ..engines.sqlite import SqliteDialect
-from ..protocol.errors import UsageError
-from ..protocol.housekeeping import NOTIFICATION_RETENTION_S
-from ..protocol.lifecycle import Lifecycle
+from ..protocol.machines.lifecycle import Lifecycle
 from ..protocol.plan import Plan, is_read_only
-from ..protocol.timeconv import US_PER_S, instant_us
-from ..runner import sqlite_conn
+from ..protocol.plans.housekeeping import NOTIFICATION_RETENTION_S
+from ..protocol.values.errors import UsageError
+from ..protocol.values.timeconv import US_PER_S, instant_us
 from ..runner.executor import Session, transaction_block
 from ..runner.hub import WakeHub
 from ..runner.runtime import Runtime
+from ..runner.sqlite import conn as sqlite_conn
 
 T = TypeVar("T")
 DEFAULT_START = datetime.fromisoformat("2030-01-01T00:00:00+00:00")

@@ -15,7 +15,7 @@ import asyncio
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from ..protocol.errors import UsageError
+from ..protocol.values.errors import UsageError
 
 T = TypeVar("T")
 

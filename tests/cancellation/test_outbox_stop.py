@@ -1,5 +1,5 @@
 """An outbox run stopped part way settles each message it claimed by what
-happened to it (alkstore/protocol/outbox.py): delivered ones acked, failed
+happened to it (alkstore/protocol/plans/outbox.py): delivered ones acked, failed
 ones retried, the rest handed back at once with their attempt refunded.
 
 test_operations.py cancels ``run_once`` at random moments; here each moment

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from alkstore import Drain, Job, ManualClock, Queue, Store, WorkerReport
-from alkstore.protocol.worker import WorkerPolicy
+from alkstore.protocol.machines.worker import WorkerPolicy
 
 from . import aio
 from .helpers import SOON, wait_until

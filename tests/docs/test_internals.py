@@ -16,7 +16,7 @@ from pathlib import Path
 
 from alkstore.engines.postgres import rules as pg_rules
 from alkstore.engines.sqlite import rules as lite_rules
-from alkstore.protocol import claim, housekeeping, locks, queues, schedule, streams
+from alkstore.protocol.plans import claim, housekeeping, locks, queues, schedule, streams
 from alkstore.testing import invariants
 from tests import model
 
@@ -112,5 +112,5 @@ def test_the_plan_shown_is_the_cores_own() -> None:
             node.body = node.body[1:]
         return ast.dump(node)
 
-    core = (ROOT / "alkstore" / "protocol" / "claim.py").read_text()
+    core = (ROOT / "alkstore" / "protocol" / "plans" / "claim.py").read_text()
     assert release_of(block.code) == release_of(core)

@@ -8,7 +8,7 @@ statement's plan on each engine is in ``test_sqlite_query_plans.py`` and
 from __future__ import annotations
 
 from alkstore import Store
-from alkstore.protocol.queues import cancelled_among
+from alkstore.protocol.plans.queues import cancelled_among
 
 
 async def test_the_cancel_check_tells_a_cancelled_job_from_every_other_place(

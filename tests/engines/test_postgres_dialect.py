@@ -36,20 +36,20 @@ from alkstore.engines.postgres import (
     quote_ident,
 )
 from alkstore.engines.sqlite import SqliteDialect
-from alkstore.protocol import claim as C
-from alkstore.protocol import codec
-from alkstore.protocol import housekeeping as HK
-from alkstore.protocol import locks as L
-from alkstore.protocol import queues as Q
-from alkstore.protocol import schedule as SCH
-from alkstore.protocol import streams as S
-from alkstore.protocol.backoff import Backoff
 from alkstore.protocol.dialect import LIVE_FILTERS, Dialect
-from alkstore.protocol.errors import DatabaseError, InvalidArgument, InvalidName
 from alkstore.protocol.plan import Fetch, Plan, Statement, run_sync
-from alkstore.protocol.types import JobRecord, NewJob, NewSchedule
-from alkstore.runner import sqlite_conn
-from alkstore.runner.pg_wire import Wire
+from alkstore.protocol.plans import claim as C
+from alkstore.protocol.plans import housekeeping as HK
+from alkstore.protocol.plans import locks as L
+from alkstore.protocol.plans import queues as Q
+from alkstore.protocol.plans import schedule as SCH
+from alkstore.protocol.plans import streams as S
+from alkstore.protocol.values import codec
+from alkstore.protocol.values.backoff import Backoff
+from alkstore.protocol.values.errors import DatabaseError, InvalidArgument, InvalidName
+from alkstore.protocol.values.types import JobRecord, NewJob, NewSchedule
+from alkstore.runner.postgres.wire import Wire
+from alkstore.runner.sqlite import conn as sqlite_conn
 from tests.history import history_rows
 
 T = TypeVar("T")

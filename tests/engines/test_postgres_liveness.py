@@ -9,7 +9,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from alkstore import InvalidArgument
 from alkstore.engines.postgres.control import liveness_params
-from alkstore.runner.open_postgres import with_liveness
+from alkstore.runner.postgres.opening import with_liveness
 
 
 def test_the_keepalives_add_up_to_the_bound() -> None:

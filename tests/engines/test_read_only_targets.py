@@ -14,8 +14,8 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict
 
 from alkstore.engines.sqlite import control
-from alkstore.runner.open_postgres import read_only_sessions
-from alkstore.runner.sqlite_file import file_path, read_only_uri
+from alkstore.runner.postgres.opening import read_only_sessions
+from alkstore.runner.sqlite.file import file_path, read_only_uri
 
 
 @pytest.mark.parametrize(

@@ -36,10 +36,10 @@ from alkstore.engines.postgres import PostgresDialect
 from alkstore.engines.postgres import rules as pg_rules
 from alkstore.engines.sqlite import SqliteDialect
 from alkstore.engines.sqlite import rules as lite_rules
-from alkstore.protocol.claim import SweepCandidate, sweep_decision
 from alkstore.protocol.dialect import STATE_PENDING, STATE_PROCESSING, Dialect
 from alkstore.protocol.plan import Fetch, Statement
-from alkstore.runner.pg_wire import Wire
+from alkstore.protocol.plans.claim import SweepCandidate, sweep_decision
+from alkstore.runner.postgres.wire import Wire
 from tests.model import (
     DeadJob,
     LiveJob,

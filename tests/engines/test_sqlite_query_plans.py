@@ -13,8 +13,8 @@ from pathlib import Path
 from alkstore.engines.sqlite import SqliteDialect, migrate
 from alkstore.protocol.dialect import LIVE_FILTERS
 from alkstore.protocol.plan import Statement, run_sync
-from alkstore.protocol.types import NewJob
-from alkstore.runner import sqlite_conn
+from alkstore.protocol.values.types import NewJob
+from alkstore.runner.sqlite import conn as sqlite_conn
 
 D = SqliteDialect()
 

@@ -18,11 +18,13 @@ import pytest
 
 from alkstore.engines.postgres import names as pg
 from alkstore.engines.sqlite import SqliteDialect
-from alkstore.protocol import claim, codec, names, rows, schedule, types
-from alkstore.protocol.backoff import Backoff
-from alkstore.protocol.errors import CodecError, InvalidArgument, InvalidName
-from alkstore.protocol.timeconv import MAX_DURATION_US, MAX_INSTANT_US, duration_us
-from alkstore.protocol.types import QueueOptions, check_max_attempts, resolve_enqueue
+from alkstore.protocol import rows
+from alkstore.protocol.plans import claim, schedule
+from alkstore.protocol.values import codec, names, types
+from alkstore.protocol.values.backoff import Backoff
+from alkstore.protocol.values.errors import CodecError, InvalidArgument, InvalidName
+from alkstore.protocol.values.timeconv import MAX_DURATION_US, MAX_INSTANT_US, duration_us
+from alkstore.protocol.values.types import QueueOptions, check_max_attempts, resolve_enqueue
 
 HUGE_INT = 10**4400  # past the interpreter's int-to-str limit of 4300 digits
 NOW = 1_700_000_000_000_000
@@ -400,8 +402,8 @@ def test_huge_int_schedule_is_invalid_argument() -> None:
     ],
 )
 def test_corrupt_stored_schedule_options_are_codec_errors(text: str) -> None:
-    from alkstore.protocol.errors import CodecError
-    from alkstore.protocol.schedule import ScheduleOptions
+    from alkstore.protocol.plans.schedule import ScheduleOptions
+    from alkstore.protocol.values.errors import CodecError
 
     with pytest.raises(CodecError):
         ScheduleOptions.decode(text)
@@ -418,7 +420,7 @@ def test_corrupt_stored_schedule_options_are_codec_errors(text: str) -> None:
 def test_seconds_setting_past_a_float_is_invalid_argument(value: int) -> None:
     # check_seconds (recv_timeout, hold_lock's poll and timeout, subscribe's
     # backstop, run_scheduler's max_sleep) raised OverflowError from float().
-    from alkstore.protocol.timeconv import check_seconds
+    from alkstore.protocol.values.timeconv import check_seconds
 
     with pytest.raises(InvalidArgument):
         check_seconds(value, "timeout", allow_zero=True)
@@ -454,7 +456,7 @@ FAR = MAX_INSTANT_US - NOW + 1  # ends one microsecond past the year 9999
 def test_explicit_durations_ending_past_9999_are_invalid_argument() -> None:
     # Were stored: the job's or lock's instant then raised OverflowError on
     # the handle and CodecError on every later get_job/dead_letters.
-    from alkstore.protocol import locks
+    from alkstore.protocol.plans import locks
 
     d = SqliteDialect()
     lock = types.LockRecord("L", "me", 1, NOW + 1)

@@ -16,7 +16,7 @@ import trio
 import trio.testing
 
 from alkstore import LISTENER_RECONNECTED, Wake
-from alkstore.runner.pg_conn import PgConnection
+from alkstore.runner.postgres.conn import PgConnection
 
 from .pg import SOON, open_pg, terminate_backend
 from .test_reconnect import wait_listener

@@ -13,7 +13,7 @@ import pytest
 
 from alkstore import DatabaseError
 from alkstore.protocol.plan import Fetch, Plan, Statement
-from alkstore.runner.pg_conn import PgConnection
+from alkstore.runner.postgres.conn import PgConnection
 
 from .pg import open_pg, table
 

@@ -20,7 +20,7 @@ import pytest
 import trio
 
 from alkstore import LISTENER_RECONNECTED, DatabaseError, Wake
-from alkstore.protocol.names import stream_channel
+from alkstore.protocol.values.names import stream_channel
 
 from .pg import (
     QUIET,

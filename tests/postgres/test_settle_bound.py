@@ -15,8 +15,8 @@ from __future__ import annotations
 import psycopg
 import trio
 
-from alkstore.protocol.locks import RELEASE_GRACE_S
-from alkstore.protocol.worker import SETTLE_GRACE_S
+from alkstore.protocol.machines.worker import SETTLE_GRACE_S
+from alkstore.protocol.plans.locks import RELEASE_GRACE_S
 from tests.backends import PG_DSN
 
 from .pg import open_pg, table, terminate_backend

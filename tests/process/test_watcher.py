@@ -15,7 +15,8 @@ import trio
 
 from alkstore import DatabaseError, Wake
 from alkstore.io_trio import SqliteOptions, WatcherOptions, open_sqlite
-from alkstore.runner import sqlite_conn, sqlite_watcher
+from alkstore.runner.sqlite import conn as sqlite_conn
+from alkstore.runner.sqlite import watcher as sqlite_watcher
 
 SOON = 5.0
 
@@ -108,7 +109,7 @@ async def test_the_watcher_never_waits_long_for_a_lock(path: str) -> None:
     """The watcher reads on the event-loop thread, so its connection waits at
     most WATCHER_BUSY_TIMEOUT for a lock; the store's writer keeps the full
     busy_timeout."""
-    from alkstore.runner.open_sqlite import WATCHER_BUSY_TIMEOUT
+    from alkstore.runner.sqlite.opening import WATCHER_BUSY_TIMEOUT
 
     async with open_sqlite(path, options=SqliteOptions(busy_timeout=5.0)) as store:
         watcher = store._watcher  # type: ignore[attr-defined]

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, invariant, multiple, rule
 
 from alkstore.api.locks import Lock
-from alkstore.protocol import locks
-from alkstore.protocol.timeconv import instant_us, to_datetime
+from alkstore.protocol.plans import locks
+from alkstore.protocol.values.timeconv import instant_us, to_datetime
 from tests.backends import BACKENDS, Backend, selected_backends
 from tests.model import LockModel
 

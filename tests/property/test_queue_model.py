@@ -29,13 +29,13 @@ from hypothesis.stateful import (
 )
 
 from alkstore.api.queue import Job, Queue
-from alkstore.protocol import claim as claim_plans
-from alkstore.protocol import queues as queue_plans
-from alkstore.protocol.backoff import Backoff
 from alkstore.protocol.dialect import STATE_PENDING, STATE_PROCESSING
 from alkstore.protocol.plan import Plan, ReadPlan
-from alkstore.protocol.timeconv import instant_us, to_datetime
-from alkstore.protocol.types import JobInfo
+from alkstore.protocol.plans import claim as claim_plans
+from alkstore.protocol.plans import queues as queue_plans
+from alkstore.protocol.values.backoff import Backoff
+from alkstore.protocol.values.timeconv import instant_us, to_datetime
+from alkstore.protocol.values.types import JobInfo
 from tests.backends import BACKENDS, Backend, selected_backends
 from tests.history import history_rows
 from tests.model import QueueModel

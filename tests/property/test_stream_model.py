@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import invariant, rule
 
 from alkstore.api.stream import Stream
-from alkstore.protocol.errors import InvalidArgument, InvalidName
-from alkstore.protocol.types import StreamEvent
+from alkstore.protocol.values.errors import InvalidArgument, InvalidName
+from alkstore.protocol.values.types import StreamEvent
 from tests.backends import BACKENDS, Backend, selected_backends
 from tests.model import ModelError, StreamModel
 

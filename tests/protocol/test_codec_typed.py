@@ -21,8 +21,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from alkstore.protocol import codec
-from alkstore.protocol.errors import CodecError
+from alkstore.protocol.values import codec
+from alkstore.protocol.values.errors import CodecError
 
 
 class Colour(enum.Enum):

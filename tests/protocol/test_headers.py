@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from alkstore.protocol.errors import InvalidArgument
-from alkstore.protocol.headers import decode_headers, encode_headers
+from alkstore.protocol.values.errors import InvalidArgument
+from alkstore.protocol.values.headers import decode_headers, encode_headers
 
 
 def test_headers_round_trip_and_empty_is_null() -> None:

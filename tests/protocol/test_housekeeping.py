@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import pytest
 
-from alkstore.protocol.errors import CodecError, InvalidArgument
-from alkstore.protocol.housekeeping import PRUNE_BATCH, HousekeepingLoop, full
-from alkstore.protocol.locks import raised_floor, token_floor
-from alkstore.protocol.streams import Retained, retention_cut
+from alkstore.protocol.plans.housekeeping import PRUNE_BATCH, HousekeepingLoop, full
+from alkstore.protocol.plans.locks import raised_floor, token_floor
+from alkstore.protocol.plans.streams import Retained, retention_cut
+from alkstore.protocol.values.errors import CodecError, InvalidArgument
 
 
 def test_waits_spread_within_a_quarter_of_the_interval() -> None:

@@ -13,8 +13,8 @@ import pytest
 from alkstore.engines.postgres import PostgresDialect
 from alkstore.engines.sqlite import SqliteDialect
 from alkstore.protocol.dialect import LIVE_FILTERS, STATE_PENDING, STATE_PROCESSING
-from alkstore.protocol.errors import CodecError, InvalidArgument
-from alkstore.protocol.inspection import (
+from alkstore.protocol.plan import Fetch, Statement, run_sync
+from alkstore.protocol.plans.inspection import (
     JOB_STATES,
     check_after,
     check_job_state,
@@ -23,9 +23,7 @@ from alkstore.protocol.inspection import (
     list_queues,
     sources,
 )
-from alkstore.protocol.names import cancel_channel
-from alkstore.protocol.plan import Fetch, Statement, run_sync
-from alkstore.protocol.queues import cancel
+from alkstore.protocol.plans.queues import cancel
 from alkstore.protocol.rows import (
     dead_info,
     history_info,
@@ -34,8 +32,10 @@ from alkstore.protocol.rows import (
     queue_summary,
     stream_info,
 )
-from alkstore.protocol.timeconv import to_datetime
-from alkstore.protocol.types import ConsumerInfo, JobInfo, QueueLimits, Rate
+from alkstore.protocol.values.errors import CodecError, InvalidArgument
+from alkstore.protocol.values.names import cancel_channel
+from alkstore.protocol.values.timeconv import to_datetime
+from alkstore.protocol.values.types import ConsumerInfo, JobInfo, QueueLimits, Rate
 
 S = 1_000_000
 T0 = 1_700_000_000 * S

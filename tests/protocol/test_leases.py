@@ -7,8 +7,8 @@ import itertools
 
 import pytest
 
-from alkstore.protocol.errors import InvalidArgument
-from alkstore.protocol.leases import Idle, Lapsed, Leases, Renew, Wait
+from alkstore.protocol.machines.leases import Idle, Lapsed, Leases, Renew, Wait
+from alkstore.protocol.values.errors import InvalidArgument
 
 S = 1_000_000
 T0 = 1_700_000_000 * S

@@ -3,8 +3,7 @@ decisions, without a connection."""
 
 from __future__ import annotations
 
-from alkstore.protocol.backoff import Pause
-from alkstore.protocol.listener import (
+from alkstore.protocol.machines.listener import (
     Connect,
     LinkState,
     Listen,
@@ -17,6 +16,7 @@ from alkstore.protocol.listener import (
     quiet_wait,
     reconnect_backoff,
 )
+from alkstore.protocol.values.backoff import Pause
 
 
 def link() -> ListenerLink:

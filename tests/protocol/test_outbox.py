@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from alkstore.protocol.outbox import Batch, Step
-from alkstore.protocol.types import JobRecord
+from alkstore.protocol.plans.outbox import Batch, Step
+from alkstore.protocol.values.types import JobRecord
 
 
 def record(job_id: int) -> JobRecord:

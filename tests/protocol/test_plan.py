@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from alkstore.protocol.errors import DatabaseError
 from alkstore.protocol.plan import (
     Fetch,
     Statement,
@@ -26,6 +25,7 @@ from alkstore.protocol.plan import (
     run_sync,
     shape,
 )
+from alkstore.protocol.values.errors import DatabaseError
 
 ROOT = Path(__file__).resolve().parents[2] / "alkstore"
 # The helpers themselves are where a bare yield is read.

@@ -7,9 +7,8 @@ from typing import Any
 
 import pytest
 
-from alkstore.protocol.errors import InvalidArgument
 from alkstore.protocol.plan import Fetch, Statement, run_sync
-from alkstore.protocol.schedule import (
+from alkstore.protocol.plans.schedule import (
     SchedulerLoop,
     Sleep,
     Tick,
@@ -18,6 +17,7 @@ from alkstore.protocol.schedule import (
     resume,
     resumed_fire_time,
 )
+from alkstore.protocol.values.errors import InvalidArgument
 
 S = 1_000_000
 T0 = 1_700_000_000 * S

@@ -10,8 +10,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from alkstore.protocol.errors import CodecError, InvalidArgument
-from alkstore.protocol.schedule import CatchUp, Expression, parse
+from alkstore.protocol.plans.schedule import CatchUp, Expression, parse
+from alkstore.protocol.values.errors import CodecError, InvalidArgument
 
 S = 1_000_000
 MIN = 60 * S

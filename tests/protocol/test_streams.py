@@ -6,9 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from alkstore.protocol.backoff import Pause
-from alkstore.protocol.errors import Closed, InvalidArgument
-from alkstore.protocol.streams import (
+from alkstore.protocol.plans.streams import (
     AwaitWake,
     HandOut,
     Read,
@@ -16,7 +14,9 @@ from alkstore.protocol.streams import (
     Stop,
     Subscriber,
 )
-from alkstore.protocol.types import StreamEvent
+from alkstore.protocol.values.backoff import Pause
+from alkstore.protocol.values.errors import Closed, InvalidArgument
+from alkstore.protocol.values.types import StreamEvent
 
 CREATED = datetime(2024, 1, 1, tzinfo=UTC)
 

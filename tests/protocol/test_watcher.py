@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from alkstore.protocol.watcher import (
+from alkstore.protocol.machines.watcher import (
     GiveUp,
     LookAgain,
     LookFailures,

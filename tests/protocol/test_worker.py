@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from alkstore.protocol.errors import InvalidArgument
-from alkstore.protocol.leases import Wait
-from alkstore.protocol.types import JobRecord
-from alkstore.protocol.worker import (
+from alkstore.protocol.machines.leases import Wait
+from alkstore.protocol.machines.worker import (
     Claim,
     HandBack,
     Outcome,
@@ -18,6 +16,8 @@ from alkstore.protocol.worker import (
     WorkerPolicy,
     settle_bound,
 )
+from alkstore.protocol.values.errors import InvalidArgument
+from alkstore.protocol.values.types import JobRecord
 
 S = 1_000_000
 T0 = 1_700_000_000 * S

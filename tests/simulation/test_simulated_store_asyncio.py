@@ -24,7 +24,7 @@ import pytest
 
 from alkstore import Backoff, Job
 from alkstore.io_asyncio.runtime import AsyncioRuntime
-from alkstore.protocol.errors import UsageError
+from alkstore.protocol.values.errors import UsageError
 from alkstore.testing import open_simulated, run_virtual
 
 T = TypeVar("T")

@@ -27,7 +27,7 @@ from alkstore.engines.postgres import PostgresDialect
 from alkstore.engines.sqlite import SqliteDialect
 from alkstore.protocol.dialect import Dialect
 from alkstore.protocol.plan import Fetch, Statement
-from alkstore.protocol.types import NewJob
+from alkstore.protocol.values.types import NewJob
 from alkstore.testing import (
     Config,
     SeededChooser,
@@ -787,7 +787,7 @@ def test_a_catch_up_ignoring_its_cap_is_caught(
 ) -> None:
     """A core whose catch-up "all" enqueues every missed fire time (its cap
     forgotten) breaks the cap invariant in the first seed."""
-    from alkstore.protocol import schedule
+    from alkstore.protocol.plans import schedule
 
     def uncapped(self: schedule.CatchUp, expr: schedule.Expression, fire_at: int, now: int,
                  latest: int) -> list[int]:  # fmt: skip

@@ -8,7 +8,7 @@ from __future__ import annotations
 import runpy
 from pathlib import Path
 
-import alkstore.protocol.generation as generation
+import alkstore.protocol.values.generation as generation
 
 generation.CLAIM_GENERATION += 1
 runpy.run_path(str(Path(__file__).with_name("actor.py")), run_name="__main__")

@@ -17,7 +17,7 @@ import pytest
 import trio
 
 from alkstore import Backoff, Drain, InvalidArgument, Job, Queue, Store, WorkerReport
-from alkstore.protocol.worker import WorkerPolicy
+from alkstore.protocol.machines.worker import WorkerPolicy
 from tests.backends import BACKENDS, Backend, selected_backends
 
 from .test_work import NEVER, SOON, record_acks, until, wait_for

@@ -45,9 +45,9 @@ from ...protocol.dialect import (
     STATE_PROCESSING,
     column_list,
 )
-from ...protocol.generation import META_KEY as GENERATION_KEY
 from ...protocol.plan import Fetch, Statement
-from ...protocol.types import NewJob, NewSchedule
+from ...protocol.values.generation import META_KEY as GENERATION_KEY
+from ...protocol.values.types import NewJob, NewSchedule
 from .names import channel_identifier, check_schema, listen_sql, unlisten_sql
 from .rules import (
     ATTEMPTS_LEFT,

@@ -33,7 +33,7 @@ import functools
 import hashlib
 import re
 
-from ...protocol.errors import InvalidArgument, InvalidName, brief
+from ...protocol.values.errors import InvalidArgument, InvalidName, brief
 
 # Longest identifier Postgres keeps without truncating (NAMEDATALEN - 1).
 MAX_IDENTIFIER_BYTES = 63

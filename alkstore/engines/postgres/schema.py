@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import hashlib
 
-from ...protocol import generation, rows
+from ...protocol import rows
 from ...protocol.plan import Fetch, Plan, Statement, fetch_one, reads
+from ...protocol.values import generation
 from .names import check_schema, quote_ident
 from .rules import (
     ATTEMPTS_LEFT,

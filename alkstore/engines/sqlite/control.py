@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from ...protocol.errors import InvalidArgument, brief
+from ...protocol.values.errors import InvalidArgument, brief
 from .schema import PRAGMAS
 
 # Writers take the write lock up front: a deferred transaction that upgrades

@@ -32,9 +32,9 @@ from ...protocol.dialect import (
     STATE_PROCESSING,
     column_list,
 )
-from ...protocol.generation import META_KEY as GENERATION_KEY
 from ...protocol.plan import Fetch, Statement
-from ...protocol.types import NewJob, NewSchedule
+from ...protocol.values.generation import META_KEY as GENERATION_KEY
+from ...protocol.values.types import NewJob, NewSchedule
 from .rules import (
     ATTEMPTS_LEFT,
     CLAIM_ORDER,

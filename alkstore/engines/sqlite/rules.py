@@ -28,7 +28,7 @@ migration's old text first.
 from __future__ import annotations
 
 from ...protocol.dialect import STATE_PENDING, STATE_PROCESSING
-from ...protocol.generation import META_KEY as _GENERATION_KEY
+from ...protocol.values.generation import META_KEY as _GENERATION_KEY
 
 
 def _of(row: str) -> str:

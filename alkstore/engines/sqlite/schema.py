@@ -7,8 +7,9 @@ the claim index only ever covers work that can still run.
 
 from __future__ import annotations
 
-from ...protocol import generation, rows
+from ...protocol import rows
 from ...protocol.plan import Fetch, Plan, Statement, fetch_one, fetch_row, reads
+from ...protocol.values import generation
 from .rules import (
     ATTEMPTS_LEFT,
     CLAIM_ORDER,

@@ -1,0 +1,370 @@
+"""Claiming and settling jobs: claim, ack, retry, fail, heartbeat, sweep.
+
+Ownership is the pair (worker, claim number) while the claim has not lapsed. Every
+settling plan checks it in the same transaction as the change, so a worker
+whose claim expired (or whose job was reclaimed, acked or cancelled) changes
+nothing and gets ``False``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..dialect import STATE_PENDING, Dialect
+from ..plan import Plan, Row, Statement, fetch_all, fetch_count, fetch_one, fetch_row, reads
+from ..rows import _int, _opt_int, _shape, job_record, queue_limits
+from ..values import generation
+from ..values.backoff import Backoff
+from ..values.timeconv import MAX_INSTANT_US, held_until_us, until_us
+from ..values.types import DeadReason, JobRecord, QueueLimits
+from .queues import check_limit, kept_until, moved, moved_rows, retention
+
+
+def claim(
+    d: Dialect, queue: str, worker: str, n: int, now_us: int, visibility_us: int
+) -> Plan[list[JobRecord]]:
+    """Take up to ``n`` due jobs: priority desc, then run_at, then id."""
+    jobs, _ = yield from claim_jobs(d, queue, worker, n, now_us, visibility_us, hint=False)
+    return jobs
+
+
+def claim_jobs(
+    d: Dialect,
+    queue: str,
+    worker: str,
+    n: int,
+    now_us: int,
+    visibility_us: int,
+    *,
+    hint: bool = True,
+) -> Plan[tuple[list[JobRecord], int | None]]:
+    """``claim``, and when a rate limit kept the claim short, the instant it
+    next admits a claim (None: no rate held it back), so a worker sleeps
+    until then rather than waiting for a wake that no enqueue will send.
+    ``hint=False`` skips reading that instant (a caller that would drop it)."""
+    until = held_until_us(now_us, visibility_us)
+    n = check_limit(n, "n")
+    known = generation.CLAIM_GENERATION
+    for statement in d.claim_prelude():
+        yield statement
+    rows = yield from fetch_all(d.claim(queue, worker, n, now_us, until, known))
+    opens: int | None = None
+    if not rows:
+        # Nothing: an empty (or paused) queue, or a limited one, which the
+        # plain claim leaves alone. Only then are the queue's limits read,
+        # so a queue without limits pays nothing for them while it has work.
+        row = yield from fetch_one(d.claim_limit(queue))
+        if row is not None:
+            limits = queue_limits(row)
+            rows, in_window = yield from _claim_limited(
+                d, queue, worker, n, now_us, until, limits, known
+            )
+            if hint and len(rows) < n:
+                opens = yield from _rate_opens(d, queue, now_us, limits, in_window)
+    if not rows:
+        # Still nothing: maybe because a newer release's rules closed every
+        # claim (the statements above take nothing then). Say so, rather
+        # than let a worker idle on work it may no longer do.
+        generation.check(generation.stored((yield from fetch_one(d.claim_generation()))))
+    jobs = [job_record(r) for r in rows]
+    # RETURNING does not promise an order; restore the claim order.
+    jobs.sort(key=lambda j: (-j.priority, j.run_at_us, j.id))
+    return jobs, opens
+
+
+def _claim_limited(
+    d: Dialect,
+    queue: str,
+    worker: str,
+    n: int,
+    now_us: int,
+    until_us: int,
+    limits: QueueLimits,
+    known: int,
+) -> Plan[tuple[list[Row], int | None]]:
+    """Up to ``n`` jobs of a limited queue, one statement each, in claim
+    order among the jobs whose key has room (concurrency) and whose key is
+    under its rate: each statement sees the claims of the ones before it,
+    so one claim never takes more of a key than its room. The queue's own
+    rate is counted once and caps ``n``. Every claim is logged for the
+    rates it counts against. The fairness rule: a job whose key is full (or
+    over its rate) is passed over, not moved, so it is the first of its key
+    taken once the key has room. Returns the rows, and the claims the
+    queue's window holds when its rate is what stopped the claim."""
+    rate, key_rate = limits.rate, limits.rate_per_key
+    if rate is not None or key_rate is not None:
+        longest = max(r.period_us for r in (rate, key_rate) if r is not None)
+        yield d.prune_claim_log(queue, now_us - longest)
+    room = used = n
+    if rate is not None:
+        used = yield from _count(d.claims_in_window(queue, now_us - rate.period_us))
+        room = min(n, rate.limit - used)
+    key_window = None
+    if key_rate is not None:
+        key_window = (key_rate.limit, now_us - key_rate.period_us)
+    rows: list[Row] = []
+    for _ in range(room):
+        got = yield from fetch_all(
+            d.claim_limited(
+                queue, worker, now_us, until_us, limits.concurrency_per_key, key_window, known
+            )
+        )
+        if not got:
+            break
+        rows.extend(got)
+        if rate is not None:
+            yield d.log_queue_claim(queue, now_us)
+        if key_rate is not None:
+            yield d.log_key_claim(int(got[0][0]), now_us)
+    # When the queue's rate is what stopped the claim: the claims its window
+    # now holds (None: the rate did not stop it).
+    full = rate is not None and len(rows) >= room
+    return rows, used + len(rows) if full else None
+
+
+def _count(statement: Statement) -> Plan[int]:
+    (count,) = yield from fetch_row(statement)
+    return int(count)
+
+
+def _rate_opens(
+    d: Dialect, queue: str, now_us: int, limits: QueueLimits, in_window: int | None
+) -> Plan[int | None]:
+    """When a claim held short by a rate may take more: the queue's rate,
+    when it is what stopped the claim (``in_window``: the claims its window
+    holds), opens when enough of them age out; a key's rate when its oldest
+    logged claim does (the earliest any key may have room: a worker woken
+    then may find its jobs' keys still full and sleeps again, never spins).
+    None: no rate held it."""
+    rate, key_rate = limits.rate, limits.rate_per_key
+    if rate is not None and in_window is not None:
+        skip = max(0, in_window - rate.limit)
+        row = yield from fetch_one(d.window_opens(queue, now_us - rate.period_us, skip))
+        return None if row is None else int(row[0]) + rate.period_us
+    if key_rate is not None:
+        row = yield from fetch_one(d.first_key_claim(queue, now_us - key_rate.period_us))
+        if row is not None and row[0] is not None:
+            return int(row[0]) + key_rate.period_us
+    return None
+
+
+@reads
+def next_due(d: Dialect, queue: str) -> Plan[int | None]:
+    """When the next live job of ``queue`` becomes claimable (None: no job)."""
+    row = yield from fetch_one(d.next_due(queue))
+    return None if row is None or row[0] is None else int(row[0])
+
+
+def release(d: Dialect, job: JobRecord, now_us: int, *, refund: bool) -> Plan[bool]:
+    """Hand a claimed job back, due at once; ``refund`` returns the attempt.
+
+    A worker shutting down releases what it has not finished, so nothing waits
+    out a visibility timeout because its worker was stopped on purpose.
+    """
+    count = yield from fetch_count(
+        d.release_claim(job.id, job.claimed_by, job.claims, now_us, int(refund))
+    )
+    return bool(count)
+
+
+def ack(d: Dialect, job: JobRecord, now_us: int) -> Plan[bool]:
+    """Done: delete the job, or move it into history when its queue kept
+    history at its claim (``JobRecord.history_us``), in one transaction."""
+    if job.history_us is None:
+        count = yield from fetch_count(d.ack(job.id, job.claimed_by, job.claims, now_us))
+        return bool(count)
+    moves = d.ack_history(job.id, job.claimed_by, job.claims, now_us,
+                          kept_until(now_us, job.history_us))  # fmt: skip
+    count = yield from moved(moves)
+    return bool(count)
+
+
+def ack_batch(
+    d: Dialect, queue: str, job_ids: Sequence[int], worker: str, now_us: int
+) -> Plan[int]:
+    """Ack the listed jobs ``worker`` still owns; they move into history when
+    the queue keeps it now (the batch form carries no claims: the setting is
+    read in the same transaction)."""
+    if not job_ids:
+        return 0
+    history_us, _ = yield from retention(d, queue)
+    if history_us is None:
+        count = yield from fetch_count(d.ack_batch(queue, job_ids, worker, now_us))
+        return int(count)
+    moves = d.ack_batch_history(queue, job_ids, worker, now_us, kept_until(now_us, history_us))
+    return (yield from moved(moves))
+
+
+def ack_many(d: Dialect, worker: str, jobs: Sequence[JobRecord], now_us: int) -> Plan[set[int]]:
+    """Ack every job ``worker`` still owns by its claim (number); returns the
+    ids acked (the others had lost their claims and are left alone). Jobs
+    whose queue kept history at their claim move into history: one statement
+    (or move) per retention among them, one statement in all when none does."""
+    if not jobs:
+        return set()
+    if all(j.history_us is None for j in jobs):  # the common case, the hot path
+        rows = yield from fetch_all(d.ack_claims(worker, [(j.id, j.claims) for j in jobs], now_us))
+        return {int(r[0]) for r in rows}
+    groups: dict[int | None, list[tuple[int, int]]] = {}
+    for j in jobs:
+        groups.setdefault(j.history_us, []).append((j.id, j.claims))
+    acked: set[int] = set()
+    for history_us, pairs in groups.items():
+        if history_us is None:
+            rows = yield from fetch_all(d.ack_claims(worker, pairs, now_us))
+        else:
+            rows = yield from moved_rows(
+                d.ack_claims_history(worker, pairs, now_us, kept_until(now_us, history_us))
+            )
+        acked.update(int(r[0]) for r in rows)
+    return acked
+
+
+def heartbeat_many(
+    d: Dialect, jobs: Sequence[JobRecord], now_us: int, extend_us: int
+) -> Plan[list[bool]]:
+    """Extend each job's claim to ``now + extend`` while owned; whether it was."""
+    owned: list[bool] = []
+    for job in jobs:
+        count = yield from fetch_count(
+            d.extend_claim(job.id, job.claimed_by, job.claims, now_us, now_us + extend_us)
+        )
+        owned.append(bool(count))
+    return owned
+
+
+def heartbeat(d: Dialect, job: JobRecord, now_us: int, extend_us: int) -> Plan[bool]:
+    until = until_us(now_us, extend_us, "extend")
+    count = yield from fetch_count(
+        d.extend_claim(job.id, job.claimed_by, job.claims, now_us, until)
+    )
+    return bool(count)
+
+
+def storable_error(error: str | None) -> str | None:
+    """An error message as every engine stores it, the same on each.
+
+    Postgres ``text`` cannot hold NUL and both engines need valid UTF-8 (a
+    lone surrogate made SQLite's driver raise ``UnicodeEncodeError`` from a
+    ``retry`` or ``fail``). A message is diagnostic, so those characters are
+    replaced (NUL by U+FFFD, an unencodable character by ``?``) rather than
+    failing the call that records it, identically on every engine.
+    """
+    if error is None:
+        return None
+    if "\x00" in error:
+        error = error.replace("\x00", "\ufffd")
+    try:
+        error.encode("utf-8")
+    except UnicodeEncodeError:
+        error = error.encode("utf-8", "replace").decode("utf-8")
+    return error
+
+
+def retry_decision(attempts: int, max_attempts: int) -> DeadReason | None:
+    """A failed attempt either goes back to pending or, when spent, to dead."""
+    return "max_attempts" if attempts >= max_attempts else None
+
+
+def retry(
+    d: Dialect,
+    job: JobRecord,
+    now_us: int,
+    *,
+    delay_us: int | None,
+    backoff: Backoff,
+    draw: float,
+    error: str | None,
+) -> Plan[bool]:
+    error = storable_error(error)
+    if delay_us is not None:
+        until_us(now_us, delay_us, "delay")  # as for enqueue's delay: refused past 9999
+    row = yield from fetch_one(d.owned(job.id, job.claimed_by, job.claims, now_us))
+    if row is None:
+        return False
+    attempts, max_attempts = int(row[0]), int(row[1])
+    reason = retry_decision(attempts, max_attempts)
+    if reason is not None:
+        for statement in d.bury(job.id, reason, error, now_us):
+            yield statement
+        return True
+    if delay_us is None:
+        # The backoff's own delay (capped by its cap) is capped like a claim.
+        run_at = min(now_us + backoff.delay_us(attempts, draw), MAX_INSTANT_US)
+    else:
+        run_at = now_us + delay_us
+    yield d.reschedule(job.id, run_at, error)
+    return True
+
+
+def fail(d: Dialect, job: JobRecord, now_us: int, error: str | None) -> Plan[bool]:
+    error = storable_error(error)
+    row = yield from fetch_one(d.owned(job.id, job.claimed_by, job.claims, now_us))
+    if row is None:
+        return False
+    for statement in d.bury(job.id, "failed", error, now_us):
+        yield statement
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class SweepCandidate:
+    id: int
+    state: int
+    visible_at_us: int
+    expires_at_us: int | None
+    attempts: int
+    max_attempts: int
+
+
+def sweep_candidate(row: Row) -> SweepCandidate:
+    """A ``sweep_candidates`` row; a malformed one raises ``CodecError``."""
+    _shape(row, 6, "sweep candidate")
+    return SweepCandidate(
+        id=_int(row[0], "id"),
+        state=_int(row[1], "state"),
+        visible_at_us=_int(row[2], "visible_at"),
+        expires_at_us=_opt_int(row[3], "expires_at"),
+        attempts=_int(row[4], "attempts"),
+        max_attempts=_int(row[5], "max_attempts"),
+    )
+
+
+def sweep_decision(c: SweepCandidate, now_us: int) -> DeadReason | None:
+    """Which live jobs the sweep moves to dead, and why.
+
+    - a deadline that passed before anyone claimed the job, or while its claim
+      has lapsed, is ``expired`` (a running claim keeps its chance to ack);
+    - a lapsed claim with no attempts left is ``claim_expired``: nobody may
+      claim it again, so leaving it would strand it;
+    - a pending job with no attempts left (released without a refund on its
+      last attempt) is ``max_attempts``, for the same reason.
+    """
+    claim_live = c.state != STATE_PENDING and c.visible_at_us > now_us
+    if c.expires_at_us is not None and c.expires_at_us <= now_us and not claim_live:
+        return "expired"
+    if not claim_live and c.attempts >= c.max_attempts:
+        return "claim_expired" if c.state != STATE_PENDING else "max_attempts"
+    return None
+
+
+# Candidates a sweep looks at per transaction; a full page means sweep again.
+SWEEP_PAGE = 1000
+
+
+def sweep(
+    d: Dialect, queue: str | None, now_us: int, limit: int = SWEEP_PAGE
+) -> Plan[list[tuple[int, DeadReason]]]:
+    """Bury what the sweep rules say; returns the buried jobs and why."""
+    rows = yield from fetch_all(d.sweep_candidates(queue, now_us, limit))
+    buried: list[tuple[int, DeadReason]] = []
+    for row in rows:
+        candidate = sweep_candidate(row)
+        reason = sweep_decision(candidate, now_us)
+        if reason is None:
+            continue
+        for statement in d.bury(candidate.id, reason, None, now_us):
+            yield statement
+        buried.append((candidate.id, reason))
+    return sorted(buried)

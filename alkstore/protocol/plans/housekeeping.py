@@ -1,0 +1,113 @@
+"""Housekeeping: what one pass removes, and when the background loop runs it.
+
+A pass (``Store.prune``) removes what no one needs any more: history rows
+and dead letters whose prune time has come, stream events past their
+stream's retention, SQLite notification rows older than the watchers'
+window, and lock rows nobody has held for a grace period. Each statement
+deletes a bounded batch (a short write lock); the caller runs a plan again
+until a batch comes back short. Every statement decides what it deletes
+itself (Postgres: ``SKIP LOCKED``, and the lock guard), so any number of
+processes may prune at once.
+
+``HousekeepingLoop`` is the background task's decisions: a jittered
+interval (processes started together do not prune together), and after a
+failed pass a sooner, growing retry, never later than the interval.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..dialect import Dialect, NotificationLog
+from ..plan import Plan, fetch_count
+from ..values.backoff import ErrorBackoff, exact
+from ..values.timeconv import US_PER_S, check_seconds
+
+# Rows one statement deletes at most.
+PRUNE_BATCH = 1000
+# How long SQLite keeps notification rows for other processes' watchers,
+# unless the engine options say otherwise (see docs/wakes.md).
+NOTIFICATION_RETENTION_S = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class PruneReport:
+    """What one housekeeping pass (``Store.prune``) removed, in rows:
+    finished jobs from ``history``, ``dead`` letters, stream ``events``,
+    SQLite ``notifications`` (always 0 on Postgres) and ``locks``."""
+
+    history: int = 0
+    dead: int = 0
+    events: int = 0
+    notifications: int = 0
+    locks: int = 0
+
+
+def prune_history(d: Dialect, now_us: int, limit: int = PRUNE_BATCH) -> Plan[int]:
+    """One batch of finished jobs whose prune time has come."""
+    count = yield from fetch_count(d.prune_history(now_us, limit))
+    return int(count)
+
+
+def prune_dead(d: Dialect, now_us: int, limit: int = PRUNE_BATCH) -> Plan[int]:
+    """One batch of dead letters whose prune time (their queue's dead
+    retention after they died) has come; letters without one stay."""
+    count = yield from fetch_count(d.prune_dead(now_us, limit))
+    return int(count)
+
+
+def prune_notifications(
+    log: NotificationLog, before_us: int, limit: int = PRUNE_BATCH
+) -> Plan[int]:
+    """One batch of notification rows created before ``before_us``."""
+    count = yield from fetch_count(log.prune_notifications(before_us, limit))
+    return int(count)
+
+
+def full(count: int, limit: int = PRUNE_BATCH) -> bool:
+    """Whether a batch came back full, so there may be more to delete."""
+    return count >= limit
+
+
+class HousekeepingLoop:
+    """When the background housekeeping runs its next pass.
+
+    Passes are ``interval`` seconds apart on average, each wait drawn
+    uniformly within 25% of it (``draw`` in [0, 1) is the caller's), so
+    stores opened together spread their passes out. The first pass comes
+    one such wait after opening, not at once. A failed pass is tried again
+    sooner (1 s, doubling), but never later than a normal wait; a success
+    starts over.
+    """
+
+    def __init__(self, interval: float) -> None:
+        self.interval = check_seconds(interval, "housekeeping_interval")
+        interval_us = round(self.interval * US_PER_S)
+        self._failures = ErrorBackoff(exact(min(US_PER_S, interval_us), interval_us))
+
+    def next_wait(self, draw: float) -> float:
+        """Seconds until the next pass, after a pass that went through (or at start)."""
+        self._failures.succeeded()
+        return self.interval * (0.75 + 0.5 * draw)
+
+    def failed(self) -> float:
+        """A pass failed: seconds until it is tried again."""
+        return min(self.interval, self._failures.failed() / US_PER_S)
+
+    @property
+    def first_failure(self) -> bool:
+        """The last failure was the first in a row (the one worth a traceback;
+        the rest of an outage is a line each)."""
+        return self._failures.failures == 1
+
+
+__all__ = [
+    "NOTIFICATION_RETENTION_S",
+    "PRUNE_BATCH",
+    "HousekeepingLoop",
+    "PruneReport",
+    "full",
+    "prune_dead",
+    "prune_history",
+    "prune_notifications",
+]
