@@ -1,6 +1,6 @@
 """Fuzz target: schedule expressions (cron, ``@every``, aliases).
 
-Property: ``schedule.parse`` of any object returns an ``Expression`` or
+Property: ``schedules.parse`` of any object returns an ``Expression`` or
 raises ``InvalidArgument``; for a parsed expression, ``next_after(t)`` is an
 int strictly after ``t`` for any ``t`` between 1970 and 2200, the same every
 time it is asked (every process must compute the same fire times), and
@@ -19,7 +19,7 @@ import atheris
 import fuzzvalues as fv
 
 with atheris.instrument_imports():
-    from alkstore.protocol.plans import schedule
+    from alkstore.protocol.values import schedules
     from alkstore.protocol.values.errors import InvalidArgument
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -151,10 +151,10 @@ def TestOneInput(data: bytes) -> None:
     fdp = atheris.FuzzedDataProvider(data)
     text = _expression(fdp)
     try:
-        expr = schedule.parse(text)
+        expr = schedules.parse(text)
     except InvalidArgument:
         return
-    assert isinstance(expr, schedule.Expression)
+    assert isinstance(expr, schedules.Expression)
     for _ in range(fdp.ConsumeIntInRange(1, 3)):
         t = fdp.ConsumeIntInRange(0, T_MAX)
         first = expr.next_after(t)
@@ -164,7 +164,7 @@ def TestOneInput(data: bytes) -> None:
         second = expr.next_after(first)
         assert second > first, f"{expr}: next_after({first}) = {second}"
         # A parsed expression parses again to itself (ticks re-parse stored text).
-        assert schedule.parse(expr.text) == expr
+        assert schedules.parse(expr.text) == expr
 
 
 def main() -> None:

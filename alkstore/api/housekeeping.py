@@ -12,6 +12,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ..protocol.machines.housekeeping import HousekeepingLoop
 from ..protocol.plan import Plan
 from ..protocol.plans import housekeeping as hk
 from ..protocol.plans import locks, streams
@@ -73,7 +74,7 @@ async def prune(store: Store) -> hk.PruneReport:
 async def run_housekeeping(store: Store, interval: float) -> None:
     """Prune every ``interval`` seconds (jittered) until cancelled; a failed
     pass is logged and tried again sooner. Owned by the store's task group."""
-    loop = hk.HousekeepingLoop(interval)
+    loop = HousekeepingLoop(interval)
     runtime = store._runtime
     wait = loop.next_wait(store._draw())
     while True:

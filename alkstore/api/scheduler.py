@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from ..protocol.machines import scheduler
 from ..protocol.plans import schedule as plans
 from ..protocol.values.errors import AlkstoreError
 from ..protocol.values.names import check_name
@@ -43,12 +44,12 @@ async def run_scheduler(
     """
     runtime = store._runtime
     store._check_writable("run_scheduler()")  # else every tick fails, retried forever
-    loop = plans.SchedulerLoop(max_sleep, retry_after)  # checks both, before anything runs
+    loop = scheduler.SchedulerLoop(max_sleep, retry_after)  # checks both, before anything runs
     if task_status is not None:
         task_status.started()
     while True:
         action = loop.next_action()
-        if isinstance(action, plans.Sleep):
+        if isinstance(action, scheduler.Sleep):
             await runtime.sleep(action.seconds)
             loop.slept()
             continue

@@ -14,7 +14,7 @@ from ..protocol.plan import Plan, is_read_only
 from ..protocol.plans import inspection, locks
 from ..protocol.plans import schedule as schedule_plans
 from ..protocol.plans.housekeeping import PruneReport
-from ..protocol.values import codec
+from ..protocol.values import codec, schedules
 from ..protocol.values.backoff import Backoff
 from ..protocol.values.errors import CommitUnknown, UsageError
 from ..protocol.values.names import check_identifier, check_name
@@ -318,7 +318,7 @@ class Store:
         max_attempts: int | None = None,
         expires_after: Duration | None = None,
         tz: str = "UTC",
-        catch_up: schedule_plans.CatchUpPolicy = "latest",
+        catch_up: schedules.CatchUpPolicy = "latest",
         catch_up_max: int | None = None,
         catch_up_grace: Duration | None = None,
     ) -> None:
@@ -332,9 +332,9 @@ class Store:
         fire time."""
         name = check_name(name, "schedule")
         queue = check_name(queue, "queue")
-        expr = schedule_plans.parse(cron_or_every, tz)
-        options = schedule_plans.ScheduleOptions.of(priority, max_attempts, expires_after)
-        policy = schedule_plans.CatchUp.of(catch_up, catch_up_max, catch_up_grace)
+        expr = schedules.parse(cron_or_every, tz)
+        options = schedules.ScheduleOptions.of(priority, max_attempts, expires_after)
+        policy = schedules.CatchUp.of(catch_up, catch_up_max, catch_up_grace)
         text = codec.encode(payload)
         now = self._now_us()
         await self._run(

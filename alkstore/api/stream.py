@@ -6,6 +6,7 @@ import logging
 from types import TracebackType
 from typing import TYPE_CHECKING
 
+from ..protocol.machines import subscriber
 from ..protocol.plan import Plan
 from ..protocol.plans import streams
 from ..protocol.values import codec
@@ -138,14 +139,14 @@ class EventReceiver:
     unless you call ``save_offset()``: after a crash, delivery resumes from
     the last checkpoint (at-least-once).
 
-    What to do next (hand out, read, wait, retry) is ``streams.Subscriber``'s
+    What to do next (hand out, read, wait, retry) is ``subscriber.Subscriber``'s
     decision; this class performs it.
     """
 
     def __init__(self, stream: Stream, consumer: str, batch: int, backstop: float) -> None:
         self.stream = stream
         self.consumer = consumer
-        self._sub = streams.Subscriber(batch, backstop)
+        self._sub = subscriber.Subscriber(batch, backstop)
         self._wakes = stream._store._subscribe_channel(stream_channel(stream.name))
 
     @property
@@ -189,7 +190,7 @@ class EventReceiver:
         """True once closed (by ``close``, the block's end, or the store closing)."""
         return self._sub.is_closed(self._wakes.closed)
 
-    async def _fill(self, read: streams.Read) -> bool:
+    async def _fill(self, read: subscriber.Read) -> bool:
         self._wakes.try_recv()  # consume first: a wake from now on means news
         reading = self.stream.read_since(read.after, read.limit)
         telemetry = self.stream._store._telemetry
@@ -206,16 +207,16 @@ class EventReceiver:
         sub.receiving()
         while True:
             action = sub.next_action(self._wakes.closed)
-            if isinstance(action, streams.HandOut):
+            if isinstance(action, subscriber.HandOut):
                 return action.event
-            if isinstance(action, streams.Stop):
+            if isinstance(action, subscriber.Stop):
                 return None
             if isinstance(action, Pause):
                 await self.stream._store._runtime.sleep(action.seconds)
                 sub.paused()
                 continue
             try:
-                if isinstance(action, streams.Read):
+                if isinstance(action, subscriber.Read):
                     await self._fill(action)
                 else:
                     await self._wakes.recv_timeout(action.seconds)
@@ -227,7 +228,7 @@ class EventReceiver:
                     return None
                 raise
             except DatabaseError:
-                if not isinstance(action, streams.Read):
+                if not isinstance(action, subscriber.Read):
                     raise
                 pause = sub.read_failed()
                 log.warning("stream %s, consumer %s: read failed; retrying in %.2f s",

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
-    from ..protocol.machines.worker import ClaimResult
+    from ..protocol.plans.worker import ClaimResult
     from ..protocol.values.types import JobRecord, NewJob, StreamEvent
     from .queue import Job
     from .stream import EventReceiver

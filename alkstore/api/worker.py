@@ -40,20 +40,18 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..protocol.machines.leases import Idle, Lapsed, Leases, Wait
 from ..protocol.machines.worker import (
     Claim,
-    ClaimResult,
     HandBack,
     Outcome,
     SelfSettled,
     Sweep,
     WorkerPolicy,
     check_worker_id,
-    claim_for_worker,
-    release_all,
     settle_bound,
 )
 from ..protocol.plan import Plan
 from ..protocol.plans.claim import ack_many, heartbeat_many, retry_decision
 from ..protocol.plans.queues import cancelled_among
+from ..protocol.plans.worker import ClaimResult, claim_for_worker, release_all
 from ..protocol.values.errors import (
     AlkstoreError,
     ClaimRulesChanged,

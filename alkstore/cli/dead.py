@@ -10,8 +10,8 @@ from typing import Any
 import click
 
 from ..api.store import Store
-from ..protocol.plans.schedule import parse_duration
 from ..protocol.values.errors import InvalidArgument
+from ..protocol.values.schedules import parse_duration
 from ..protocol.values.types import JobInfo
 from . import render, shapes
 from .queues import find_queue

@@ -22,8 +22,8 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
 from ..api.queue import Queue
 from ..api.store import Store
-from ..protocol.plans.schedule import parse_duration
 from ..protocol.values.errors import AlkstoreError, InvalidArgument
+from ..protocol.values.schedules import parse_duration
 from .pages import base_of, notice_cookie
 from .safety import CSRF_FIELD, USER_KEY, same_origin
 from .views import BadRequest, name_param, now, queue_handle

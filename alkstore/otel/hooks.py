@@ -31,10 +31,10 @@ from opentelemetry.trace import (
 )
 from opentelemetry.util.types import AttributeValue
 
-from ..protocol.machines.worker import ClaimResult
 from ..protocol.plans import queues as queue_plans
 from ..protocol.plans import streams as stream_plans
 from ..protocol.plans.claim import retry_decision
+from ..protocol.plans.worker import ClaimResult
 from ..protocol.values.errors import AlkstoreError, Closed
 from ..protocol.values.headers import decode_headers, encode_headers
 from ..protocol.values.timeconv import US_PER_S

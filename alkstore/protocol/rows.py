@@ -46,7 +46,7 @@ from .values.types import (
 )
 
 if TYPE_CHECKING:
-    from .plans.schedule import CatchUp, ScheduleOptions
+    from .values.schedules import CatchUp, ScheduleOptions
 
 _DEAD_REASONS = frozenset({"failed", "max_attempts", "expired", "claim_expired"})
 _OUTCOMES = frozenset({"acked", "cancelled"})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable
 
-from ..protocol.plans.wakes import WakeRouter
+from ..protocol.machines.wake_router import WakeRouter
 from .runtime import Runtime, Signal
 
 

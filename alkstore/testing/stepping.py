@@ -30,7 +30,7 @@ from typing import Any
 
 from ..protocol.plan import Statement
 from ..protocol.plans import claim, queues, schedule
-from ..protocol.values import codec
+from ..protocol.values import codec, schedules
 from ..protocol.values.errors import AlkstoreError, DatabaseError
 from ..protocol.values.names import check_name
 from ..protocol.values.types import QueueLimits, QueueOptions, Rate
@@ -270,11 +270,11 @@ class Simulation(Programs):
         for i in range(c.inspectors):
             self._actor(f"inspector{i}", "inspector", self._inspector)
         if c.tickers:
-            expr = schedule.parse(f"@every {c.schedule_every_s}s")
-            policy = schedule.CatchUp.of(c.catch_up, c.catch_up_max)
+            expr = schedules.parse(f"@every {c.schedule_every_s}s")
+            policy = schedules.CatchUp.of(c.catch_up, c.catch_up_max)
             self._run_alone(Op("register", lambda now: [schedule.register(
                 self.d, "S", self.queue, expr, codec.encode({"marker": "scheduled"}),
-                schedule.ScheduleOptions(), now, policy,
+                schedules.ScheduleOptions(), now, policy,
             )]), "setup")  # fmt: skip
             self.ledger.catch_up_max["S"] = policy.cap or 1
             # due when the tickers start, ``missed_fire_times`` times over

@@ -45,6 +45,7 @@ from alkstore.protocol.plans import queues as Q
 from alkstore.protocol.plans import schedule as SCH
 from alkstore.protocol.plans import streams as S
 from alkstore.protocol.values import codec
+from alkstore.protocol.values import schedules as SCHV
 from alkstore.protocol.values.backoff import Backoff
 from alkstore.protocol.values.errors import DatabaseError, InvalidArgument, InvalidName
 from alkstore.protocol.values.types import JobRecord, NewJob, NewSchedule
@@ -1029,8 +1030,8 @@ def test_locks_and_fencing_tokens(pg: Pg, d: PostgresDialect) -> None:
 
 
 def test_schedules_fire_once_per_fire_time(pg: Pg, d: PostgresDialect) -> None:
-    expr = SCH.parse("@every 10s")
-    opts = SCH.ScheduleOptions.of(priority=2, expires_after=5)
+    expr = SCHV.parse("@every 10s")
+    opts = SCHV.ScheduleOptions.of(priority=2, expires_after=5)
     pg.run(SCH.register(d, "tick", "jobs", expr, codec.encode({"t": 1}), opts, T0))
     first = expr.next_after(T0)
     assert pg.run(SCH.next_fire(d)) == first
@@ -1061,7 +1062,7 @@ def test_schedules_fire_once_per_fire_time(pg: Pg, d: PostgresDialect) -> None:
     assert len(pg.run(SCH.tick(d, late, ORIGIN, 3))) == 1
     assert pg.run(SCH.next_fire(d)) == expr.next_after(late)
     # A changed expression takes its own next fire time.
-    hourly = SCH.parse("@every 1h")
+    hourly = SCHV.parse("@every 1h")
     pg.run(SCH.register(d, "tick", "jobs", hourly, "null", opts, late))
     assert pg.run(SCH.next_fire(d)) == hourly.next_after(late)
     assert pg.run(SCH.unregister(d, "tick")) is True
@@ -1312,8 +1313,8 @@ def scenario(run: Callable[[Plan[Any]], Any], d: Any, seed: int, steps: int) -> 
             log.append(("offset", run(S.get_offset(d, queue, consumer))))
         elif op == "tick":
             if rng.random() < 0.3:
-                expr = SCH.parse(rng.choice(["@every 3s", "@every 7s"]))
-                run(SCH.register(d, "s1", queue, expr, "1", SCH.ScheduleOptions(), now))
+                expr = SCHV.parse(rng.choice(["@every 3s", "@every 7s"]))
+                run(SCH.register(d, "s1", queue, expr, "1", SCHV.ScheduleOptions(), now))
             log.append((op, run(SCH.tick(d, now, ORIGIN, 3))))
             log.append(("next_fire", run(SCH.next_fire(d))))
         now += rng.choice([0, 0, 0, 0, US // 2, US, 3 * US, 7 * US])

@@ -20,7 +20,7 @@ from alkstore.engines.postgres import names as pg
 from alkstore.engines.sqlite import SqliteDialect
 from alkstore.protocol import rows
 from alkstore.protocol.plans import claim, schedule
-from alkstore.protocol.values import codec, names, types
+from alkstore.protocol.values import codec, names, schedules, types
 from alkstore.protocol.values.backoff import Backoff
 from alkstore.protocol.values.errors import CodecError, InvalidArgument, InvalidName
 from alkstore.protocol.values.timeconv import MAX_DURATION_US, MAX_INSTANT_US, duration_us
@@ -360,7 +360,7 @@ def test_convert_int_too_large_for_a_float_is_codec_error() -> None:
 def test_random_cron_fields_are_invalid_argument(text: str) -> None:
     # Were accepted: next_after drew a new random time on every call.
     with pytest.raises(InvalidArgument):
-        schedule.parse(text)
+        schedules.parse(text)
 
 
 @pytest.mark.parametrize(
@@ -371,25 +371,25 @@ def test_random_cron_fields_are_invalid_argument(text: str) -> None:
 def test_huge_every_interval_is_invalid_argument(text: str) -> None:
     # Was OverflowError (float infinity), or accepted past 64 bits.
     with pytest.raises(InvalidArgument):
-        schedule.parse(text)
+        schedules.parse(text)
 
 
 @pytest.mark.parametrize("text", ["* 23 15W * 0", "0 0 30 2 *", "0 0 31 4 *", "0 0 0 31 2 *"])
 def test_cron_that_never_fires_is_invalid_argument(text: str) -> None:
     # Were accepted; next_after then raised croniter's CroniterBadDateError.
     with pytest.raises(InvalidArgument):
-        schedule.parse(text)
+        schedules.parse(text)
 
 
 def test_rare_cron_still_parses_and_fires() -> None:
-    leap = schedule.parse("0 0 29 2 *")
+    leap = schedules.parse("0 0 29 2 *")
     assert leap.next_after(NOW) > NOW
-    assert schedule.parse("@every 1h30m").every_us == 5_400_000_000
+    assert schedules.parse("@every 1h30m").every_us == 5_400_000_000
 
 
 def test_huge_int_schedule_is_invalid_argument() -> None:
     with pytest.raises(InvalidArgument):
-        schedule.parse(HUGE_INT)
+        schedules.parse(HUGE_INT)
 
 
 @pytest.mark.parametrize(
@@ -402,8 +402,8 @@ def test_huge_int_schedule_is_invalid_argument() -> None:
     ],
 )
 def test_corrupt_stored_schedule_options_are_codec_errors(text: str) -> None:
-    from alkstore.protocol.plans.schedule import ScheduleOptions
     from alkstore.protocol.values.errors import CodecError
+    from alkstore.protocol.values.schedules import ScheduleOptions
 
     with pytest.raises(CodecError):
         ScheduleOptions.decode(text)
@@ -482,7 +482,7 @@ def test_derived_deadlines_past_9999_are_capped() -> None:
     plan = claim.retry(d, _record(), NOW, delay_us=None, backoff=far, draw=0.0, error=None)
     next(plan)
     assert MAX_INSTANT_US in plan.send((1, 3)).params  # rescheduled, capped
-    options = schedule.ScheduleOptions.of(expires_after=timedelta(microseconds=MAX_DURATION_US))
+    options = schedules.ScheduleOptions.of(expires_after=timedelta(microseconds=MAX_DURATION_US))
     plan = schedule.tick(d, NOW, "origin", 3)
     next(plan)  # due schedules
     plan.send([("s", "q", "@every 1h", "UTC", "null", options.encode(), NOW, "latest", None, None)])

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import pytest
 
-from alkstore.protocol.plans.housekeeping import PRUNE_BATCH, HousekeepingLoop, full
+from alkstore.protocol.machines.housekeeping import HousekeepingLoop
+from alkstore.protocol.plans.housekeeping import PRUNE_BATCH, full
 from alkstore.protocol.plans.locks import raised_floor, token_floor
 from alkstore.protocol.plans.streams import Retained, retention_cut
 from alkstore.protocol.values.errors import CodecError, InvalidArgument

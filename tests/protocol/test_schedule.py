@@ -7,17 +7,11 @@ from typing import Any
 
 import pytest
 
+from alkstore.protocol.machines.scheduler import SchedulerLoop, Sleep, Tick
 from alkstore.protocol.plan import Fetch, Statement, run_sync
-from alkstore.protocol.plans.schedule import (
-    SchedulerLoop,
-    Sleep,
-    Tick,
-    parse,
-    pause,
-    resume,
-    resumed_fire_time,
-)
+from alkstore.protocol.plans.schedule import pause, resume, resumed_fire_time
 from alkstore.protocol.values.errors import InvalidArgument
+from alkstore.protocol.values.schedules import parse
 
 S = 1_000_000
 T0 = 1_700_000_000 * S

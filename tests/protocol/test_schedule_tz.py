@@ -10,8 +10,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from alkstore.protocol.plans.schedule import CatchUp, Expression, parse
 from alkstore.protocol.values.errors import CodecError, InvalidArgument
+from alkstore.protocol.values.schedules import CatchUp, Expression, parse
 
 S = 1_000_000
 MIN = 60 * S

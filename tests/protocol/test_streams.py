@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from alkstore.protocol.plans.streams import (
+from alkstore.protocol.machines.subscriber import (
     AwaitWake,
     HandOut,
     Read,

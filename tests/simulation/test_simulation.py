@@ -787,16 +787,16 @@ def test_a_catch_up_ignoring_its_cap_is_caught(
 ) -> None:
     """A core whose catch-up "all" enqueues every missed fire time (its cap
     forgotten) breaks the cap invariant in the first seed."""
-    from alkstore.protocol.plans import schedule
+    from alkstore.protocol.values import schedules
 
-    def uncapped(self: schedule.CatchUp, expr: schedule.Expression, fire_at: int, now: int,
+    def uncapped(self: schedules.CatchUp, expr: schedules.Expression, fire_at: int, now: int,
                  latest: int) -> list[int]:  # fmt: skip
         times = [latest]
         while (earlier := expr.prev_before(times[-1])) >= fire_at:
             times.append(earlier)
         return times[::-1]
 
-    monkeypatch.setattr(schedule.CatchUp, "_choose", uncapped)
+    monkeypatch.setattr(schedules.CatchUp, "_choose", uncapped)
     backend = open_backend(engine_name)
     try:
         with pytest.raises(SimulationFailure, match="over its cap 3"):

@@ -25,10 +25,10 @@ import enum
 from dataclasses import dataclass, field
 
 from ..dialect import Dialect
-from ..machines.worker import release_all
 from ..plan import Plan
 from ..values.types import JobRecord
 from . import claim as claim_plans
+from .worker import release_all
 
 
 class Step(enum.Enum):

@@ -8,8 +8,7 @@ read back, which channels another process notified (when to look again is
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..dialect import Dialect, NotificationLog
 from ..plan import Plan, fetch_all, fetch_row
@@ -19,33 +18,6 @@ def notify(d: Dialect, channel: str, origin: str, now_us: int) -> Plan[None]:
     """Wake ``channel``'s receivers here and in other processes, once the
     enclosing transaction commits (the channel is checked by the caller)."""
     yield d.notify(channel, origin, now_us)
-
-
-@dataclass
-class WakeRouter:
-    """Channel -> receiver ids. Receivers are identified by opaque ints."""
-
-    _by_channel: dict[str, set[int]] = field(default_factory=dict)
-
-    def add(self, channel: str, receiver: int) -> None:
-        self._by_channel.setdefault(channel, set()).add(receiver)
-
-    def remove(self, channel: str, receiver: int) -> None:
-        ids = self._by_channel.get(channel)
-        if ids is None:
-            return
-        ids.discard(receiver)
-        if not ids:
-            del self._by_channel[channel]
-
-    def targets(self, channels: Iterable[str]) -> set[int]:
-        out: set[int] = set()
-        for channel in channels:
-            out |= self._by_channel.get(channel, set())
-        return out
-
-    def channels(self) -> set[str]:
-        return set(self._by_channel)
 
 
 @dataclass(frozen=True, slots=True)
