@@ -6,14 +6,15 @@ The public surface is this module, the drivers ``alkstore.io_trio`` and
 change without notice.
 """
 
+from .api.core.wakes import WakeReceiver
 from .api.drain import Drain
+from .api.job import Job, StoreHandle
 from .api.locks import Lock
 from .api.outbox import Outbox
-from .api.queue import Job, Queue
+from .api.queue import Queue
 from .api.store import Store
 from .api.stream import EventReceiver, Stream
 from .api.tx import Transaction
-from .api.wakes import WakeReceiver
 from .protocol.plans.housekeeping import PruneReport
 from .protocol.values.backoff import Backoff
 from .protocol.values.errors import (
@@ -92,6 +93,7 @@ __all__ = [
     "ScheduleInfo",
     "SchemaMismatch",
     "Store",
+    "StoreHandle",
     "Stream",
     "StreamEvent",
     "StreamInfo",

@@ -47,8 +47,8 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from .api.job import Job
 from .api.locks import Lock
-from .api.queue import Job
 from .api.store import Store
 from .io_trio import open_sqlite
 from .protocol.values.backoff import Backoff

@@ -84,7 +84,7 @@ async def fill(store: Store, jobs: int, engine: str, dsn: str) -> list[int]:
     took = time.perf_counter() - started
     print(f"  filled {jobs:,} jobs (+{side:,} dead, +{side:,} acked) in {took:.1f} s")
     if engine == "postgres":
-        schema = store._dialect.schema
+        schema = store._core.dialect.schema
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(f'ANALYZE "{schema}".jobs')
             conn.execute(f'ANALYZE "{schema}".dead')
@@ -110,7 +110,7 @@ async def run(engine: str, jobs: int, samples: int, dsn: str) -> None:
         dead = (await store.queue(QUEUE).list_jobs(state="dead", limit=1))[0].id
         app = create_app(store, allow_actions=True)
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://bench") as c:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as c:
 
             def page(path: str, **params: Any) -> Callable[[], Awaitable[Any]]:
                 async def get() -> None:

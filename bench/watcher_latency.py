@@ -81,7 +81,7 @@ async def notifier(path: str) -> None:
 async def idle(path: str, mode: str, seconds: float) -> None:
     async with open_sqlite(path, options=options_for(mode)) as store, store.listen(CHANNEL):
         await trio.sleep(1.0)  # let the watcher settle into its idle cadence
-        watcher = store._watcher  # type: ignore[attr-defined]
+        watcher = store._core.executor.watcher  # type: ignore[attr-defined]
         checks0 = watcher.checks
         r0 = resource.getrusage(resource.RUSAGE_SELF)
         t0 = time.monotonic()
@@ -127,7 +127,7 @@ async def latency(path: str, result: Result, samples: int, cold: int) -> None:
     argv = [sys.executable, __file__, "--child-notifier", path]
     options = options_for(result.mode)
     async with open_sqlite(path, options=options) as store, store.listen(CHANNEL) as wakes:
-        watcher = store._watcher  # type: ignore[attr-defined]
+        watcher = store._core.executor.watcher  # type: ignore[attr-defined]
         proc = await trio.lowlevel.open_process(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         try:
             assert proc.stdin is not None and proc.stdout is not None

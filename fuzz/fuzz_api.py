@@ -377,7 +377,7 @@ async def _opened_event_receiver(s: Store) -> EventReceiver:
 async def _read_job(job: Job) -> None:
     for attr in ("run_at", "created_at", "expires_at", "claim_expires_at"):
         getattr(job, attr)
-    queue = job._queue  # the handle's own queue (its options included)
+    queue: Any = job.store.queue(job.queue)  # reads take no options
     await queue.get_job(job.id)
     await queue.dead_letters(1000)
     await queue.next_due()

@@ -87,3 +87,129 @@ def test_no_sql_outside_engines(package: str) -> None:
             ):
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value[:60]!r}")
     assert not offenders
+
+
+# -- who may import whom ----------------------------------------------------------------
+# The layers, bottom to top (docs/internals.md, "Layers"): a module imports
+# only modules of its own layer and of the layers below it. Every other
+# package (cli, dashboard, otel, testing, sync, shapes, demo) is the top.
+# Function-level and TYPE_CHECKING imports count: a cycle through them is
+# a cycle all the same.
+LAYERS = [
+    ("protocol",),
+    ("engines",),
+    ("runner",),
+    ("api.core",),
+    ("services",),
+    ("api",),
+    ("open",),
+    ("io_trio", "io_asyncio"),
+]
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """Module -> the modules of the package it imports (a package's
+    ``__init__`` neither imports nor is imported here: it re-exports)."""
+    mods = {}
+    for p in ROOT.rglob("*.py"):
+        parts = list(p.relative_to(ROOT.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        mods[".".join(parts)] = p
+
+    def resolve(name: str) -> str | None:
+        while name and name not in mods:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    edges: dict[str, set[str]] = {m: set() for m in mods}
+    for m, p in mods.items():
+        if p.name == "__init__.py":
+            continue
+        base = m.split(".")[:-1]
+        for node in ast.walk(ast.parse(p.read_text(), str(p))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    b = base[: len(base) - (node.level - 1)]
+                    mod = ".".join(b + ([node.module] if node.module else []))
+                else:
+                    mod = node.module or ""
+                targets = [mod] + [f"{mod}.{a.name}" for a in node.names]
+            for target in targets:
+                if target.split(".")[0] != "alkstore":
+                    continue
+                r = resolve(target)
+                if r and r != m and mods[r].name != "__init__.py":
+                    edges[m].add(r)
+    return edges
+
+
+def _layer(module: str) -> int:
+    """The rank of ``module``'s layer: the longest package it is in (api.core
+    is not api); the top for any other."""
+    rest = module.removeprefix("alkstore.")
+    found = [
+        (len(package), rank)
+        for rank, packages in enumerate(LAYERS)
+        for package in packages
+        if rest == package or rest.startswith(package + ".")
+    ]
+    return max(found)[1] if found else len(LAYERS)
+
+
+def test_imports_point_down_the_layers() -> None:
+    """Nothing below the public ``Store`` imports ``Store``, runner imports no
+    api, the openers are the only ones that know runner, api and services
+    together, ... : every import goes to its own layer or below."""
+    offenders = sorted(
+        f"{a} -> {b}"
+        for a, targets in _module_graph().items()
+        for b in targets
+        if _layer(b) > _layer(a)
+    )
+    assert offenders == []
+
+
+def test_no_import_cycles() -> None:
+    """No module imports, through any chain, a module that imports it back."""
+    edges = _module_graph()
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def strong(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in edges[v]:
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in sorted(edges):
+        if v not in index:
+            strong(v)
+    assert cycles == []
+
+
+def test_the_layers_named_exist() -> None:
+    for packages in LAYERS:
+        for package in packages:
+            assert (ROOT / package.replace(".", "/")).is_dir(), package

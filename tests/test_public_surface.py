@@ -66,12 +66,12 @@ WHITE_BOX: dict[str, set[str]] = {
     # a read plan of the history table, which no API returns rows of
     "history.py": {"alkstore.protocol.values.codec", "alkstore.protocol.plan"},
     # wrap the worker's batch ack to log or record what it acked
-    "test_work.py": {"alkstore.api.worker"},
-    "test_cross_process.py": {"alkstore.api.worker"},
-    "helper.py": {"alkstore.api.worker"},
-    "crash_worker.py": {"alkstore.api.worker"},
+    "test_work.py": {"alkstore.services.worker.settler"},
+    "test_cross_process.py": {"alkstore.services.worker.settler"},
+    "helper.py": {"alkstore.services.worker.settler"},
+    "crash_worker.py": {"alkstore.services.worker.settler"},
     # deafen the worker's cancel channel, so only its heartbeat can find the cancel
-    "test_cancel_running.py": {"alkstore.api.worker"},
+    "test_cancel_running.py": {"alkstore.services.worker.worker"},
     # the watcher's own connection and its busy timeout
     "test_watcher.py": {
         "alkstore.runner.sqlite.conn", "alkstore.runner.sqlite.watcher",

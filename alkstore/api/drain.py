@@ -13,10 +13,10 @@ from ..protocol.values.timeconv import Duration, duration_us
 
 
 class _Drainable(Protocol):
-    """A running worker, as a drain sees it (``api/worker.py``'s ``_Worker``)."""
+    """A running worker, as a drain sees it (``services.worker.Worker``)."""
 
-    def _begin_drain(self, timeout_us: int | None) -> None: ...
-    def _handlers_running(self) -> int: ...
+    def begin_drain(self, timeout_us: int | None) -> None: ...
+    def handlers_running(self) -> int: ...
 
 
 class Drain:
@@ -69,7 +69,7 @@ class Drain:
     def running(self) -> int:
         """How many handlers are running now in those workers (jobs claimed
         ahead and not started are not counted)."""
-        return sum(w._handlers_running() for w in self._workers)
+        return sum(w.handlers_running() for w in self._workers)
 
     def start(self, timeout: Duration | None = None) -> None:
         """Begin draining: no more claims; running handlers may finish for up
@@ -82,7 +82,7 @@ class Drain:
         if timeout_us == 0:
             self._forced = True
         for worker in list(self._workers):
-            worker._begin_drain(timeout_us)
+            worker.begin_drain(timeout_us)
 
     def now(self) -> None:
         """Stop at once: handlers still running are cancelled and every job
@@ -93,7 +93,7 @@ class Drain:
     def _attach(self, worker: _Drainable) -> None:
         self._workers.add(worker)
         if self._started:
-            worker._begin_drain(self._timeout_us)
+            worker.begin_drain(self._timeout_us)
 
     def _detach(self, worker: _Drainable) -> None:
         self._workers.discard(worker)

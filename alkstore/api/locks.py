@@ -7,7 +7,6 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from ..protocol.machines.leases import Idle, Lapsed, Leases, Wait
 from ..protocol.plans import locks
@@ -17,11 +16,9 @@ from ..protocol.values.timeconv import US_PER_S, Duration, check_seconds, durati
 from ..protocol.values.types import LockRecord
 from ..runner.runtime import CancelScope
 from ..runner.timeouts import check_timeout
+from .core.handle import StoreCore
 
 log = logging.getLogger("alkstore.locks")
-
-if TYPE_CHECKING:
-    from .store import Store
 
 
 class Lock:
@@ -31,8 +28,8 @@ class Lock:
     pass it to the systems you write to so they can refuse a stale holder.
     """
 
-    def __init__(self, store: Store, record: LockRecord) -> None:
-        self._store = store
+    def __init__(self, core: StoreCore, record: LockRecord) -> None:
+        self._core = core
         self._record = record
 
     def __repr__(self) -> str:
@@ -61,10 +58,9 @@ class Lock:
 
     async def renew(self, ttl: Duration) -> bool:
         """Extend to now + ``ttl``; ``False`` once the TTL has lapsed or it was released."""
-        store = self._store
+        core = self._core
         ttl_us = duration_us(ttl, "ttl", allow_zero=False)
-        plan = locks.renew(store._dialect, self._record, store._now_us(), ttl_us)
-        record = await store._run(plan)
+        record = await core.run(locks.renew(core.dialect, self._record, core.now_us(), ttl_us))
         if record is None:
             return False
         self._record = record
@@ -72,13 +68,19 @@ class Lock:
 
     async def release(self) -> bool:
         """Give the lock up; ``False`` if it had already lapsed or been released."""
-        store = self._store
-        return await store._run(locks.release(store._dialect, self._record, store._now_us()))
+        core = self._core
+        return await core.run(locks.release(core.dialect, self._record, core.now_us()))
+
+
+async def try_lock(core: StoreCore, name: str, owner: str, ttl_us: int) -> Lock | None:
+    """Take lock ``name`` (checked names) for ``ttl_us``; no span of its own."""
+    record = await core.run(locks.try_lock(core.dialect, name, owner, core.now_us(), ttl_us))
+    return None if record is None else Lock(core, record)
 
 
 @asynccontextmanager
 async def hold_lock(
-    store: Store,
+    core: StoreCore,
     name: str,
     owner: str,
     ttl: Duration,
@@ -86,7 +88,7 @@ async def hold_lock(
     timeout: float | None,
     poll: float,
 ) -> AsyncIterator[Lock]:
-    runtime = store._runtime
+    runtime = core.runtime
     name = check_name(name, "lock")
     owner = check_identifier(owner, "lock owner")
     ttl_us = duration_us(ttl, "ttl", allow_zero=False)
@@ -95,22 +97,21 @@ async def hold_lock(
     deadline = None if limit is None else runtime.monotonic() + limit
 
     async def acquire() -> Lock:
-        lock = await store._try_lock(name, owner, ttl_us)
+        lock = await try_lock(core, name, owner, ttl_us)
         while lock is None:
             if limit is not None and deadline is not None and runtime.monotonic() >= deadline:
                 raise LockTimeout(name, limit)
             await runtime.sleep(poll)
-            lock = await store._try_lock(name, owner, ttl_us)
+            lock = await try_lock(core, name, owner, ttl_us)
         return lock
 
     # One span for the whole wait (not one per try), when instrumented.
-    telemetry = store._telemetry
-    lock = await (acquire() if telemetry is None else telemetry.lock(name, owner, acquire()))
+    lock = await core.telemetry.lock(name, owner, acquire())
     lost = False
 
     async def keep(body: CancelScope) -> None:
         nonlocal lost
-        await _keep(store, lock, ttl, ttl_us)
+        await _keep(core, lock, ttl, ttl_us)
         lost = True
         body.cancel()
 
@@ -128,7 +129,7 @@ async def hold_lock(
         if not lost:
             # Shielded so a cancelled holder still frees the lock at once,
             # but bounded: past the lock's expiry it is free anyway.
-            bound = locks.release_bound(store._now_us(), lock._record)
+            bound = locks.release_bound(core.now_us(), lock._record)
             with runtime.shield(bound) as scope, contextlib.suppress(AlkstoreError):
                 await lock.release()
             if scope.cancelled_caught:
@@ -136,7 +137,7 @@ async def hold_lock(
                             "its TTL lapses", lock.name, bound)  # fmt: skip
 
 
-async def _keep(store: Store, lock: Lock, ttl: Duration, ttl_us: int) -> None:
+async def _keep(core: StoreCore, lock: Lock, ttl: Duration, ttl_us: int) -> None:
     """Keep ``lock`` held, renewing it every ``ttl / 3`` as ``Leases`` says;
     return once it is lost.
 
@@ -152,12 +153,12 @@ async def _keep(store: Store, lock: Lock, ttl: Duration, ttl_us: int) -> None:
         expires = lock._record.expires_at_us
         if leases.expires_us(key) != expires:
             leases.renewed(key, expires)
-        now = store._now_us()
+        now = core.now_us()
         action = leases.next_action(now)
         if isinstance(action, Lapsed | Idle):
             return
         if isinstance(action, Wait):
-            await store._runtime.sleep(max(0, action.until_us - now) / US_PER_S)
+            await core.runtime.sleep(max(0, action.until_us - now) / US_PER_S)
             continue
         try:
             ok = await lock.renew(ttl)
@@ -166,7 +167,7 @@ async def _keep(store: Store, lock: Lock, ttl: Duration, ttl_us: int) -> None:
         except AlkstoreError:
             log.warning("lock %r: renewal failed; retrying while the lock lasts", lock.name,
                         exc_info=True)  # fmt: skip
-            leases.renew_failed(action.keys, store._now_us())
+            leases.renew_failed(action.keys, core.now_us())
             continue
         if not ok:
             return

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 from types import TracebackType
-from typing import TYPE_CHECKING
 
 from ..protocol.machines import subscriber
 from ..protocol.plan import Plan
@@ -17,11 +16,8 @@ from ..protocol.values.names import check_identifier, stream_channel
 from ..protocol.values.timeconv import Duration, duration_us
 from ..protocol.values.types import StreamEvent, StreamInfo
 from ..runner.timeouts import check_timeout
-from . import ops
-from .wakes import WakeReceiver
-
-if TYPE_CHECKING:
-    from .store import Store
+from .core import ops
+from .core.handle import StoreCore
 
 log = logging.getLogger("alkstore.stream")
 
@@ -29,8 +25,8 @@ log = logging.getLogger("alkstore.stream")
 class Stream:
     """A named, append-only log. Offsets start at 1 and are dense per stream."""
 
-    def __init__(self, store: Store, name: str) -> None:
-        self._store = store
+    def __init__(self, core: StoreCore, name: str) -> None:
+        self._core = core
         self.name = name
 
     def __repr__(self) -> str:
@@ -39,22 +35,20 @@ class Stream:
     async def publish(self, payload: codec.JSON) -> int:
         """Append ``payload`` (JSON) and return its offset; receivers are woken once it commits.
         Raises ``CodecError`` for a payload that is not JSON."""
-        return await self._published(ops.publish(self._store, self.name, None, payload))
+        return await self._published(ops.publish(self._core, self.name, None, payload))
 
     async def publish_with_key(self, key: str, payload: codec.JSON) -> int:
         """Like ``publish``, with a non-empty ``key`` stored beside the event (``InvalidName`` if
         empty)."""
-        return await self._published(ops.publish_keyed(self._store, self.name, key, payload))
+        return await self._published(ops.publish_keyed(self._core, self.name, key, payload))
 
     async def _published(self, plan: Plan[int]) -> int:
-        store = self._store
-        if store._telemetry is not None:
-            return await store._telemetry.publish(self.name, store._run(plan))
-        return await store._run(plan)
+        core = self._core
+        return await core.telemetry.publish(self.name, core.run(plan))
 
     async def read_since(self, offset: int, limit: int = 100) -> list[StreamEvent]:
         """Events with offsets above ``offset``, ascending, at most ``limit``."""
-        return await self._store._run(*ops.read_since(self._store, self.name, offset, limit))
+        return await self._core.run(*ops.read_since(self._core, self.name, offset, limit))
 
     async def list_events(
         self, *, before: int | None = None, limit: int = 100
@@ -63,39 +57,39 @@ class Stream:
         ``before`` (None: from the newest): pass the last offset of a page as
         the next ``before`` (keyset paging: a page costs its size, however
         deep). For looking at a stream; consumers read with ``read_since``."""
-        return await self._store._run(*ops.list_events(self._store, self.name, before, limit))
+        return await self._core.run(*ops.list_events(self._core, self.name, before, limit))
 
     async def read_from_consumer(self, consumer: str, limit: int = 100) -> list[StreamEvent]:
         """Events after ``consumer``'s saved offset (does not move it)."""
-        plan = ops.read_from_consumer(self._store, self.name, consumer, limit)
-        return await self._store._run(*plan)
+        plan = ops.read_from_consumer(self._core, self.name, consumer, limit)
+        return await self._core.run(*plan)
 
     async def save_offset(self, consumer: str, offset: int) -> None:
         """Checkpoint ``consumer`` at ``offset``; never moves an offset back."""
-        await self._store._run(ops.save_offset(self._store, self.name, consumer, offset))
+        await self._core.run(ops.save_offset(self._core, self.name, consumer, offset))
 
     async def get_offset(self, consumer: str) -> int:
         """``consumer``'s saved offset; 0 if it never saved one."""
-        return await self._store._run(ops.get_offset(self._store, self.name, consumer))
+        return await self._core.run(ops.get_offset(self._core, self.name, consumer))
 
     async def head_offset(self) -> int:
         """The offset of the last event published and committed (0 if none);
         a consumer's lag is ``head_offset() - get_offset(consumer)``. Trimming
         does not lower it."""
-        return await self._store._run(ops.head_offset(self._store, self.name))
+        return await self._core.run(ops.head_offset(self._core, self.name))
 
     async def info(self) -> StreamInfo:
         """This stream as ``Store.list_streams`` shows it: head offset,
         events held, the oldest one, retention settings, and each consumer
         with its saved offset and lag (all zeros and empty for a stream
         never used)."""
-        return await self._store._run(*ops.stream_info(self._store, self.name))
+        return await self._core.run(*ops.stream_info(self._core, self.name))
 
     async def trim_to(self, offset: int) -> int:
         """Drop events below ``offset`` (retention); returns how many were dropped."""
         offset = streams.check_offset(offset)
-        plan = streams.trim_to(self._store._dialect, self.name, offset)
-        return await self._store._run(plan, bulk=True)
+        plan = streams.trim_to(self._core.dialect, self.name, offset)
+        return await self._core.run(plan, bulk=True)
 
     async def set_retention(self, *, max_age: Duration | None, max_events: int | None) -> None:
         """Keep this stream's events at most ``max_age`` (seconds or a
@@ -108,21 +102,21 @@ class Stream:
         negative count."""
         age_us = None if max_age is None else duration_us(max_age, "max_age", allow_zero=False)
         count = None if max_events is None else check_int(max_events, "max_events", lo=0)
-        store = self._store
-        await store._run(streams.set_retention(store._dialect, self.name, age_us, count))
+        core = self._core
+        await core.run(streams.set_retention(core.dialect, self.name, age_us, count))
 
     async def protect(self, consumer: str) -> None:
         """Hold ``consumer``'s unread events back from retention: no event
         above its saved offset is pruned (all of them, if it never saved)
         until ``unprotect``. ``trim_to`` still drops what it is told to."""
         consumer = check_identifier(consumer, "consumer")
-        await self._store._run(streams.protect(self._store._dialect, self.name, consumer))
+        await self._core.run(streams.protect(self._core.dialect, self.name, consumer))
 
     async def unprotect(self, consumer: str) -> bool:
         """Let retention prune ``consumer``'s unread events again; ``False``
         if it was not protected."""
         consumer = check_identifier(consumer, "consumer")
-        return await self._store._run(streams.unprotect(self._store._dialect, self.name, consumer))
+        return await self._core.run(streams.unprotect(self._core.dialect, self.name, consumer))
 
     def subscribe(
         self, consumer: str, *, batch: int = 100, backstop: float = 5.0
@@ -147,7 +141,7 @@ class EventReceiver:
         self.stream = stream
         self.consumer = consumer
         self._sub = subscriber.Subscriber(batch, backstop)
-        self._wakes = stream._store._subscribe_channel(stream_channel(stream.name))
+        self._wakes = stream._core.subscribe(stream_channel(stream.name))
 
     @property
     def offset(self) -> int:
@@ -167,9 +161,7 @@ class EventReceiver:
         except BaseException:
             self.close()
             raise
-        telemetry = self.stream._store._telemetry
-        if telemetry is not None:
-            telemetry.subscribed(self)
+        self.stream._core.telemetry.subscribed(self, self.stream.name, self.consumer)
         return self
 
     async def __aexit__(
@@ -181,9 +173,7 @@ class EventReceiver:
         """Stop receiving: ``recv`` returns ``None`` from now on. Saves nothing."""
         self._sub.close()
         self._wakes.close()
-        telemetry = self.stream._store._telemetry
-        if telemetry is not None:
-            telemetry.unsubscribed(self)
+        self.stream._core.telemetry.unsubscribed(self)
 
     @property
     def closed(self) -> bool:
@@ -192,9 +182,9 @@ class EventReceiver:
 
     async def _fill(self, read: subscriber.Read) -> bool:
         self._wakes.try_recv()  # consume first: a wake from now on means news
-        reading = self.stream.read_since(read.after, read.limit)
-        telemetry = self.stream._store._telemetry
-        events = await (reading if telemetry is None else telemetry.receive(self, reading))
+        stream = self.stream
+        reading = stream.read_since(read.after, read.limit)
+        events = await stream._core.telemetry.receive(stream.name, self.consumer, reading)
         return self._sub.read(events)
 
     async def recv(self) -> StreamEvent | None:
@@ -212,7 +202,7 @@ class EventReceiver:
             if isinstance(action, subscriber.Stop):
                 return None
             if isinstance(action, Pause):
-                await self.stream._store._runtime.sleep(action.seconds)
+                await self.stream._core.runtime.sleep(action.seconds)
                 sub.paused()
                 continue
             try:
@@ -276,4 +266,4 @@ class EventReceiver:
         return event
 
 
-__all__ = ["EventReceiver", "Stream", "WakeReceiver"]
+__all__ = ["EventReceiver", "Stream"]

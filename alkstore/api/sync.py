@@ -12,12 +12,12 @@ on trio and asyncio.
 from __future__ import annotations
 
 import random
-import secrets
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, TypeVar, Unpack
 
+from ..protocol.dialect import Dialect
 from ..protocol.machines.lifecycle import Lifecycle
 from ..protocol.plan import Plan, is_read_only
 from ..protocol.values import codec
@@ -41,10 +41,25 @@ from ..protocol.values.types import (
 )
 from ..runner.runtime import Clock
 from ..runner.sync_session import BlockingExecutor, BlockingSession
-from . import ops
+from .core import ops
+from .core.handle import new_origin
 from .tx import JOINED_FINISH
 
 T = TypeVar("T")
+
+
+class _Context:
+    """What an operation needs of a blocking store (``ops.OpContext``)."""
+
+    __slots__ = ("_clock", "dialect", "origin")
+
+    def __init__(self, dialect: Dialect, origin: str, clock: Clock) -> None:
+        self.dialect = dialect
+        self.origin = origin
+        self._clock = clock
+
+    def now_us(self) -> int:
+        return self._clock.now_us()
 
 
 class Store:
@@ -73,8 +88,9 @@ class Store:
         self._clock = clock
         self._rng = random.Random(seed)
         self._read_only = read_only
-        # Identifies this store's notifications (as an async store's do).
-        self._origin = secrets.token_hex(8)
+        # What an operation needs of this store; its origin identifies its
+        # notifications (as an async store's do).
+        self._core = _Context(executor.dialect, new_origin(), clock)
         self._lifecycle = Lifecycle("store")
 
     def __repr__(self) -> str:
@@ -98,10 +114,6 @@ class Store:
         """True once the store is closed (its ``with`` block ended, or ``close()``)."""
         return self._lifecycle.closed
 
-    @property
-    def _dialect(self) -> Any:
-        return self._executor.dialect
-
     def _now_us(self) -> int:
         return self._clock.now_us()
 
@@ -122,7 +134,7 @@ class Store:
         """Wake listeners of ``channel`` in every process (``Store.notify``).
         The payload is validated (and size-checked on Postgres) but not
         delivered."""
-        self._run(ops.notify(self, channel, payload))
+        self._run(ops.notify(self._core, channel, payload))
 
     # -- mechanism handles (no IO) ---------------------------------------------
     def queue(
@@ -159,7 +171,7 @@ class Store:
     def get_job(self, job_id: int) -> JobInfo | None:
         """Job ``job_id`` in whichever queue holds it: live, dead, or
         finished and kept in its queue's history; ``None`` when none has it."""
-        return self._run(ops.get_job(self, None, job_id))
+        return self._run(ops.get_job(self._core, None, job_id))
 
     # -- transactions ----------------------------------------------------------
     @contextmanager
@@ -229,7 +241,7 @@ class Queue(ops.QueueHandle):
         store = self._store
         now = store._now_us()
         job = ops.new_job(self.name, payload, now, self._options, **options)
-        return store._run(ops.insert(store, job, now))
+        return store._run(ops.insert(store._core, job, now))
 
     def enqueue_batch(
         self, payloads: Iterable[codec.JSON], **options: Unpack[EnqueueOptions]
@@ -240,7 +252,7 @@ class Queue(ops.QueueHandle):
         jobs = ops.new_jobs(self.name, self._options, payloads, now, options)
         if not jobs:
             return []
-        return store._run(*ops.insert_many(store, jobs, now))
+        return store._run(*ops.insert_many(store._core, jobs, now))
 
     def enqueue_unique(
         self,
@@ -257,7 +269,7 @@ class Queue(ops.QueueHandle):
         now = store._now_us()
         for_us = ops.check_unique_for(unique_for)
         job, key = ops.new_unique_job(self.name, payload, key, now, self._options, options)
-        return store._run(ops.insert_unique(store, job, key, for_us, now))
+        return store._run(ops.insert_unique(store._core, job, key, for_us, now))
 
     def enqueue_batch_unique(
         self,
@@ -274,7 +286,7 @@ class Queue(ops.QueueHandle):
         jobs = ops.new_unique_jobs(self.name, self._options, items, now, options)
         if not jobs:
             return []
-        return store._run(*ops.insert_unique_many(store, jobs, for_us, now))
+        return store._run(*ops.insert_unique_many(store._core, jobs, for_us, now))
 
     def set_limits(
         self,
@@ -286,75 +298,75 @@ class Queue(ops.QueueHandle):
         """Set this queue's limits, replacing the ones it had
         (``alkstore.Queue.set_limits``)."""
         self._store._run(
-            ops.set_limits(self._store, self.name, concurrency_per_key, rate, rate_per_key)
+            ops.set_limits(self._store._core, self.name, concurrency_per_key, rate, rate_per_key)
         )
 
     def limits(self) -> QueueLimits:
         """This queue's limits (``alkstore.Queue.limits``)."""
-        return self._store._run(ops.limits(self._store, self.name))
+        return self._store._run(ops.limits(self._store._core, self.name))
 
     def set_unique_policy(self, *, processing_blocks: bool) -> None:
         """Whether a processing job of this queue keeps its unique key
         (``alkstore.Queue.set_unique_policy``)."""
-        self._store._run(ops.set_unique_policy(self._store, self.name, processing_blocks))
+        self._store._run(ops.set_unique_policy(self._store._core, self.name, processing_blocks))
 
     def get_job(self, job_id: int) -> JobInfo | None:
         """Job ``job_id`` of this queue (``alkstore.Queue.get_job``); ``None``
         when it is not (or no longer) this queue's."""
-        return self._store._run(ops.get_job(self._store, self.name, job_id))
+        return self._store._run(ops.get_job(self._store._core, self.name, job_id))
 
     def list_jobs(
         self, *, state: str | None = None, limit: int = 100, after: int | None = None
     ) -> list[JobInfo]:
         """Up to ``limit`` of this queue's jobs by id, after id ``after``,
         in ``state`` (``alkstore.Queue.list_jobs``)."""
-        return self._store._run(*ops.list_jobs(self._store, self.name, state, limit, after))
+        return self._store._run(*ops.list_jobs(self._store._core, self.name, state, limit, after))
 
     def summary(self) -> QueueSummary:
         """This queue as ``Store.list_queues`` lists it (``alkstore.Queue.summary``)."""
-        return self._store._run(*ops.summary(self._store, self.name))
+        return self._store._run(*ops.summary(self._store._core, self.name))
 
     def throughput(self, *, window: Duration = 1800.0, bucket: Duration = 60.0) -> Throughput:
         """This queue's finished and dead jobs per ``bucket`` over the last
         ``window`` (``alkstore.Queue.throughput``)."""
-        return self._store._run(*ops.throughput(self._store, self.name, window, bucket))
+        return self._store._run(*ops.throughput(self._store._core, self.name, window, bucket))
 
     def stats(self) -> QueueStats:
         """The queue's counts, as of now."""
-        return self._store._run(*ops.stats(self._store, self.name))
+        return self._store._run(*ops.stats(self._store._core, self.name))
 
     def dead_letters(self, limit: int = 100) -> list[JobInfo]:
         """Up to ``limit`` dead jobs of this queue, oldest first."""
-        return self._store._run(*ops.dead_letters(self._store, self.name, limit))
+        return self._store._run(*ops.dead_letters(self._store._core, self.name, limit))
 
     def cancel(self, job_id: int) -> bool:
         """Delete a pending or processing job; ``False`` if there was none
         (``alkstore.Queue.cancel``)."""
-        return self._store._run(ops.cancel(self._store, self.name, job_id))
+        return self._store._run(ops.cancel(self._store._core, self.name, job_id))
 
     def requeue_dead(self, job_id: int) -> bool:
         """Move a dead job back to pending, due now, attempts reset; ``False``
         if it is not dead here."""
-        return self._store._run(ops.requeue_dead(self._store, self.name, job_id))
+        return self._store._run(ops.requeue_dead(self._store._core, self.name, job_id))
 
     def purge_dead(
         self, before: datetime | None = None, *, ids: Sequence[int] | None = None
     ) -> int:
         """Delete this queue's dead jobs: every one, those that died before
         ``before``, or those among ``ids``; returns how many."""
-        return self._store._run(ops.purge_dead(self._store, self.name, before, ids), True)
+        return self._store._run(ops.purge_dead(self._store._core, self.name, before, ids), True)
 
     def pause(self) -> None:
         """Stop claims from this queue, in every process, until ``resume``."""
-        self._store._run(ops.set_paused(self._store, self.name, True))
+        self._store._run(ops.set_paused(self._store._core, self.name, True))
 
     def resume(self) -> None:
         """Let claims take this queue's jobs again; its workers are woken."""
-        self._store._run(ops.set_paused(self._store, self.name, False))
+        self._store._run(ops.set_paused(self._store._core, self.name, False))
 
     def is_paused(self) -> bool:
         """Whether the queue is paused now."""
-        return self._store._run(ops.is_paused(self._store, self.name))
+        return self._store._run(ops.is_paused(self._store._core, self.name))
 
 
 class Stream:
@@ -370,41 +382,42 @@ class Stream:
 
     def publish(self, payload: codec.JSON) -> int:
         """Append ``payload`` (JSON) and return its offset; subscribers wake once it commits."""
-        return self._store._run(ops.publish(self._store, self.name, None, payload))
+        return self._store._run(ops.publish(self._store._core, self.name, None, payload))
 
     def publish_with_key(self, key: str, payload: codec.JSON) -> int:
         """Like ``publish``, with a non-empty ``key`` stored beside the event
         (``InvalidName`` if empty)."""
-        return self._store._run(ops.publish_keyed(self._store, self.name, key, payload))
+        return self._store._run(ops.publish_keyed(self._store._core, self.name, key, payload))
 
     def read_since(self, offset: int, limit: int = 100) -> list[StreamEvent]:
         """Events with offsets above ``offset``, ascending, at most ``limit``."""
-        return self._store._run(*ops.read_since(self._store, self.name, offset, limit))
+        return self._store._run(*ops.read_since(self._store._core, self.name, offset, limit))
 
     def list_events(self, *, before: int | None = None, limit: int = 100) -> list[StreamEvent]:
         """Up to ``limit`` events below offset ``before``, newest first
         (``alkstore.Stream.list_events``)."""
-        return self._store._run(*ops.list_events(self._store, self.name, before, limit))
+        return self._store._run(*ops.list_events(self._store._core, self.name, before, limit))
 
     def read_from_consumer(self, consumer: str, limit: int = 100) -> list[StreamEvent]:
         """Events after ``consumer``'s saved offset (does not move it)."""
-        return self._store._run(*ops.read_from_consumer(self._store, self.name, consumer, limit))
+        plan = ops.read_from_consumer(self._store._core, self.name, consumer, limit)
+        return self._store._run(*plan)
 
     def save_offset(self, consumer: str, offset: int) -> None:
         """Checkpoint ``consumer`` at ``offset``; never moves an offset back."""
-        self._store._run(ops.save_offset(self._store, self.name, consumer, offset))
+        self._store._run(ops.save_offset(self._store._core, self.name, consumer, offset))
 
     def get_offset(self, consumer: str) -> int:
         """``consumer``'s saved offset; 0 if it never saved one."""
-        return self._store._run(ops.get_offset(self._store, self.name, consumer))
+        return self._store._run(ops.get_offset(self._store._core, self.name, consumer))
 
     def head_offset(self) -> int:
         """The offset of the last event published and committed (0 if none)."""
-        return self._store._run(ops.head_offset(self._store, self.name))
+        return self._store._run(ops.head_offset(self._store._core, self.name))
 
     def info(self) -> StreamInfo:
         """This stream's head, events held, retention and consumers (``alkstore.Stream.info``)."""
-        return self._store._run(*ops.stream_info(self._store, self.name))
+        return self._store._run(*ops.stream_info(self._store._core, self.name))
 
 
 class Outbox(ops.OutboxHandle):
@@ -495,7 +508,7 @@ class Transaction:
         store = self._store
         now = store._now_us()
         job = ops.new_job(name, payload, now, defaults, **options)
-        return self._run(ops.insert(store, job, now))
+        return self._run(ops.insert(store._core, job, now))
 
     def enqueue_unique(
         self,
@@ -513,7 +526,7 @@ class Transaction:
         now = store._now_us()
         for_us = ops.check_unique_for(unique_for)
         job, key = ops.new_unique_job(name, payload, key, now, defaults, options)
-        return self._run(ops.insert_unique(store, job, key, for_us, now))
+        return self._run(ops.insert_unique(store._core, job, key, for_us, now))
 
     def outbox_enqueue(
         self, outbox: str | Outbox, payload: codec.JSON, **options: Unpack[EnqueueOptions]
@@ -524,25 +537,25 @@ class Transaction:
         store = self._store
         now = store._now_us()
         job = ops.new_job(name, payload, now, defaults, **options)
-        return self._run(ops.insert(store, job, now))
+        return self._run(ops.insert(store._core, job, now))
 
     def publish(self, stream: str, payload: codec.JSON) -> int:
         """``Stream.publish`` inside this transaction: the event exists, and
         subscribers wake, only if it commits."""
         name = check_name(stream, "stream")
-        return self._run(ops.publish(self._store, name, None, payload))
+        return self._run(ops.publish(self._store._core, name, None, payload))
 
     def publish_with_key(self, stream: str, key: str, payload: codec.JSON) -> int:
         """``Stream.publish_with_key`` inside this transaction."""
         name = check_name(stream, "stream")
-        return self._run(ops.publish_keyed(self._store, name, key, payload))
+        return self._run(ops.publish_keyed(self._store._core, name, key, payload))
 
     def notify(self, channel: str, payload: codec.JSON = None) -> None:
         """``Store.notify`` inside this transaction: the wake fires only after commit."""
-        self._run(ops.notify(self._store, channel, payload))
+        self._run(ops.notify(self._store._core, channel, payload))
 
     def save_offset(self, stream: str, consumer: str, offset: int) -> None:
         """``Stream.save_offset`` inside this transaction: the checkpoint
         commits with your writes."""
         name = check_name(stream, "stream")
-        self._run(ops.save_offset(self._store, name, consumer, offset))
+        self._run(ops.save_offset(self._store._core, name, consumer, offset))

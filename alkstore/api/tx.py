@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Unpack
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Unpack
 
 from ..protocol.machines.lifecycle import Lifecycle
 from ..protocol.plan import Plan
@@ -11,14 +11,10 @@ from ..protocol.values import codec
 from ..protocol.values.errors import UsageError
 from ..protocol.values.names import check_name
 from ..protocol.values.timeconv import Duration
-from ..protocol.values.types import Enqueued, EnqueueOptions, QueueOptions
+from ..protocol.values.types import Enqueued, EnqueueOptions, NewJob, QueueOptions
 from ..runner.executor import TxSession
-from . import ops
-
-if TYPE_CHECKING:
-    from .outbox import Outbox
-    from .queue import Queue
-    from .store import Store
+from .core import ops
+from .core.handle import StoreCore
 
 # A joined transaction belongs to the application: the handle refuses to end it.
 JOINED_FINISH = "a joined transaction is the application's: commit or roll back its connection"
@@ -32,8 +28,8 @@ class Transaction:
     raises ``Closed``.
     """
 
-    def __init__(self, store: Store, session: TxSession, *, joined: bool = False) -> None:
-        self._store = store
+    def __init__(self, core: StoreCore, session: TxSession, *, joined: bool = False) -> None:
+        self._core = core
         self._session = session
         self._joined = joined
         self._lifecycle = Lifecycle("transaction")
@@ -61,10 +57,10 @@ class Transaction:
         # A cancellation point where it starts, like every operation: a
         # cancel already pending is taken here, with nothing done and the
         # handle still open (the block's end then rolls back).
-        await self._store._runtime.cancel_point()
+        await self._core.runtime.cancel_point()
         self._lifecycle.close()
         self._finished = True
-        await self._store._end_transaction(self._session, commit)
+        await self._core.end_transaction(self._session, commit)
 
     async def _run(self, plan: Plan[Any]) -> Any:
         self._lifecycle.check(plan)
@@ -78,7 +74,7 @@ class Transaction:
         return await self._session.execute(*ops.check_sql(sql, params))
 
     async def enqueue(
-        self, queue: str | Queue, payload: codec.JSON, **options: Unpack[EnqueueOptions]
+        self, queue: str | ops.QueueHandle, payload: codec.JSON, **options: Unpack[EnqueueOptions]
     ) -> int:
         """Enqueue into ``queue`` (a name, or a ``Queue`` whose defaults apply),
         with ``Queue.enqueue``'s options; returns the job's id."""
@@ -92,17 +88,14 @@ class Transaction:
         payload: codec.JSON,
         **options: Unpack[EnqueueOptions],
     ) -> int:
-        store = self._store
-        now = store._now_us()
+        core = self._core
+        now = core.now_us()
         job = ops.new_job(name, payload, now, defaults, **options)
-        if store._telemetry is not None:
-            insert = lambda j: self._run(ops.insert(store, j, now))  # noqa: E731
-            return await store._telemetry.enqueue(job, insert)
-        return int(await self._run(ops.insert(store, job, now)))
+        return int(await core.telemetry.enqueue(job, lambda j: self._run(ops.insert(core, j, now))))
 
     async def enqueue_unique(
         self,
-        queue: str | Queue,
+        queue: str | ops.QueueHandle,
         payload: codec.JSON,
         key: str,
         *,
@@ -111,17 +104,15 @@ class Transaction:
     ) -> Enqueued:
         """``Queue.enqueue_unique`` inside this transaction: the job (or the
         key's claim) exists only if it commits."""
-        from .queue import run_unique
-
         name, defaults = ops.queue_target(queue)
-        store = self._store
-        now = store._now_us()
+        core = self._core
+        now = core.now_us()
         for_us = ops.check_unique_for(unique_for)
         job, key = ops.new_unique_job(name, payload, key, now, defaults, options)
-        return await run_unique(store, self._run, job, key, for_us, now)
+        return await run_unique(core, self._run, job, key, for_us, now)
 
     async def outbox_enqueue(
-        self, outbox: str | Outbox, payload: codec.JSON, **options: Unpack[EnqueueOptions]
+        self, outbox: str | ops.OutboxHandle, payload: codec.JSON, **options: Unpack[EnqueueOptions]
     ) -> int:
         """Enqueue a message into ``outbox`` (a name, or an ``Outbox`` whose defaults apply),
         delivered only if this transaction commits; returns its id."""
@@ -132,26 +123,45 @@ class Transaction:
         """``Stream.publish`` inside this transaction: the event exists, and wakes fire, only if it
         commits."""
         name = check_name(stream, "stream")
-        return await self._publish(name, ops.publish(self._store, name, None, payload))
+        return await self._publish(name, ops.publish(self._core, name, None, payload))
 
     async def publish_with_key(self, stream: str, key: str, payload: codec.JSON) -> int:
         """``Stream.publish_with_key`` inside this transaction."""
         name = check_name(stream, "stream")
-        return await self._publish(name, ops.publish_keyed(self._store, name, key, payload))
+        return await self._publish(name, ops.publish_keyed(self._core, name, key, payload))
 
     async def _publish(self, stream: str, plan: Plan[int]) -> int:
-        store = self._store
-        if store._telemetry is not None:
-            return await store._telemetry.publish(stream, self._run(plan))
-        return int(await self._run(plan))
+        return int(await self._core.telemetry.publish(stream, self._run(plan)))
 
     async def notify(self, channel: str, payload: codec.JSON = None) -> None:
         """``Store.notify`` inside this transaction: the wake fires only after commit."""
-        await self._run(ops.notify(self._store, channel, payload))
+        await self._run(ops.notify(self._core, channel, payload))
 
     async def save_offset(self, stream: str, consumer: str, offset: int) -> None:
         """``Stream.save_offset`` inside this transaction: the checkpoint
         commits with your writes."""
         name = check_name(stream, "stream")
-        await self._run(ops.save_offset(self._store, name, consumer, offset))
+        await self._run(ops.save_offset(self._core, name, consumer, offset))
 
+
+
+async def run_unique(
+    core: StoreCore,
+    run: Callable[[Plan[Enqueued]], Awaitable[Enqueued]],
+    job: NewJob,
+    key: str,
+    unique_for_us: int | None,
+    now: int,
+) -> Enqueued:
+    """Run a unique enqueue with ``run`` (a store's or a transaction's),
+    through the telemetry's enqueue hook (it sets the job's headers; the
+    hook sees the id, new or not)."""
+    done: list[Enqueued] = []
+
+    async def insert(j: NewJob) -> int:
+        result = await run(ops.insert_unique(core, j, key, unique_for_us, now))
+        done.append(result)
+        return result.id
+
+    await core.telemetry.enqueue(job, insert)
+    return done[0]

@@ -19,11 +19,11 @@ import importlib
 import os
 import sys
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..api.worker import Handler, check_handler
+from ..api.job import Job
 from ..protocol.machines.worker import MAX_CONCURRENCY
 from ..protocol.values.backoff import Backoff
 from ..protocol.values.errors import AlkstoreError, brief
@@ -31,6 +31,9 @@ from ..protocol.values.ints import check_int
 from ..protocol.values.names import check_name
 from ..protocol.values.timeconv import Duration
 from ..protocol.values.types import QueueOptions
+from ..services.worker import check_handler
+
+Handler = Callable[[Job], Awaitable[Any]]
 
 # The settings a queue's dict may hold besides its handler.
 SETTINGS = ("concurrency", "visibility_timeout", "max_attempts", "backoff")

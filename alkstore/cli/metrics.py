@@ -90,7 +90,7 @@ async def serve_metrics(
     port = check_int(port, "metrics port", lo=0, hi=65535)
     if not isinstance(host, str) or not host:
         raise InvalidArgument(f"host must be a non-empty str, got {brief(host)}")
-    runtime = store._runtime
+    runtime = store._core.runtime
     # The reader registers with prometheus_client's default registry (so the
     # exposition also has the process's own metrics) until shut down.
     reader = PrometheusMetricReader()

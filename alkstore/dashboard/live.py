@@ -20,8 +20,8 @@ import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from ..api.core.wakes import WakeReceiver
 from ..api.store import Store
-from ..api.wakes import WakeReceiver
 from ..protocol.values.errors import AlkstoreError, Closed
 from .pages import base_of, common
 from .safety import CSRF_COOKIE
@@ -38,7 +38,7 @@ async def wait_for_news(
         receivers: list[WakeReceiver] = []
         for channel in channels:
             try:
-                receiver = store._subscribe_channel(channel)
+                receiver = store._core.subscribe(channel)
                 receivers.append(await stack.enter_async_context(receiver))
             except AlkstoreError:
                 break  # the store is closing: the interval will do

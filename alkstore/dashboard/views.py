@@ -128,7 +128,7 @@ class Built:
 
 def now(store: Store) -> datetime:
     """Now, on the store's clock (the one its operations use)."""
-    return to_datetime(store._now_us())
+    return to_datetime(store._core.now_us())
 
 
 async def _queue_row(store: Store, summary: QueueSummary) -> QueueRow:

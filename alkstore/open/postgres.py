@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from ..api.housekeeping import run_housekeeping
+from ..api.core.handle import StoreCore
 from ..api.store import Store
 from ..engines.postgres import SCHEMA_VERSION, PostgresDialect, control, migrate, schema_version
 from ..protocol.rows import require_schema
@@ -15,6 +15,7 @@ from ..runner.postgres.listener import PgListener
 from ..runner.postgres.opening import PostgresOptions, resolve
 from ..runner.postgres.pool import PgPool
 from ..runner.runtime import Clock, Runtime, SystemClock
+from ..services.housekeeping import run_housekeeping
 
 
 @asynccontextmanager
@@ -66,25 +67,21 @@ async def open_postgres_store(
         on_silence=pool.drop_idle,
     )
     executor = PgExecutor(runtime, pool, dialect, listener, end_timeout=opts.commit_timeout)
-    store = Store(
-        executor=executor,
-        runtime=runtime,
-        clock=clock or SystemClock(),
-        hub=hub,
-        seed=seed,
+    core = StoreCore(
+        executor=executor, runtime=runtime, clock=clock or SystemClock(), hub=hub, seed=seed,
         read_only=read_only,
-    )
+    )  # fmt: skip
     try:
         async with runtime.task_group() as group:
-            store._background = group
+            core.background = group
             group.start_soon(listener.run)
             await listener.wait_connected(opts.connect_timeout)
             if not read_only and opts.housekeeping_interval is not None:
-                group.start_soon(run_housekeeping, store, opts.housekeeping_interval)
+                group.start_soon(run_housekeeping, core, opts.housekeeping_interval)
             try:
-                yield store
+                yield Store(core)
             finally:
                 group.cancel()
     finally:
         with runtime.shield():
-            await store.aclose()
+            await core.close()

@@ -7,9 +7,10 @@ import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from ..api.housekeeping import run_housekeeping
+from ..api.core.handle import StoreCore, new_origin
 from ..api.store import Store
 from ..engines.sqlite import control
+from ..protocol.values.timeconv import US_PER_S
 from ..runner.hub import WakeHub
 from ..runner.runtime import Clock, Runtime, SystemClock
 from ..runner.sqlite import conn as sqlite_conn
@@ -23,6 +24,7 @@ from ..runner.sqlite.opening import (
 )
 from ..runner.sqlite.readers import SqliteReaders
 from ..runner.sqlite.watcher import SqliteWatcher
+from ..services.housekeeping import run_housekeeping
 
 
 @asynccontextmanager
@@ -66,43 +68,45 @@ async def open_sqlite_store(
         except BaseException:
             conn.close()
             raise
-    executor = SqliteExecutor(runtime, conn, readers, file, inline_conn)
-    store = Store(
-        executor=executor,
-        runtime=runtime,
-        clock=clock or SystemClock(),
-        hub=hub,
-        seed=seed,
-        read_only=read_only,
-        notification_retention=opts.notification_retention,
-    )
+    origin = new_origin()
+    watcher: SqliteWatcher | None = None
     watch_conn: sqlite3.Connection | None = None
     try:
+        if not memory:
+            # The watcher only reads: a read-only store has it too, so its
+            # receivers see other processes' commits. It watches the file
+            # itself (``target`` may be a URI).
+            watch_conn = await runtime.run_in_thread(
+                lambda: watcher_connection(target, opts, read_only)
+            )
+            watched = target if file_at is None else file_at
+            watcher = SqliteWatcher(runtime, watched, watch_conn, hub, origin, opts.watcher, file)
+    except BaseException:
+        conn.close()
+        if inline_conn is not None:
+            inline_conn.close()
+        raise
+    executor = SqliteExecutor(runtime, conn, readers, file, inline_conn, watcher=watcher)
+    core = StoreCore(
+        executor=executor, runtime=runtime, clock=clock or SystemClock(), hub=hub, seed=seed,
+        read_only=read_only, origin=origin,
+        notification_retention_us=round(opts.notification_retention * US_PER_S),
+    )  # fmt: skip
+    try:
         async with runtime.task_group() as group:
-            store._background = group
-            if not memory:
-                # The watcher only reads: a read-only store has it too, so
-                # its receivers see other processes' commits. It watches
-                # the file itself (``target`` may be a URI).
-                watch_conn = await runtime.run_in_thread(
-                    lambda: watcher_connection(target, opts, read_only)
-                )
-                watched = target if file_at is None else file_at
-                watcher = SqliteWatcher(
-                    runtime, watched, watch_conn, hub, store._origin, opts.watcher, file
-                )
+            core.background = group
+            if watcher is not None:
                 group.start_soon(watcher.run)
-                store._watcher = watcher  # type: ignore[attr-defined]
             if not read_only and opts.housekeeping_interval is not None:
-                group.start_soon(run_housekeeping, store, opts.housekeeping_interval)
+                group.start_soon(run_housekeeping, core, opts.housekeeping_interval)
             try:
-                yield store
+                yield Store(core)
             finally:
                 group.cancel()
     finally:
         try:
             with runtime.shield():
-                await store.aclose()
+                await core.close()
         finally:
             # The watcher closes its connection when it ends, but an asyncio
             # task cancelled before its first step never runs at all (a trio

@@ -1,4 +1,4 @@
-"""The hooks an instrumented store calls (``api/telemetry.py``): spans and
+"""The hooks an instrumented store calls (``api/core/telemetry.py``): spans and
 metrics around alkstore's operations, through the OpenTelemetry API only.
 
 Each hook awaits the operation it is handed inside a span, records what
@@ -13,8 +13,7 @@ import time
 import weakref
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
@@ -31,22 +30,19 @@ from opentelemetry.trace import (
 )
 from opentelemetry.util.types import AttributeValue
 
+from ..api.core.handle import StoreCore
+from ..api.core.telemetry import Trace
 from ..protocol.plans import queues as queue_plans
 from ..protocol.plans import streams as stream_plans
-from ..protocol.plans.claim import retry_decision
 from ..protocol.plans.worker import ClaimResult
 from ..protocol.values.errors import AlkstoreError, Closed
 from ..protocol.values.headers import decode_headers, encode_headers
+from ..protocol.values.outcomes import Outcome
 from ..protocol.values.timeconv import US_PER_S
-from ..protocol.values.types import JobRecord, NewJob, QueueStats, StreamEvent
+from ..protocol.values.types import JobRecord, NewJob, StreamEvent
+from ..runner.runtime import Signal
 from . import names as n
-from .instruments import Instruments
-
-if TYPE_CHECKING:
-    from ..api.queue import Job
-    from ..api.store import Store
-    from ..api.stream import EventReceiver
-    from ..runner.runtime import Signal
+from .instruments import Instruments, QueueSample
 
 T = TypeVar("T")
 Attributes = dict[str, AttributeValue]
@@ -91,27 +87,12 @@ def producer_context(record: JobRecord) -> Context:
     return propagate.extract(decode_headers(record.headers), context=Context())
 
 
-@dataclass(frozen=True, slots=True)
-class QueueSample:
-    """One queue's gauges as of its last sample."""
-
-    stats: QueueStats
-    oldest_ready_age_s: float
-
-    def counts(self) -> list[tuple[str, int]]:
-        s = self.stats
-        return [
-            ("ready", s.ready), ("scheduled", s.scheduled), ("processing", s.processing),
-            ("dead", s.dead),
-        ]  # fmt: skip
-
-
 class StoreHooks:
-    """The hooks of one instrumented store (``api.telemetry.Telemetry``)."""
+    """The hooks of one instrumented store (``api.core.telemetry.Telemetry``)."""
 
     def __init__(
         self,
-        store: Store,
+        core: StoreCore,
         tracer: Tracer,
         instruments: Instruments,
         *,
@@ -119,7 +100,7 @@ class StoreHooks:
         consumers: Sequence[tuple[str, str]],
         refresh_interval: float,
     ) -> None:
-        self._store = store
+        self._core = core
         self._tracer = tracer
         self._m = instruments
         self._interval = refresh_interval
@@ -132,7 +113,7 @@ class StoreHooks:
         for queue in queues:
             self._watch_queue(queue)
         self._consumers = frozenset(consumers)
-        self._receivers: weakref.WeakKeyDictionary[EventReceiver, tuple[str, str]] = (
+        self._receivers: weakref.WeakKeyDictionary[object, tuple[str, str]] = (
             weakref.WeakKeyDictionary()
         )
         self._queue_samples: dict[str, QueueSample] = {}
@@ -230,23 +211,23 @@ class StoreHooks:
 
     async def process(
         self,
-        job: Job,
-        handler: Callable[[Job], Awaitable[Any]],
+        record: JobRecord,
+        run: Callable[[Trace], Awaitable[None]],
         *,
         worker: str | None = None,
         claim: SpanContext | None = None,
     ) -> None:
         """The handler's run: a CONSUMER span whose parent is the enqueuing
         code's span (from the job's headers; none: a new trace), linked to
-        the claim that took the job."""
-        record = job._record
+        the claim that took the job. The job's trace while it runs is the
+        run's span (``run`` gets it): its settling spans go under it."""
         attrs = _base(n.PROCESS, "process", record.queue)
         attrs[n.MESSAGE_ID] = str(record.id)
         attrs[n.JOB_ATTEMPT] = record.attempts
         if worker is not None:
             attrs[n.CLIENT_ID] = worker
         links = [Link(claim)] if claim is not None else None
-        runtime = self._store._runtime
+        runtime = self._core.runtime
         started = runtime.monotonic()
         metric: Attributes = {n.SYSTEM: n.SYSTEM_NAME, n.DESTINATION: record.queue}
         try:
@@ -254,52 +235,48 @@ class StoreHooks:
             with self._span(
                 f"process {record.queue}", SpanKind.CONSUMER, attrs, context=context, links=links
             ) as span:
-                if hasattr(type(job), "_trace"):
-                    job._trace = span.get_span_context()  # type: ignore[attr-defined]
-                await handler(job)
+                await run(span.get_span_context())
         except BaseException as exc:
             metric[n.ERROR_TYPE] = _error_type(exc)
             raise
         finally:
             self._m.duration.record(max(0.0, runtime.monotonic() - started), metric)
 
-    def _settle_context(self, job: Job) -> Context | None:
+    def _settle_context(self, job_trace: Trace) -> Context | None:
         """Where a settling span goes. A worker's job that has run: under its
         run, unless the current span is of the run's trace (the handler
         settling its own job, under its own spans); the worker's settling
         task may be in some span of the application's, which is not the
         job's. Any other job: under the current span."""
-        ran = _valid(getattr(job, "_trace", None))
+        ran = _valid(job_trace)
         if ran is None:
             return None
         if trace.get_current_span().get_span_context().trace_id == ran.trace_id:
             return None
         return trace.set_span_in_context(NonRecordingSpan(ran), Context())
 
-    async def settle(self, operation: str, job: Job, run: Awaitable[bool]) -> bool:
-        record = job._record
+    async def settle(
+        self, operation: str, record: JobRecord, job_trace: Trace, run: Awaitable[Outcome | None]
+    ) -> Outcome | None:
         queue = record.queue
         attrs = _base(n.SETTLE, operation, queue)
         attrs[n.MESSAGE_ID] = str(record.id)
         attrs[n.CLIENT_ID] = record.claimed_by
-        # The retry plan decides from the same counts, while owned.
-        burial = retry_decision(record.attempts, record.max_attempts)
-        context = self._settle_context(job)
+        context = self._settle_context(job_trace)
         with self._span(f"{operation} {queue}", SpanKind.CLIENT, attrs, context=context) as span:
-            owned = await run
-            span.set_attribute(n.JOB_OWNED, owned)
-            if owned and operation == "retry" and burial is not None:
-                span.set_attribute(n.DEAD_REASON, burial)
-        if owned:
-            metric: Attributes = {n.SYSTEM: n.SYSTEM_NAME, n.DESTINATION: queue}
-            if operation == "ack":
-                self._m.acked.add(1, metric)
-            elif operation == "retry" and burial is None:
-                self._m.retried.add(1, metric)
-            elif operation in ("retry", "fail"):
-                metric[n.DEAD_REASON] = "failed" if operation == "fail" else str(burial)
-                self._m.dead.add(1, metric)
-        return owned
+            outcome = await run
+            span.set_attribute(n.JOB_OWNED, outcome is not None)
+            if operation == "retry" and outcome is Outcome.DEAD:
+                span.set_attribute(n.DEAD_REASON, "max_attempts")
+        metric: Attributes = {n.SYSTEM: n.SYSTEM_NAME, n.DESTINATION: queue}
+        if outcome is Outcome.ACKED:
+            self._m.acked.add(1, metric)
+        elif outcome is Outcome.RETRIED:
+            self._m.retried.add(1, metric)
+        elif outcome is Outcome.DEAD:
+            metric[n.DEAD_REASON] = "failed" if operation == "fail" else "max_attempts"
+            self._m.dead.add(1, metric)
+        return outcome
 
     async def ack_batch(self, queue: str, count: int, run: Awaitable[int]) -> int:
         attrs = _base(n.SETTLE, "ack", queue)
@@ -332,11 +309,10 @@ class StoreHooks:
         return offset
 
     async def receive(
-        self, receiver: EventReceiver, run: Awaitable[list[StreamEvent]]
+        self, stream: str, consumer: str, run: Awaitable[list[StreamEvent]]
     ) -> list[StreamEvent]:
-        stream = receiver.stream.name
         attrs = _base(n.RECEIVE, "receive", stream)
-        attrs[n.CONSUMER_GROUP] = receiver.consumer
+        attrs[n.CONSUMER_GROUP] = consumer
         start = time.time_ns()
         try:
             events = await run
@@ -350,11 +326,11 @@ class StoreHooks:
             self._after(f"receive {stream}", SpanKind.CLIENT, attrs, start)
         return events
 
-    def subscribed(self, receiver: EventReceiver) -> None:
-        self._receivers[receiver] = (receiver.stream.name, receiver.consumer)
+    def subscribed(self, receiver: object, stream: str, consumer: str) -> None:
+        self._receivers[receiver] = (stream, consumer)
         self._wake()
 
-    def unsubscribed(self, receiver: EventReceiver) -> None:
+    def unsubscribed(self, receiver: object) -> None:
         self._receivers.pop(receiver, None)
 
     # -- locks ---------------------------------------------------------------------
@@ -396,14 +372,13 @@ class StoreHooks:
     async def refresh(self) -> None:
         """Sample every watched queue and consumer now. A queue or consumer
         whose read fails is left out of the gauges until a read succeeds."""
-        store = self._store
+        core = self._core
         queues: dict[str, QueueSample] = {}
         for queue in sorted(self._queues):
-            now = store._now_us()
+            now = core.now_us()
             try:
-                stats, oldest = await store._run(
-                    queue_plans.depth(store._dialect, queue, now), bulk=True
-                )
+                plan = queue_plans.depth(core.dialect, queue, now)
+                stats, oldest = await core.run(plan, bulk=True)
             except Closed:
                 raise
             except AlkstoreError:
@@ -414,8 +389,8 @@ class StoreHooks:
         lags: dict[tuple[str, str], int] = {}
         for stream, consumer in sorted(self._consumers | set(self._receivers.values())):
             try:
-                lags[stream, consumer] = await store._run(
-                    stream_plans.consumer_lag(store._dialect, stream, consumer)
+                lags[stream, consumer] = await core.run(
+                    stream_plans.consumer_lag(core.dialect, stream, consumer)
                 )
             except Closed:
                 raise
@@ -429,7 +404,7 @@ class StoreHooks:
     async def run(self) -> None:
         """Sample every ``refresh_interval`` seconds (and at once when a
         worker or receiver starts) until closed: a task of the store's."""
-        runtime = self._store._runtime
+        runtime = self._core.runtime
         try:
             while not self.closed:
                 kick = self._kick = runtime.signal()
@@ -454,7 +429,7 @@ class StoreHooks:
 
 
 class WorkerHooks:
-    """The hooks of one ``Queue.work`` call (``api.telemetry.WorkerTelemetry``).
+    """The hooks of one worker (``api.core.telemetry.WorkerTelemetry``).
 
     Its spans start new traces (the worker may have been started under some
     span of the application's, which its jobs have nothing to do with),
@@ -507,18 +482,21 @@ class WorkerHooks:
             self._idle_since_us = now_us  # drained: idle from this look on
         return result
 
-    def dispatched(self, job: Job) -> None:
-        job._trace = self._claim  # type: ignore[attr-defined]
+    def dispatched(self, record: JobRecord) -> Trace:
+        return self._claim
 
-    async def process(self, job: Job, handler: Callable[[Job], Awaitable[Any]]) -> None:
-        claim = _valid(getattr(job, "_trace", None))
-        await self._store.process(job, handler, worker=self._wid, claim=claim)
+    async def process(
+        self, record: JobRecord, job_trace: Trace, run: Callable[[Trace], Awaitable[None]]
+    ) -> None:
+        await self._store.process(record, run, worker=self._wid, claim=_valid(job_trace))
 
-    async def acked(self, jobs: Sequence[Job], run: Awaitable[set[int]]) -> set[int]:
+    async def acked(
+        self, jobs: Sequence[tuple[JobRecord, Trace]], run: Awaitable[set[int]]
+    ) -> set[int]:
         """A round of acks: one span, linked to the run of each job it acks
         (their spans have ended; a link is how a batch points at them)."""
         store, queue = self._store, self._queue
-        links = [Link(ctx) for job in jobs if (ctx := _valid(getattr(job, "_trace", None)))]
+        links = [Link(ctx) for _, job_trace in jobs if (ctx := _valid(job_trace))]
         attrs = _base(n.SETTLE, "ack", queue)
         attrs[n.CLIENT_ID] = self._wid
         attrs[n.BATCH_COUNT] = len(jobs)

@@ -14,16 +14,40 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import Protocol
 
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
 
 from .. import __version__
+from ..protocol.values.types import QueueStats
 from . import names as n
 
-if TYPE_CHECKING:
-    from .hooks import StoreHooks
+
+class Sampled(Protocol):
+    """A store whose gauges are sampled (``hooks.Sampled``), as the
+    instruments' callbacks read it."""
+
+    def queue_samples(self) -> dict[str, QueueSample]: ...
+    def lag_samples(self) -> dict[tuple[str, str], int]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSample:
+    """One queue's gauges as of its last sample."""
+
+    stats: QueueStats
+    oldest_ready_age_s: float
+
+    def counts(self) -> list[tuple[str, int]]:
+        s = self.stats
+        return [
+            ("ready", s.ready), ("scheduled", s.scheduled), ("processing", s.processing),
+            ("dead", s.dead),
+        ]  # fmt: skip
+
+
 
 
 class Instruments:
@@ -71,18 +95,18 @@ class Instruments:
             n.CONSUMER_LAG, [self._lag], unit="{event}",
             description="Events a stream consumer's saved offset is behind the stream's head.",
         )  # fmt: skip
-        self._stores: weakref.WeakSet[StoreHooks] = weakref.WeakSet()
+        self._stores: weakref.WeakSet[Sampled] = weakref.WeakSet()
         self._lock = threading.Lock()
 
-    def add(self, store: StoreHooks) -> None:
+    def add(self, store: Sampled) -> None:
         with self._lock:
             self._stores.add(store)
 
-    def discard(self, store: StoreHooks) -> None:
+    def discard(self, store: Sampled) -> None:
         with self._lock:
             self._stores.discard(store)
 
-    def _sampled(self) -> list[StoreHooks]:
+    def _sampled(self) -> list[Sampled]:
         # Collection runs in the exporter's thread.
         with self._lock:
             return list(self._stores)

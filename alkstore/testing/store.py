@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 
 import sniffio
 
+from ..api.core.handle import StoreCore
 from ..api.store import Store
 from ..engines.sqlite import SqliteDialect
 from ..protocol.machines.lifecycle import Lifecycle
@@ -132,19 +133,15 @@ async def open_simulated(
     target = f"file:alkstore-sim-{uuid.uuid4().hex}?mode=memory"
     conn = sqlite_conn.connect(target, busy_timeout=0, pragmas={})
     sqlite_conn.ensure_schema(conn)
-    hub = WakeHub(runtime)
-    store = Store(
-        executor=InlineSqliteExecutor(runtime, conn),
-        runtime=runtime,
-        clock=LoopClock(runtime, start),
-        hub=hub,
-        seed=seed,
-        notification_retention=NOTIFICATION_RETENTION_S,
-    )
+    core = StoreCore(
+        executor=InlineSqliteExecutor(runtime, conn), runtime=runtime,
+        clock=LoopClock(runtime, start), hub=WakeHub(runtime), seed=seed,
+        notification_retention_us=round(NOTIFICATION_RETENTION_S * US_PER_S),
+    )  # fmt: skip
     try:
-        yield store
+        yield Store(core)
     finally:
-        await store.aclose()
+        await core.close()
 
 
 def _current_runtime() -> Runtime:

@@ -1,6 +1,7 @@
 """An outbox run stopped part way settles each message it claimed by what
-happened to it (alkstore/protocol/plans/outbox.py): delivered ones acked, failed
-ones retried, the rest handed back at once with their attempt refunded.
+happened to it (the worker's settler and shutdown, alkstore/services/worker/):
+delivered ones acked, failed ones retried, the rest handed back at once with
+their attempt refunded.
 
 test_operations.py cancels ``run_once`` at random moments; here each moment
 is chosen, so every path is taken on every backend, every time.

@@ -96,7 +96,7 @@ async def test_a_blackholed_listener_is_noticed_and_replaced_and_workers_carry_o
         with trio.fail_after(RECOVERED):
             assert await rx.recv() == Wake(LISTENER_RECONNECTED)
         await wait_until(lambda: done == ["before", "during"], timeout=RECOVERED)
-        assert store._executor._listener.reconnects >= 1  # type: ignore[attr-defined]
+        assert store._core.executor._listener.reconnects >= 1  # type: ignore[attr-defined]
 
         # The new listener hears notifies again.
         await other.notify("ch")

@@ -36,7 +36,7 @@ def orders(store: Store) -> str:
     test's own schema, so tests never share it."""
     if store.engine == "sqlite":
         return "orders"
-    return f'"{store._dialect.schema}".orders'
+    return f'"{store._core.dialect.schema}".orders'
 
 
 async def create_orders_table(store: Store) -> None:
@@ -68,7 +68,7 @@ def table(store: Store, name: str) -> str:
     alkstore has no API for yet (kept history, retention settings)."""
     if store.engine == "sqlite":
         return f"__alkstore_{name}"
-    return f'"{store._dialect.schema}".{name}'
+    return f'"{store._core.dialect.schema}".{name}'
 
 
 async def execute(store: Store, sql: str, *params: object) -> list[tuple[object, ...]]:
@@ -119,7 +119,7 @@ def alkstore_table(store: Store, name: str) -> str:
     """One of alkstore's own tables, for reading rows no API returns."""
     if store.engine == "sqlite":
         return f"__alkstore_{name}"
-    return f'"{store._dialect.schema}"."{name}"'
+    return f'"{store._core.dialect.schema}"."{name}"'
 
 
 async def history_rows(store: Store) -> list[dict[str, object]]:

@@ -343,7 +343,7 @@ async def fingerprint(store: Store) -> list[tuple[str, int, str]]:
         def qualified(t: str) -> str:
             return f'"{t}"'
     else:
-        schema = store._dialect.schema
+        schema = store._core.dialect.schema
         list_sql = ("SELECT table_name FROM information_schema.tables "
                     f"WHERE table_schema = '{schema}' ORDER BY table_name")  # fmt: skip
         def qualified(t: str) -> str:

@@ -167,7 +167,7 @@ async def test_a_worker_that_missed_the_wake_finds_the_cancel_at_its_heartbeat(
 ) -> None:
     # The worker listens on a channel nobody notifies: only its heartbeat,
     # refused, can tell it; it still counts a cancellation, not a lost claim.
-    import alkstore.api.worker as worker_module
+    import alkstore.services.worker.worker as worker_module
 
     monkeypatch.setattr(worker_module, "cancel_channel", lambda queue: f"deaf:{queue}")
     q = store.queue("q")
@@ -202,7 +202,7 @@ async def test_a_handler_shields_a_critical_section_from_the_cancel(store: Store
         in_section.set()
         # Until the worker has cancelled the handler (its private mark),
         # then a little longer: the cancel arrives while the section runs.
-        await wait_until(lambda: job._revoked)  # type: ignore[attr-defined]
+        await wait_until(lambda: job._observer.ctx.state.held[job.id].revoked)  # type: ignore[union-attr, attr-defined]
         await aio.sleep(0.01)
         completed.append(job.id)
 
@@ -241,7 +241,7 @@ async def test_a_handler_that_raises_after_its_job_was_cancelled_counts_a_cancel
     # The wake never comes (a deaf channel), so the handler raises before
     # its worker knows: the retry is refused, and the refusal's check finds
     # the cancel: a cancellation, not a lost claim.
-    import alkstore.api.worker as worker_module
+    import alkstore.services.worker.worker as worker_module
 
     monkeypatch.setattr(worker_module, "cancel_channel", lambda queue: f"deaf:{queue}")
     q = store.queue("q")

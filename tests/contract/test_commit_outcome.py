@@ -49,7 +49,7 @@ def slow_commits(schema: str, seconds: float) -> None:
 def commit_in_flight(store: Store) -> int | None:
     """The backend of ``store`` sleeping in a slow COMMIT, if any (not one of
     an earlier test, still sleeping after its client went away)."""
-    pids = list(store._executor._pool.backend_pids)  # type: ignore[attr-defined]
+    pids = list(store._core.executor._pool.backend_pids)  # type: ignore[attr-defined]
     with psycopg.connect(PG_DSN, autocommit=True) as conn:
         row = conn.execute(
             "SELECT pid FROM pg_stat_activity WHERE state = 'active' AND query = 'COMMIT' "
@@ -87,7 +87,7 @@ async def cancelled_during_commit(store: Store, body: Callable[[], Awaitable[Any
 
 
 async def test_a_cancel_during_commit_reports_the_commit(store: Store) -> None:
-    slow_commits(store._dialect.schema, 0.3)
+    slow_commits(store._core.dialect.schema, 0.3)
     q, s = store.queue("q"), store.stream("s")
     for i in range(5):
 
@@ -115,7 +115,7 @@ async def test_a_cancel_during_commit_reports_the_commit(store: Store) -> None:
 async def test_a_commit_cancelled_in_flight_still_wakes_local_workers(store: Store) -> None:
     """The local wake of a commit that completed under a cancel fires: a
     worker of the same store with a 60 s poll takes the job at once."""
-    slow_commits(store._dialect.schema, 0.3)
+    slow_commits(store._core.dialect.schema, 0.3)
     q = store.queue("q")
     done = aio.event()
 
@@ -148,7 +148,7 @@ async def _kill_the_commit(store: Store) -> None:
 
 
 async def test_a_connection_lost_during_commit_is_commit_unknown(store: Store) -> None:
-    slow_commits(store._dialect.schema, 5.0)
+    slow_commits(store._core.dialect.schema, 5.0)
     q = store.queue("q")
     outcomes: list[BaseException | None] = []
 
@@ -176,7 +176,7 @@ async def test_a_connection_lost_during_commit_is_commit_unknown(store: Store) -
         assert isinstance(outcome, CommitUnknown), outcome
         assert isinstance(outcome.__cause__, psycopg.Error), outcome.__cause__
     # The store carries on: the next operations use fresh connections.
-    slow_commits(store._dialect.schema, 0.0)
+    slow_commits(store._core.dialect.schema, 0.0)
     assert await q.enqueue("after") > 0
 
 

@@ -155,10 +155,10 @@ async def test_the_database_refuses_a_write_the_store_let_through(
     async with backend.open(location, read_only=True) as reader:
 
         def pause_everything() -> Iterator[Any]:
-            yield reader._dialect.set_paused("q", True)  # a write, not marked as a read
+            yield reader._core.dialect.set_paused("q", True)  # a write, not marked as a read
 
         with pytest.raises(DatabaseError, match=r"read-?only") as caught:
-            await reader._executor.run(pause_everything())
+            await reader._core.executor.run(pause_everything())
         assert caught.value.__cause__ is not None
         assert await reader.queue("q").is_paused() is False
 

@@ -17,7 +17,7 @@ from .helpers import SOON
 async def test_each_backend_runs_on_its_own_driver(backend: Backend, store: Store) -> None:
     """The suite itself: a backend's tests run under its async library and driver."""
     assert sniffio.current_async_library() == backend.driver
-    assert store._runtime.name == backend.driver
+    assert store._core.runtime.name == backend.driver
 
 
 async def test_several_stores_can_open_a_fresh_database_at_once(

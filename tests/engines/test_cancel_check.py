@@ -31,7 +31,7 @@ async def test_the_cancel_check_tells_a_cancelled_job_from_every_other_place(
     assert await plain.cancel(gone)
 
     async def check(queue: str, ids: list[int]) -> list[int]:
-        return await store._run(cancelled_among(store._dialect, queue, ids))
+        return await store._core.run(cancelled_among(store._core.dialect, queue, ids))
 
     assert await check("q", [pending, running, dead, acked, cancelled]) == [cancelled]
     assert await check("plain", [10**12, gone]) == [10**12, gone]  # the caller's order

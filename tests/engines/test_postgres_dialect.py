@@ -48,6 +48,7 @@ from alkstore.protocol.values import codec
 from alkstore.protocol.values import schedules as SCHV
 from alkstore.protocol.values.backoff import Backoff
 from alkstore.protocol.values.errors import DatabaseError, InvalidArgument, InvalidName
+from alkstore.protocol.values.outcomes import Outcome
 from alkstore.protocol.values.types import JobRecord, NewJob, NewSchedule
 from alkstore.runner.postgres.wire import Wire
 from alkstore.runner.sqlite import conn as sqlite_conn
@@ -619,7 +620,7 @@ def test_retry_fail_heartbeat_release(pg: Pg, d: PostgresDialect) -> None:
     # retry with an explicit delay: pending, due later, error kept.
     ok = pg.run(C.retry(d, job, T0 + 2 * US, delay_us=5 * US, backoff=BACKOFF, draw=0.0,
                         error="flaky"))  # fmt: skip
-    assert ok is True
+    assert ok is Outcome.RETRIED
     info = pg.run(Q.get_job(d, "q", jid))
     assert info is not None and info.state == "pending" and info.last_error == "flaky"
     assert info.claimed_by is None and info.attempts == 1
@@ -627,10 +628,10 @@ def test_retry_fail_heartbeat_release(pg: Pg, d: PostgresDialect) -> None:
     (job2,) = claim(pg, d, now=T0 + 7 * US)
     assert job2.attempts == 2 and job2.run_at_us == T0 + 7 * US
     assert pg.run(C.retry(d, job, T0 + 8 * US, delay_us=None, backoff=BACKOFF, draw=0.5,
-                          error="stale")) is False  # fmt: skip
+                          error="stale")) is None  # fmt: skip
     # The last attempt's retry buries it; None keeps the previous error.
     assert pg.run(C.retry(d, job2, T0 + 8 * US, delay_us=None, backoff=BACKOFF, draw=0.5,
-                          error=None)) is True  # fmt: skip
+                          error=None)) is Outcome.DEAD  # fmt: skip
     dead = pg.run(Q.get_job(d, "q", jid))
     assert dead is not None and dead.state == "dead" and dead.dead_reason == "max_attempts"
     assert dead.last_error == "flaky" and dead.attempts == 2 and dead.claimed_by == "w1"

@@ -46,7 +46,7 @@ async def asql(query: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]
 
 
 def listener_pid(store: Store) -> int | None:
-    return store._executor._listener.backend_pid  # type: ignore[attr-defined, no-any-return]
+    return store._core.executor._listener.backend_pid  # type: ignore[attr-defined, no-any-return]
 
 
 async def pool_backends(store: Store, app: str) -> list[tuple[int, str]]:

@@ -144,13 +144,14 @@ def test_fuzz_target_finds_nothing(target: str, runs: dict[str, Run]) -> None:
 
 
 def _public_methods(*, with_parameters: bool) -> set[str]:
+    from alkstore.api.core.wakes import WakeReceiver
+    from alkstore.api.job import Job
     from alkstore.api.locks import Lock
     from alkstore.api.outbox import Outbox
-    from alkstore.api.queue import Job, Queue
+    from alkstore.api.queue import Queue
     from alkstore.api.store import Store
     from alkstore.api.stream import EventReceiver, Stream
     from alkstore.api.tx import Transaction
-    from alkstore.api.wakes import WakeReceiver
 
     found = set()
     for cls in (Store, Queue, Job, Stream, EventReceiver, WakeReceiver, Lock, Outbox, Transaction):

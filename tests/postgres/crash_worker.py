@@ -41,9 +41,9 @@ async def main(schema: str, log: str, seed: int) -> None:
 
     rng = random.Random(seed)
     pid = os.getpid()
-    import alkstore.api.worker as worker_module
+    import alkstore.services.worker.settler as worker_module
 
-    real_ack = worker_module._Worker._ack
+    real_ack = worker_module.Settler._ack
 
     async def logged_ack(self: Any, jobs: Any) -> Any:
         # Logged once the worker's batch ack has committed.
@@ -52,7 +52,7 @@ async def main(schema: str, log: str, seed: int) -> None:
             log_line(log, "ack", job_id, pid)
         return acked
 
-    worker_module._Worker._ack = logged_ack  # type: ignore[method-assign]
+    worker_module.Settler._ack = logged_ack  # type: ignore[method-assign]
 
     async def handle(job: Job) -> None:
         log_line(log, "start", job.id, pid, job.attempts)

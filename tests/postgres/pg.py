@@ -94,7 +94,7 @@ async def backends_of(application_name: str) -> list[tuple[int, str, str | None]
 
 def table(store: Store, name: str) -> str:
     """A caller's own table, inside the store's (per-test) schema."""
-    return f'"{store._dialect.schema}".{name}'
+    return f'"{store._core.dialect.schema}".{name}'
 
 
 async def wait_until(predicate: Any, timeout: float = SOON, step: float = 0.005) -> None:

@@ -50,7 +50,7 @@ async def test_cancelled_statement_rolls_back_and_frees_everything(schema: str) 
                 assert await store.stream("log").publish(f"ok-{round_}") == round_ + 1
             rows = await _settled(name, POOL + 1)
             assert all(wait != "Lock" for _, _, wait in rows)
-            assert store._executor._pool._total <= POOL
+            assert store._core.executor._pool._total <= POOL
 
         # Nothing of any cancelled transaction was committed.
         async with store.transaction() as tx:
@@ -92,7 +92,7 @@ async def test_cancelled_auto_commit_operations_and_waiters(schema: str) -> None
                     nursery.start_soon(slow_tx)
                     for i in range(4):
                         nursery.start_soon(enqueue, round_ * 10 + i)
-            assert store._executor._pool._total <= POOL
+            assert store._core.executor._pool._total <= POOL
         await _settled(name, POOL + 1)
 
         # Every connection can still be had, at once.
@@ -139,7 +139,7 @@ def test_cancelled_statement_under_asyncio(schema: str) -> None:
                         await tx.execute("SELECT pg_sleep(30)")
                 async with asyncio.timeout(2):
                     assert await store.stream("log").publish(f"ok-{round_}") == round_ + 1
-                assert store._executor._pool._total <= POOL
+                assert store._core.executor._pool._total <= POOL
             events = await store.stream("log").read_since(0)
             assert [e.payload for e in events] == [f"ok-{i}" for i in range(5)]
 
@@ -175,4 +175,4 @@ async def test_cancelled_listen_leaves_channels_working(schema: str) -> None:
                 await other.notify(f"d{i}")
                 assert await same.recv_timeout(SOON) is not None, i
                 assert await fresh.recv_timeout(SOON) is not None, i
-        assert store._executor._listener._refs == {}
+        assert store._core.executor._listener._refs == {}

@@ -84,7 +84,7 @@ async def test_eight_workers_four_connections_two_producers(schema: str) -> None
         assert acked == JOBS
         stats = await wq.stats()
         assert (stats.ready, stats.scheduled, stats.processing, stats.dead) == (0, 0, 0, 0)
-        assert workers_store._executor._pool._total <= POOL
+        assert workers_store._core.executor._pool._total <= POOL
 
 
 async def test_queue_work_with_concurrency_over_small_pool(schema: str) -> None:

@@ -25,7 +25,7 @@ from .test_reconnect import wait_listener
 async def test_second_receiver_hears_after_the_first_listen_is_cancelled(schema: str) -> None:
     async with open_pg(schema) as store, open_pg(schema, pool_size=1) as other:
         await wait_listener(store)
-        command_lock = store._executor._listener._command_lock
+        command_lock = store._core.executor._listener._command_lock
         await command_lock.acquire()  # every LISTEN now queues behind us
         first_scope = trio.CancelScope()
         second_ready = trio.Event()

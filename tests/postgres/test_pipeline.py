@@ -20,7 +20,7 @@ from .pg import open_pg, table
 
 def _conns(store) -> list[PgConnection]:  # type: ignore[no-untyped-def]
     """The pool's idle connections (the tests run one operation at a time)."""
-    return list(store._executor._pool._pool._idle)
+    return list(store._core.executor._pool._pool._idle)
 
 
 def _roundtrips(store) -> int:  # type: ignore[no-untyped-def]
@@ -70,7 +70,7 @@ async def test_a_failing_deferred_statement_rolls_back_everything(
             await tx.execute(f"CREATE TABLE {t} (v int)")
         sqls = [(f"INSERT INTO {t} VALUES (1)", Fetch.NONE), *middle]
         with pytest.raises(DatabaseError, match="division by zero") as info:
-            await store._run(_plan(sqls))
+            await store._core.run(_plan(sqls))
         assert type(info.value) is DatabaseError  # not CommitUnknown
         (conn,) = _conns(store)
         assert not conn.in_transaction and not conn.broken
@@ -93,7 +93,7 @@ async def test_a_plan_that_fails_before_its_first_statement_costs_no_round_trip(
         await store.queue("q").enqueue("warm")
         before = _roundtrips(store)
         with pytest.raises(ValueError, match="refused"):
-            await store._run(_raises_before_any_statement())
+            await store._core.run(_raises_before_any_statement())
         assert _roundtrips(store) == before
         await store.queue("q").enqueue("after")
         assert (await store.queue("q").stats()).ready == 2

@@ -35,7 +35,7 @@ from .pg import (
 
 
 def listener_pid(store) -> int | None:  # type: ignore[no-untyped-def]
-    return store._executor._listener.backend_pid
+    return store._core.executor._listener.backend_pid
 
 
 async def wait_listener(store, not_pid: int | None = None) -> int:  # type: ignore[no-untyped-def]
@@ -67,7 +67,7 @@ async def test_listener_reconnect_wakes_every_receiver(schema: str) -> None:
             store.stream("feed").subscribe("c1", backstop=60.0)
         )
         old = await wait_listener(store)
-        assert store._executor._listener.reconnects == 0
+        assert store._core.executor._listener.reconnects == 0
 
         # Notifies work before the kill.
         await other.notify("beta")
@@ -84,7 +84,7 @@ async def test_listener_reconnect_wakes_every_receiver(schema: str) -> None:
         # The publish's NOTIFY reaches this store before the subscriber
         # starts (a probe on the same internal channel sees it), so no stray
         # wake is left to make the subscriber re-read later.
-        async with store._subscribe_channel(stream_channel("feed")) as probe:
+        async with store._core.subscribe(stream_channel("feed")) as probe:
             await other.stream("feed").publish("first")
             assert await probe.recv_timeout(SOON) is not None
         async with trio.open_nursery() as nursery:
@@ -107,7 +107,7 @@ async def test_listener_reconnect_wakes_every_receiver(schema: str) -> None:
             new = await wait_listener(store, not_pid=old)
             await wait_until(lambda: len(got) >= 2)
         assert got == ["first", "missed"]
-        assert store._executor._listener.reconnects == 1
+        assert store._core.executor._listener.reconnects == 1
         assert new != old
 
         for rx in receivers:
@@ -123,7 +123,7 @@ async def test_listener_reconnect_wakes_every_receiver(schema: str) -> None:
             event = await events.recv()
         assert event is not None and event.payload == "after"
         # The stream channel is still listened to on the new connection.
-        assert stream_channel("feed") in store._executor._listener._channels.values()
+        assert stream_channel("feed") in store._core.executor._listener._channels.values()
 
 
 async def test_listener_reconnects_again_and_again(schema: str) -> None:
@@ -140,7 +140,7 @@ async def test_listener_reconnects_again_and_again(schema: str) -> None:
             assert await terminate_backend(pid)
             pid = await wait_listener(store, not_pid=pid)
             assert await wakes.recv_timeout(SOON) == Wake(LISTENER_RECONNECTED)
-            assert store._executor._listener.reconnects == round_
+            assert store._core.executor._listener.reconnects == round_
             await other.notify("ch")
             assert await wakes.recv_timeout(SOON) == Wake("ch")
         # Kill, and open a receiver at once (maybe while disconnected).
@@ -167,7 +167,7 @@ async def test_killed_statement_connection_raises_database_error(schema: str) ->
     async with open_pg(schema, pool_size=1, application_name=name) as store:
         q = store.queue("jobs")
         await q.enqueue("warm-up")  # the one pool connection exists
-        pool = store._executor._pool
+        pool = store._core.executor._pool
         [statement_pid] = list(pool.backend_pids)
 
         async def kill_when_sleeping() -> None:
@@ -263,7 +263,7 @@ async def test_killed_idle_pool_connection_is_replaced(schema: str) -> None:
         async with trio.open_nursery() as nursery:  # open both connections
             for _ in range(2):
                 nursery.start_soon(q.enqueue, "x")
-        pool = store._executor._pool
+        pool = store._core.executor._pool
         old = set(pool.backend_pids)
         assert len(old) == 2
         for pid in old:

@@ -46,13 +46,13 @@ def read_log(path: str) -> list[list[str]]:
 
 
 def logging_ack(path: str, real_ack: Any) -> Any:
-    """The worker's batch ack (``_Worker._ack``), also logging every job it
+    """The worker's batch ack (``Settler._ack``), also logging every job it
     acked, once the ack committed (one line per job id)."""
 
     async def logged_ack(self: Any, jobs: Any) -> Any:
         acked = await real_ack(self, jobs)
         for job_id in sorted(acked or ()):
-            log_line(path, "ack", job_id, os.getpid(), self.wid)
+            log_line(path, "ack", job_id, os.getpid(), self.ctx.worker_id)
         return acked
 
     return logged_ack
@@ -85,9 +85,9 @@ async def _main(argv: list[str]) -> None:
             print(f"{time.monotonic():.6f}", flush=True)
         elif command == "worker":
             queue, log, vt = rest
-            import alkstore.api.worker as worker_module
+            import alkstore.services.worker.settler as worker_module
 
-            worker_module._Worker._ack = logging_ack(log, worker_module._Worker._ack)  # type: ignore[method-assign]
+            worker_module.Settler._ack = logging_ack(log, worker_module.Settler._ack)  # type: ignore[method-assign]
             q = store.queue(queue, visibility_timeout=float(vt))
             await q.work(make_handler(log), worker_id=f"proc-{os.getpid()}", poll_interval=60)
         else:

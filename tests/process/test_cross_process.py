@@ -185,7 +185,7 @@ async def test_own_notifications_are_not_delivered_twice(sqlite_path: str) -> No
     from alkstore.io_trio import open_sqlite
 
     async with open_sqlite(sqlite_path) as store, store.listen("self") as wakes:
-        watcher = store._watcher  # type: ignore[attr-defined]
+        watcher = store._core.executor.watcher  # type: ignore[attr-defined]
         changes = watcher.changes
         await store.notify("self")
         assert wakes.try_recv() == Wake("self")
@@ -223,10 +223,10 @@ async def test_a_killed_worker_process_loses_nothing(
 
         others = [await q.enqueue({"n": i}) for i in range(3)]
         everything = [blocked, *others]
-        import alkstore.api.worker as worker_module
+        import alkstore.services.worker.settler as worker_module
 
         monkeypatch.setattr(
-            worker_module._Worker, "_ack", logging_ack(log, worker_module._Worker._ack)
+            worker_module.Settler, "_ack", logging_ack(log, worker_module.Settler._ack)
         )
 
         async with trio.open_nursery() as nursery:

@@ -40,7 +40,7 @@ async def test_a_commit_by_another_store_wakes_a_listener(path: str, options: An
         await other.notify("ch")
         with trio.fail_after(SOON):
             assert await wakes.recv() == Wake("ch")
-        assert store._watcher.inotify is options.watcher.use_inotify  # type: ignore[attr-defined]
+        assert store._core.executor.watcher.inotify is options.watcher.use_inotify  # type: ignore[attr-defined]
 
 
 async def test_more_notifications_than_a_page_are_all_read(
@@ -112,6 +112,6 @@ async def test_the_watcher_never_waits_long_for_a_lock(path: str) -> None:
     from alkstore.runner.sqlite.opening import WATCHER_BUSY_TIMEOUT
 
     async with open_sqlite(path, options=SqliteOptions(busy_timeout=5.0)) as store:
-        watcher = store._watcher  # type: ignore[attr-defined]
+        watcher = store._core.executor.watcher  # type: ignore[attr-defined]
         (waited_ms,) = watcher._conn.execute("PRAGMA busy_timeout").fetchone()
         assert waited_ms == int(WATCHER_BUSY_TIMEOUT * 1000) < 5000

@@ -194,4 +194,4 @@ class StoreMachine(RuleBasedStateMachine):
     @invariant()
     def clock_is_shared(self) -> None:
         """The store reads the very clock the model is given."""
-        assert self.store._now_us() == self.now
+        assert self.store._core.now_us() == self.now

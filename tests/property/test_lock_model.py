@@ -97,8 +97,8 @@ class LockMachine(StoreMachine):
         """A batch of the rows free since ``now - back`` (housekeeping's own
         grace is 10 minutes; the plan takes any cutoff) is the model's, and
         the floor rises with it."""
-        plan = locks.prune(self.store._dialect, self.now - back, limit)
-        got = self.call(lambda: self.store._run(plan))
+        plan = locks.prune(self.store._core.dialect, self.now - back, limit)
+        got = self.call(lambda: self.store._core.run(plan))
         assert got == self.model.prune(self.now - back, limit)
 
     @invariant()

@@ -28,7 +28,8 @@ from hypothesis.stateful import (
     rule,
 )
 
-from alkstore.api.queue import Job, Queue
+from alkstore.api.job import Job
+from alkstore.api.queue import Queue
 from alkstore.protocol.dialect import STATE_PENDING, STATE_PROCESSING
 from alkstore.protocol.plan import Plan, ReadPlan
 from alkstore.protocol.plans import claim as claim_plans
@@ -344,7 +345,7 @@ class QueueMachine(StoreMachine):
         The same read plans as ``Queue.get_job``/``stats``/``dead_letters``/
         ``next_due``, composed so the check after every step stays cheap.
         """
-        d, now = self.store._dialect, self.now
+        d, now = self.store._core.dialect, self.now
         jobs: list[JobInfo | None] = []
         for name, job_id in self.known:
             jobs.append((yield from queue_plans.get_job(d, name, job_id)))
@@ -361,7 +362,7 @@ class QueueMachine(StoreMachine):
         """Every job ever enqueued has the same state and fields (or is gone in
         both), per queue the stats, dead letters and next_due agree, and so do
         the history rows."""
-        jobs, per_queue, history = self.call(lambda: self.store._run(ReadPlan(self.observe)))
+        jobs, per_queue, history = self.call(lambda: self.store._core.run(ReadPlan(self.observe)))
         assert history == self.model.history_rows()
         assert jobs == [self.model.get_job(name, job_id) for name, job_id in self.known]
         want: list[object] = []

@@ -1,5 +1,5 @@
 """The worker's pure decisions (``WorkerPolicy``, draining included,
-``settle_bound``, ``SelfSettled``), without IO or a clock."""
+``settle_bound``), without IO or a clock."""
 
 from __future__ import annotations
 
@@ -9,14 +9,13 @@ from alkstore.protocol.machines.leases import Wait
 from alkstore.protocol.machines.worker import (
     Claim,
     HandBack,
-    Outcome,
-    SelfSettled,
     Stop,
     Sweep,
     WorkerPolicy,
     settle_bound,
 )
 from alkstore.protocol.values.errors import InvalidArgument
+from alkstore.protocol.values.outcomes import Outcome
 from alkstore.protocol.values.types import JobRecord
 
 S = 1_000_000
@@ -154,11 +153,16 @@ def test_settling_waits_while_the_longest_claim_lasts_plus_a_grace() -> None:
     assert settle_bound(T0, []) == 2.0
 
 
-def test_a_job_its_handler_settled_counts_as_retried_only_when_it_retried() -> None:
-    """A retry is looked for again once due; ack, fail and release only free the slot."""
-    assert SelfSettled.RETRY.outcome is Outcome.RETRIED
-    for settled in (SelfSettled.ACK, SelfSettled.FAIL, SelfSettled.RELEASE):
-        assert settled.outcome is Outcome.ACKED
+def test_claiming_more_is_due_once_the_jobs_claimed_ahead_run_low() -> None:
+    """A start says "claim more" once fewer than half the claim-ahead target
+    (or none at all) still wait for a slot, so the next claim is back in time."""
+    p = policy(concurrency=1)
+    p.ahead = 8
+    p.claimed(T0, 9, 9, None, T0)
+    assert [p.started() for _ in range(9)] == [False] * 4 + [True] * 5
+    p.ahead = 0
+    p.claimed(T0, 1, 1, None, T0)
+    assert p.started() is True  # nothing claimed ahead: the next claim is due
 
 
 def _finish_at_rate(p: WorkerPolicy, per_second: int, seconds: float, start_us: int) -> int:

@@ -65,7 +65,7 @@ async def gone(q: Queue, *job_ids: int) -> bool:
 def record_acks(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, str, bool]]:
     """Every ack the worker makes: (job id, worker id, still owned). The
     worker acks in batches through ``ack_many``; this wraps that plan."""
-    import alkstore.api.worker as worker_module
+    import alkstore.services.worker.settler as worker_module
 
     acks: list[tuple[int, str, bool]] = []
     real = worker_module.ack_many

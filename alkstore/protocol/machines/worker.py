@@ -5,23 +5,23 @@ wake arrived, a claim came back, a job finished, a sweep ran, a drain began,
 the current time), one action out (sweep, claim ``n``, wait until an instant
 for a kick; while draining, hand back what waits for a slot, or stop).
 ``Leases`` (``leases.py``) decides for every claim the worker holds: renew
-these now, these have lapsed, or wait. Two plans complete the picture:
-a claim that also reads when the next job falls due (one round trip), and
-the hand-back of unfinished jobs at shutdown.
+these now, these have lapsed, or wait. The worker's own plans (a claim that
+also reads when the next job falls due, the hand-back) are in
+``plans/worker.py``; how a job leaves the worker is ``values.outcomes.Outcome``.
 
-Nothing here reads a clock or does IO: ``alkstore/api/worker.py`` performs
-the actions and feeds the results back in.
+Nothing here reads a clock or does IO: ``alkstore/services/worker/``
+performs the actions and feeds the results back in.
 """
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from ..values.backoff import ROUND_TRIP_BACKOFF, ErrorBackoff
 from ..values.ints import check_int
 from ..values.names import check_identifier
+from ..values.outcomes import Outcome
 from ..values.timeconv import MAX_DURATION_US, US_PER_S, Duration, duration_us
 from ..values.types import JobRecord
 from .leases import Wait
@@ -80,31 +80,6 @@ class Stop:
 
 # ``Wait`` is the one ``Leases`` gives too: both loops sleep on it.
 WorkerAction = Sweep | Claim | Wait | HandBack | Stop
-
-
-class SelfSettled(enum.Enum):
-    """How a handler settled its own job (``job.ack()``, ``retry``, ``fail``,
-    ``release``): the worker then settles nothing more for it."""
-
-    ACK = "ack"
-    RETRY = "retry"
-    FAIL = "fail"
-    RELEASE = "release"
-
-    @property
-    def outcome(self) -> Outcome:
-        """What the worker's policy counts it as: a retry is looked for once
-        due again; an ack, a burial or a hand-back only frees the slot."""
-        return Outcome.RETRIED if self is SelfSettled.RETRY else Outcome.ACKED
-
-
-class Outcome(enum.Enum):
-    """How a job left the worker's hands."""
-
-    ACKED = "acked"  # handler returned (or settled the job itself); ack attempted
-    RETRIED = "retried"  # handler raised (or called retry); retry or burial attempted
-    LOST = "lost"  # the claim lapsed or was taken away; nothing settled
-    RELEASED = "released"  # handed back unfinished (shutdown)
 
 
 @dataclass
@@ -333,9 +308,13 @@ class WorkerPolicy:
         if self._stale_due_swept:
             self.look = True  # re-read when the next job falls due
 
-    def started(self) -> None:
-        """A claimed job's handler started (it no longer waits for a slot)."""
+    def started(self) -> bool:
+        """A claimed job's handler started (it no longer waits for a slot).
+        True when the jobs claimed ahead run low (under half the claim-ahead
+        target, or none left): time to look for more, so the next claim is
+        back before the slots run dry."""
         self.queued -= 1
+        return self.queued * 2 < self.ahead + 1
 
     def dropped(self, n: int = 1) -> None:
         """``n`` jobs claimed ahead left without starting (a claim lapsed, or

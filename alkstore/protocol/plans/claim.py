@@ -16,6 +16,7 @@ from ..plan import Plan, Row, Statement, fetch_all, fetch_count, fetch_one, fetc
 from ..rows import _int, _opt_int, _shape, job_record, queue_limits
 from ..values import generation
 from ..values.backoff import Backoff
+from ..values.outcomes import Outcome
 from ..values.timeconv import MAX_INSTANT_US, held_until_us, until_us
 from ..values.types import DeadReason, JobRecord, QueueLimits
 from .queues import check_limit, kept_until, moved, moved_rows, retention
@@ -276,26 +277,31 @@ def retry(
     backoff: Backoff,
     draw: float,
     error: str | None,
-) -> Plan[bool]:
+) -> Plan[Outcome | None]:
+    """A failed attempt of an owned job: back to pending after ``delay_us``
+    (None: the backoff's), or to the dead letters when its attempts are
+    spent. Returns which (``Outcome.RETRIED`` or ``Outcome.DEAD``: the
+    verdict, taken here once, from the row read while owned), or None when
+    the claim no longer owns the job."""
     error = storable_error(error)
     if delay_us is not None:
         until_us(now_us, delay_us, "delay")  # as for enqueue's delay: refused past 9999
     row = yield from fetch_one(d.owned(job.id, job.claimed_by, job.claims, now_us))
     if row is None:
-        return False
+        return None
     attempts, max_attempts = int(row[0]), int(row[1])
     reason = retry_decision(attempts, max_attempts)
     if reason is not None:
         for statement in d.bury(job.id, reason, error, now_us):
             yield statement
-        return True
+        return Outcome.DEAD
     if delay_us is None:
         # The backoff's own delay (capped by its cap) is capped like a claim.
         run_at = min(now_us + backoff.delay_us(attempts, draw), MAX_INSTANT_US)
     else:
         run_at = now_us + delay_us
     yield d.reschedule(job.id, run_at, error)
-    return True
+    return Outcome.RETRIED
 
 
 def fail(d: Dialect, job: JobRecord, now_us: int, error: str | None) -> Plan[bool]:

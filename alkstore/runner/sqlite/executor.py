@@ -18,6 +18,7 @@ from . import conn as sqlite_conn
 from .file import DatabaseFile
 from .inline import InlineRunner
 from .readers import SqliteReaders
+from .watcher import SqliteWatcher
 from .writer import Checkpoint, PlanItem, SqliteWriter, TxItem, TxStep
 
 T = TypeVar("T")
@@ -80,8 +81,13 @@ class SqliteExecutor:
         file: DatabaseFile | None = None,
         inline_conn: sqlite3.Connection | None = None,
         checkpoint_bytes: int = control.AUTOCHECKPOINT_PAGES * 4096,
+        *,
+        watcher: SqliteWatcher | None = None,
     ) -> None:
         self._runtime = runtime
+        # The store's wake source for other processes' commits (its opener
+        # runs it; none for a private in-memory database).
+        self.watcher = watcher
         self._writer = SqliteWriter(conn, file=file)
         self._readers = readers
         self._lifecycle = Lifecycle("store")

@@ -7,8 +7,9 @@ checks, and which plan it builds from which arguments, lives here, so both
 kinds of facade raise the same errors for the same input and send the same
 statements.
 
-A function here takes the store (anything with ``_dialect``, ``_origin``
-and ``_now_us()``: ``OpContext``), checks its arguments (raising the
+A function here takes the store's context (anything with ``dialect``,
+``origin`` and ``now_us()``: ``OpContext``; the async stores' ``StoreCore``
+and the blocking stores' own), checks its arguments (raising the
 taxonomy's errors before any round trip), and returns the plan; where the
 plan's work grows with its input (the facade keeps it off the event loop's
 thread), it returns ``(plan, bulk)``. Nothing here runs anything.
@@ -20,17 +21,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol, TypeVar, cast
 
-from ..protocol.dialect import Dialect
-from ..protocol.plan import Plan
-from ..protocol.plans import inspection, queues, streams
-from ..protocol.plans import wakes as wake_plans
-from ..protocol.plans.queues import check_limit
-from ..protocol.values import codec
-from ..protocol.values.errors import InvalidArgument, PayloadTooLarge, UsageError, brief
-from ..protocol.values.ints import check_int
-from ..protocol.values.names import check_identifier, check_key, check_name, outbox_queue_name
-from ..protocol.values.timeconv import Duration, duration_us, instant_us
-from ..protocol.values.types import (
+from ...protocol.dialect import Dialect
+from ...protocol.plan import Plan
+from ...protocol.plans import inspection, queues, streams
+from ...protocol.plans import wakes as wake_plans
+from ...protocol.plans.queues import check_limit
+from ...protocol.values import codec
+from ...protocol.values.errors import InvalidArgument, PayloadTooLarge, UsageError, brief
+from ...protocol.values.ints import check_int
+from ...protocol.values.names import check_identifier, check_key, check_name, outbox_queue_name
+from ...protocol.values.timeconv import Duration, duration_us, instant_us
+from ...protocol.values.types import (
     OUTBOX_OPTIONS,
     Enqueued,
     JobInfo,
@@ -63,12 +64,12 @@ class OpContext(Protocol):
     its notifications carry, and its clock."""
 
     @property
-    def _dialect(self) -> Dialect: ...
+    def dialect(self) -> Dialect: ...
 
     @property
-    def _origin(self) -> str: ...
+    def origin(self) -> str: ...
 
-    def _now_us(self) -> int: ...
+    def now_us(self) -> int: ...
 
 
 class QueueHandle:
@@ -95,6 +96,15 @@ def read_only_refusal(what: str) -> UsageError:
     )
 
 
+def error_text(error: BaseException | str | None) -> str | None:
+    """What a settling call stores of ``error``: its type and message."""
+    if error is None or isinstance(error, str):
+        return error
+    if not isinstance(error, BaseException):
+        raise InvalidArgument(f"error must be an exception, a str or None, got {brief(error)}")
+    return f"{type(error).__name__}: {error}"
+
+
 # -- enqueue ------------------------------------------------------------------------
 # Two steps, so that an instrumentation can set the job's headers between
 # them: ``new_job`` checks and resolves (the round trip's input), ``insert``
@@ -104,7 +114,7 @@ new_job = resolve_enqueue
 
 def insert(ctx: OpContext, job: NewJob, now_us: int) -> Plan[int]:
     """The plan inserting ``job`` (made by ``new_job`` at ``now_us``)."""
-    return queues.enqueue(ctx._dialect, job, ctx._origin, now_us)
+    return queues.enqueue(ctx.dialect, job, ctx.origin, now_us)
 
 
 def new_jobs(
@@ -120,7 +130,7 @@ def new_jobs(
 
 def insert_many(ctx: OpContext, jobs: list[NewJob], now_us: int) -> Call[list[int]]:
     """The plan inserting ``jobs`` (non-empty), and whether it is bulk."""
-    return queues.enqueue_many(ctx._dialect, jobs, ctx._origin, now_us), len(jobs) > INLINE_MAX
+    return queues.enqueue_many(ctx.dialect, jobs, ctx.origin, now_us), len(jobs) > INLINE_MAX
 
 
 # -- unique enqueue -------------------------------------------------------------------
@@ -170,14 +180,14 @@ def insert_unique(
     ctx: OpContext, job: NewJob, key: str, unique_for_us: int | None, now_us: int
 ) -> Plan[Enqueued]:
     """The plan inserting ``job`` unless ``key`` is taken (``new_unique_job``)."""
-    return queues.enqueue_unique(ctx._dialect, job, key, unique_for_us, ctx._origin, now_us)
+    return queues.enqueue_unique(ctx.dialect, job, key, unique_for_us, ctx.origin, now_us)
 
 
 def insert_unique_many(
     ctx: OpContext, jobs: list[tuple[NewJob, str]], unique_for_us: int | None, now_us: int
 ) -> Call[list[Enqueued]]:
     """The plan inserting each (job, key) unless its key is taken, and whether it is bulk."""
-    plan = queues.enqueue_unique_many(ctx._dialect, jobs, unique_for_us, ctx._origin, now_us)
+    plan = queues.enqueue_unique_many(ctx.dialect, jobs, unique_for_us, ctx.origin, now_us)
     return plan, len(jobs) > INLINE_MAX
 
 
@@ -193,19 +203,19 @@ def set_limits(
         if value is not None and not isinstance(value, Rate):
             raise InvalidArgument(f"{what} must be a Rate or None, got {brief(value)}")
     limits = QueueLimits(limit, cast("Rate | None", rate), cast("Rate | None", rate_per_key))
-    return queues.set_limits(ctx._dialect, queue, limits)
+    return queues.set_limits(ctx.dialect, queue, limits)
 
 
 def limits(ctx: OpContext, queue: str) -> Plan[QueueLimits]:
     """``queue``'s limits."""
-    return queues.limits(ctx._dialect, queue)
+    return queues.limits(ctx.dialect, queue)
 
 
 def set_unique_policy(ctx: OpContext, queue: str, processing_blocks: object) -> Plan[None]:
     """Whether a processing job of ``queue`` keeps its unique key."""
     if not isinstance(processing_blocks, bool):
         raise InvalidArgument(f"processing_blocks must be a bool, got {brief(processing_blocks)}")
-    return queues.set_unique_processing(ctx._dialect, queue, processing_blocks)
+    return queues.set_unique_processing(ctx.dialect, queue, processing_blocks)
 
 
 def queue_target(queue: object) -> tuple[str, QueueOptions]:
@@ -225,20 +235,20 @@ def outbox_target(outbox: object) -> tuple[str, QueueOptions]:
 # -- queues: inspection and steering ---------------------------------------------------
 def get_job(ctx: OpContext, queue: str | None, job_id: object) -> Plan[JobInfo | None]:
     """Job ``job_id`` of ``queue`` (``None``: of any queue)."""
-    return queues.get_job(ctx._dialect, queue, queues.check_job_id(job_id))
+    return queues.get_job(ctx.dialect, queue, queues.check_job_id(job_id))
 
 
 def stats(ctx: OpContext, queue: str) -> Call[QueueStats]:
-    return queues.stats(ctx._dialect, queue, ctx._now_us()), True  # counts grow with the queue
+    return queues.stats(ctx.dialect, queue, ctx.now_us()), True  # counts grow with the queue
 
 
 def summary(ctx: OpContext, queue: str) -> Call[QueueSummary]:
-    return inspection.summarize_queue(ctx._dialect, queue, ctx._now_us()), True  # counts
+    return inspection.summarize_queue(ctx.dialect, queue, ctx.now_us()), True  # counts
 
 
 def dead_letters(ctx: OpContext, queue: str, limit: object) -> Call[list[JobInfo]]:
     n = check_limit(limit)
-    return queues.dead_letters(ctx._dialect, queue, n), n > INLINE_MAX
+    return queues.dead_letters(ctx.dialect, queue, n), n > INLINE_MAX
 
 
 def list_jobs(
@@ -247,7 +257,7 @@ def list_jobs(
     state = inspection.check_job_state(state)
     after = inspection.check_after(after)
     n = check_limit(limit)
-    return inspection.list_jobs(ctx._dialect, queue, state, after, n, ctx._now_us()), n > INLINE_MAX
+    return inspection.list_jobs(ctx.dialect, queue, state, after, n, ctx.now_us()), n > INLINE_MAX
 
 
 def throughput(ctx: OpContext, queue: str, window: Duration, bucket: Duration) -> Call[Throughput]:
@@ -255,18 +265,18 @@ def throughput(ctx: OpContext, queue: str, window: Duration, bucket: Duration) -
     ending now; bulk (it counts the rows of the window)."""
     window_us = duration_us(window, "window", allow_zero=False)
     bucket_us = duration_us(bucket, "bucket", allow_zero=False)
-    plan = inspection.throughput(ctx._dialect, queue, ctx._now_us(), window_us, bucket_us)
+    plan = inspection.throughput(ctx.dialect, queue, ctx.now_us(), window_us, bucket_us)
     return plan, True
 
 
 def cancel(ctx: OpContext, queue: str, job_id: object) -> Plan[bool]:
     job_id = queues.check_job_id(job_id)
-    return queues.cancel(ctx._dialect, queue, job_id, ctx._origin, ctx._now_us())
+    return queues.cancel(ctx.dialect, queue, job_id, ctx.origin, ctx.now_us())
 
 
 def requeue_dead(ctx: OpContext, queue: str, job_id: object) -> Plan[bool]:
     job_id = queues.check_job_id(job_id)
-    return queues.requeue_dead(ctx._dialect, queue, job_id, ctx._origin, ctx._now_us())
+    return queues.requeue_dead(ctx.dialect, queue, job_id, ctx.origin, ctx.now_us())
 
 
 def purge_dead(
@@ -277,24 +287,24 @@ def purge_dead(
     if ids is not None:
         if before is not None:
             raise InvalidArgument("give before or ids, not both")
-        return queues.purge_dead_ids(ctx._dialect, queue, queues.check_job_ids(ids))
+        return queues.purge_dead_ids(ctx.dialect, queue, queues.check_job_ids(ids))
     before_us = None if before is None else instant_us(before, "before")
-    return queues.purge_dead(ctx._dialect, queue, before_us)
+    return queues.purge_dead(ctx.dialect, queue, before_us)
 
 
 def set_paused(ctx: OpContext, queue: str, paused: bool) -> Plan[None]:
-    return queues.set_paused(ctx._dialect, queue, paused, ctx._origin, ctx._now_us())
+    return queues.set_paused(ctx.dialect, queue, paused, ctx.origin, ctx.now_us())
 
 
 def is_paused(ctx: OpContext, queue: str) -> Plan[bool]:
-    return queues.is_paused(ctx._dialect, queue)
+    return queues.is_paused(ctx.dialect, queue)
 
 
 # -- streams ----------------------------------------------------------------------------
 def publish(ctx: OpContext, stream: str, key: str | None, payload: codec.JSON) -> Plan[int]:
     """Append ``payload`` to ``stream`` (a checked name); ``key`` already checked."""
     text = codec.encode(payload)
-    return streams.publish(ctx._dialect, stream, key, text, ctx._origin, ctx._now_us())
+    return streams.publish(ctx.dialect, stream, key, text, ctx.origin, ctx.now_us())
 
 
 def publish_keyed(ctx: OpContext, stream: str, key: object, payload: codec.JSON) -> Plan[int]:
@@ -306,7 +316,7 @@ def read_since(
     ctx: OpContext, stream: str, offset: object, limit: object
 ) -> Call[list[StreamEvent]]:
     after, n = streams.check_offset(offset), check_limit(limit)
-    return streams.read_since(ctx._dialect, stream, after, n), n > INLINE_MAX
+    return streams.read_since(ctx.dialect, stream, after, n), n > INLINE_MAX
 
 
 def read_from_consumer(
@@ -314,32 +324,32 @@ def read_from_consumer(
 ) -> Call[list[StreamEvent]]:
     who = check_identifier(consumer, "consumer")
     n = check_limit(limit)
-    return streams.read_from_consumer(ctx._dialect, stream, who, n), n > INLINE_MAX
+    return streams.read_from_consumer(ctx.dialect, stream, who, n), n > INLINE_MAX
 
 
 def list_events(
     ctx: OpContext, stream: str, before: object, limit: object
 ) -> Call[list[StreamEvent]]:
     below, n = inspection.check_before(before), check_limit(limit)
-    return inspection.list_events(ctx._dialect, stream, below, n), n > INLINE_MAX
+    return inspection.list_events(ctx.dialect, stream, below, n), n > INLINE_MAX
 
 
 def save_offset(ctx: OpContext, stream: str, consumer: object, offset: object) -> Plan[None]:
     who = check_identifier(consumer, "consumer")
     at = streams.check_offset(offset)
-    return streams.save_offset(ctx._dialect, stream, who, at)
+    return streams.save_offset(ctx.dialect, stream, who, at)
 
 
 def get_offset(ctx: OpContext, stream: str, consumer: object) -> Plan[int]:
-    return streams.get_offset(ctx._dialect, stream, check_identifier(consumer, "consumer"))
+    return streams.get_offset(ctx.dialect, stream, check_identifier(consumer, "consumer"))
 
 
 def head_offset(ctx: OpContext, stream: str) -> Plan[int]:
-    return streams.head_offset(ctx._dialect, stream)
+    return streams.head_offset(ctx.dialect, stream)
 
 
 def stream_info(ctx: OpContext, stream: str) -> Call[StreamInfo]:
-    return inspection.stream_summary(ctx._dialect, stream), True  # counts the events
+    return inspection.stream_summary(ctx.dialect, stream), True  # counts the events
 
 
 # -- wakes ------------------------------------------------------------------------------
@@ -357,8 +367,8 @@ def check_notify_payload(dialect: Dialect, payload: codec.JSON) -> None:
 def notify(ctx: OpContext, channel: object, payload: codec.JSON) -> Plan[None]:
     """Wake listeners of ``channel`` once the transaction commits."""
     name = check_name(channel, "channel")
-    check_notify_payload(ctx._dialect, payload)
-    return wake_plans.notify(ctx._dialect, name, ctx._origin, ctx._now_us())
+    check_notify_payload(ctx.dialect, payload)
+    return wake_plans.notify(ctx.dialect, name, ctx.origin, ctx.now_us())
 
 
 # -- a caller's own SQL -------------------------------------------------------------------

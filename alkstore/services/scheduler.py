@@ -3,30 +3,28 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ..api.core.handle import StoreCore
 from ..protocol.machines import scheduler
 from ..protocol.plans import schedule as plans
 from ..protocol.values.errors import AlkstoreError
 from ..protocol.values.names import check_name
 from ..protocol.values.types import QueueOptions
 
-if TYPE_CHECKING:
-    from .store import Store
-
 _DEFAULT_ATTEMPTS = QueueOptions().max_attempts
 log = logging.getLogger("alkstore.scheduler")
 
 
-async def unschedule(store: Store, name: str) -> bool:
-    return await store._run(plans.unregister(store._dialect, check_name(name, "schedule")))
+async def unschedule(core: StoreCore, name: str) -> bool:
+    return await core.run(plans.unregister(core.dialect, check_name(name, "schedule")))
 
 
-async def tick(store: Store) -> int:
+async def tick(core: StoreCore) -> int:
     total = 0
     while True:
-        fired, rows = await store._run(
-            plans.tick_rows(store._dialect, store._now_us(), store._origin, _DEFAULT_ATTEMPTS)
+        fired, rows = await core.run(
+            plans.tick_rows(core.dialect, core.now_us(), core.origin, _DEFAULT_ATTEMPTS)
         )
         total += len(fired)
         if rows < plans.TICK_BATCH:
@@ -34,7 +32,7 @@ async def tick(store: Store) -> int:
 
 
 async def run_scheduler(
-    store: Store, *, max_sleep: float = 60.0, retry_after: float = 1.0, task_status: Any = None
+    core: StoreCore, *, max_sleep: float = 60.0, retry_after: float = 1.0, task_status: Any = None
 ) -> None:
     """Tick whenever a schedule falls due, until cancelled.
 
@@ -42,8 +40,8 @@ async def run_scheduler(
     each fire time. Schedules added by other processes are noticed within
     ``max_sleep`` seconds.
     """
-    runtime = store._runtime
-    store._check_writable("run_scheduler()")  # else every tick fails, retried forever
+    runtime = core.runtime
+    core.check_writable("run_scheduler()")  # else every tick fails, retried forever
     loop = scheduler.SchedulerLoop(max_sleep, retry_after)  # checks both, before anything runs
     if task_status is not None:
         task_status.started()
@@ -54,10 +52,10 @@ async def run_scheduler(
             loop.slept()
             continue
         try:
-            await tick(store)
-            nxt = await store._run(plans.next_fire(store._dialect))
+            await tick(core)
+            nxt = await core.run(plans.next_fire(core.dialect))
         except AlkstoreError:
             pause = loop.tick_failed()
             log.warning("scheduler tick failed; retrying in %s s", pause, exc_info=True)
             continue
-        loop.ticked(store._now_us(), nxt)
+        loop.ticked(core.now_us(), nxt)

@@ -5,12 +5,12 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Protocol
 
-from ..protocol.machines.lifecycle import Lifecycle
-from ..protocol.values.errors import Closed
-from ..protocol.values.names import LISTENER_RECONNECTED
-from ..protocol.values.types import Wake
-from ..runner.hub import Mailbox, WakeHub
-from ..runner.timeouts import check_timeout
+from ...protocol.machines.lifecycle import Lifecycle
+from ...protocol.values.errors import Closed
+from ...protocol.values.names import LISTENER_RECONNECTED
+from ...protocol.values.types import Wake
+from ...runner.hub import Mailbox, WakeHub
+from ...runner.timeouts import check_timeout
 
 
 class WakeSource(Protocol):

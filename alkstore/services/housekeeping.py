@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, cast
 
+from ..api.core.handle import StoreCore
+from ..protocol.dialect import NotificationLog
 from ..protocol.machines.housekeeping import HousekeepingLoop
 from ..protocol.plan import Plan
 from ..protocol.plans import housekeeping as hk
 from ..protocol.plans import locks, streams
 from ..protocol.values.errors import AlkstoreError
-
-if TYPE_CHECKING:
-    from .store import Store
 
 log = logging.getLogger("alkstore.housekeeping")
 
@@ -27,11 +26,11 @@ log = logging.getLogger("alkstore.housekeeping")
 _STREAM_PAGE = 100
 
 
-async def _drain(store: Store, plan: Callable[[], Plan[int]]) -> int:
+async def _drain(core: StoreCore, plan: Callable[[], Plan[int]]) -> int:
     """Run ``plan`` again until a batch comes back short; rows removed."""
     total = 0
     while True:
-        count = await store._run(plan(), bulk=True)
+        count = await core.run(plan(), bulk=True)
         total += count
         if not hk.full(count):
             return total
@@ -41,46 +40,48 @@ def _stream_batch(d: Any, stream: streams.Retained, now_us: int) -> Callable[[],
     return lambda: streams.prune_stream(d, stream, now_us, hk.PRUNE_BATCH)
 
 
-async def _prune_streams(store: Store, now_us: int) -> int:
-    d = store._dialect
+async def _prune_streams(core: StoreCore, now_us: int) -> int:
+    d = core.dialect
     total = 0
     after = ""
     while True:
-        page = await store._run(streams.retained_streams(d, after, _STREAM_PAGE), bulk=True)
+        page = await core.run(streams.retained_streams(d, after, _STREAM_PAGE), bulk=True)
         for stream in page:
-            total += await _drain(store, _stream_batch(d, stream, now_us))
+            total += await _drain(core, _stream_batch(d, stream, now_us))
         if len(page) < _STREAM_PAGE:
             return total
         after = page[-1].name
 
 
-async def prune(store: Store) -> hk.PruneReport:
+async def prune(core: StoreCore) -> hk.PruneReport:
     """One housekeeping pass, as of the store's clock now."""
-    d = store._dialect
-    now = store._now_us()
-    history = await _drain(store, lambda: hk.prune_history(d, now))
-    dead = await _drain(store, lambda: hk.prune_dead(d, now))
-    events = await _prune_streams(store, now)
+    d = core.dialect
+    now = core.now_us()
+    history = await _drain(core, lambda: hk.prune_history(d, now))
+    dead = await _drain(core, lambda: hk.prune_dead(d, now))
+    events = await _prune_streams(core, now)
     notifications = 0
-    retention_us = store._notification_retention_us
+    retention_us = core.notification_retention_us
     if retention_us is not None:
         before = now - retention_us
-        notifications = await _drain(store, lambda: hk.prune_notifications(d, before))
+        # Only an engine whose wakes are rows (SQLite) keeps a retention for them.
+        rows = cast(NotificationLog, d)
+        notifications = await _drain(core, lambda: hk.prune_notifications(rows, before))
     cutoff = now - locks.PRUNE_GRACE_US
-    pruned_locks = await _drain(store, lambda: locks.prune(d, cutoff, hk.PRUNE_BATCH))
+    pruned_locks = await _drain(core, lambda: locks.prune(d, cutoff, hk.PRUNE_BATCH))
     return hk.PruneReport(history, dead, events, notifications, pruned_locks)
 
 
-async def run_housekeeping(store: Store, interval: float) -> None:
+async def run_housekeeping(core: StoreCore, interval: float) -> None:
     """Prune every ``interval`` seconds (jittered) until cancelled; a failed
     pass is logged and tried again sooner. Owned by the store's task group."""
     loop = HousekeepingLoop(interval)
-    runtime = store._runtime
-    wait = loop.next_wait(store._draw())
+    runtime = core.runtime
+    wait = loop.next_wait(core.draw())
     while True:
         await runtime.sleep(wait)
         try:
-            report = await prune(store)
+            report = await prune(core)
         except AlkstoreError as exc:
             wait = loop.failed()
             first = loop.first_failure
@@ -90,4 +91,4 @@ async def run_housekeeping(store: Store, interval: float) -> None:
             continue
         if any((report.history, report.dead, report.events, report.locks)):
             log.debug("housekeeping removed %s", report)
-        wait = loop.next_wait(store._draw())
+        wait = loop.next_wait(core.draw())
