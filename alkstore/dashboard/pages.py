@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote, unquote
 
 from starlette.exceptions import HTTPException
@@ -17,10 +17,8 @@ from starlette.responses import JSONResponse, Response
 from ..protocol.values.errors import AlkstoreError, DatabaseError, InvalidArgument, InvalidName
 from . import format as fmt
 from .safety import CSRF_COOKIE, CSRF_FIELD, USER_KEY
+from .settings import Settings, settings_of
 from .views import VIEWS, BadRequest, Built, View, now
-
-if TYPE_CHECKING:
-    from .app import Settings
 
 log = logging.getLogger("alkstore.dashboard")
 
@@ -37,12 +35,6 @@ def here(request: Request) -> str:
     sends the browser back to)."""
     path = request.url.path.removeprefix(base_of(request)) or "/"
     return path + (f"?{request.url.query}" if request.url.query else "")
-
-
-def _settings(request: Request) -> Settings:
-    from .app import settings_of
-
-    return settings_of(request)
 
 
 def live_url(request: Request, name: str, view: View, params: Mapping[str, str]) -> str:
@@ -74,7 +66,7 @@ def common(request: Request, settings: Settings, cookie: str) -> dict[str, Any]:
 def render(
     request: Request, template: str, context: dict[str, Any], *, status: int = 200
 ) -> Response:
-    settings = _settings(request)
+    settings = settings_of(request)
     cookie, new = settings.csrf.cookie_of(request)
     full = {**common(request, settings, cookie), **context}
     response = settings.templates.TemplateResponse(
@@ -93,7 +85,7 @@ def render(
 
 async def render_view(request: Request, name: str, params: Mapping[str, str]) -> Response:
     view = VIEWS[name]
-    built: Built = await view.build(_settings(request).store, params)
+    built: Built = await view.build(settings_of(request).store, params)
     context = {**built.context, "view": name, "live_url": live_url(request, name, view, params)}
     return render(request, view.template, context)
 
@@ -114,7 +106,7 @@ async def api_overview(request: Request) -> Response:
     """The overview as JSON, in the shapes of ``alkstore watch --json``."""
     from ..cli import shapes
 
-    store = _settings(request).store
+    store = settings_of(request).store
     at = now(store)
     doc = {
         "at": at,
