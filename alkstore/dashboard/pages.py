@@ -14,6 +14,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from .. import shapes
 from ..protocol.values.errors import AlkstoreError, DatabaseError, InvalidArgument, InvalidName
 from . import format as fmt
 from .safety import CSRF_COOKIE, CSRF_FIELD, USER_KEY
@@ -104,17 +105,15 @@ async def job_page(request: Request) -> Response:
 
 async def api_overview(request: Request) -> Response:
     """The overview as JSON, in the shapes of ``alkstore watch --json``."""
-    from ..cli import shapes
-
     store = settings_of(request).store
     at = now(store)
-    doc = {
-        "at": at,
-        "queues": [shapes.queue_doc(q, at) for q in await store.list_queues()],
-        "streams": [shapes.stream_doc(s) for s in await store.list_streams()],
-        "schedules": [shapes.schedule_doc(s) for s in await store.list_schedules()],
-        "locks": [shapes.lock_doc(lock, at) for lock in await store.list_locks()],
-    }
+    doc = shapes.overview_doc(
+        at,
+        await store.list_queues(),
+        await store.list_streams(),
+        await store.list_schedules(),
+        await store.list_locks(),
+    )
     return Response(shapes.dumps(doc), media_type="application/json")
 
 
