@@ -6,8 +6,9 @@ module: ``queues.py`` (queues, jobs, job, cancel, pause, resume),
 ``admin.py`` (migrate, prune), ``worker.py`` (with ``handlers.py``
 and ``metrics.py``), ``dashboard.py`` (serves alkstore.dashboard).
 ``target.py`` holds the options every command shares and the exit
-codes; ``shapes.py`` the documented ``--json`` shapes; ``render.py`` the
-tables. docs/cli.md is the reference.
+codes; ``render.py`` the tables. The documented ``--json`` shapes are in
+``alkstore/shapes.py``, shared with the dashboard. docs/cli.md is the
+reference.
 """
 
 from __future__ import annotations

@@ -6,9 +6,10 @@ import os
 
 import click
 
+from .. import shapes
 from ..api.store import Store
 from ..protocol.values.errors import SchemaMismatch
-from . import render, shapes
+from . import render
 from .target import NOT_FOUND, UNUSABLE, Target, fail, guarded, opened, run, target_options
 
 

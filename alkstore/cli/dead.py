@@ -9,11 +9,12 @@ from typing import Any
 
 import click
 
+from .. import shapes
 from ..api.store import Store
 from ..protocol.values.errors import InvalidArgument
 from ..protocol.values.schedules import parse_duration
 from ..protocol.values.types import JobInfo
-from . import render, shapes
+from . import render
 from .queues import find_queue
 from .target import UNUSABLE, Target, fail, run, target_options
 

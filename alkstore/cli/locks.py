@@ -6,7 +6,8 @@ from datetime import UTC, datetime
 
 import click
 
-from . import render, shapes
+from .. import shapes
+from . import render
 from .target import Target, run, target_options
 
 

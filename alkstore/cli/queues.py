@@ -6,9 +6,10 @@ from datetime import UTC, datetime
 
 import click
 
+from .. import shapes
 from ..api.store import Store
 from ..protocol.values.types import JobInfo, QueueSummary
-from . import render, shapes
+from . import render
 from .target import Target, not_found, run, target_options
 
 JOB_STATES = ("ready", "scheduled", "pending", "processing", "dead", "acked", "cancelled")

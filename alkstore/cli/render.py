@@ -1,7 +1,7 @@
 """Terminal output: rich tables on a terminal, plain columns in a pipe.
 
-``--json`` output never comes through here (see :mod:`.shapes`): tables are
-for people, and their layout may change between releases.
+``--json`` output never comes through here (see :mod:`alkstore.shapes`):
+tables are for people, and their layout may change between releases.
 """
 
 from __future__ import annotations

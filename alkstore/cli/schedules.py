@@ -6,8 +6,9 @@ from datetime import UTC, datetime
 
 import click
 
+from .. import shapes
 from ..protocol.values.types import ScheduleInfo
-from . import render, shapes
+from . import render
 from .target import Target, run, target_options
 
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import click
 
+from .. import shapes
 from ..api.store import Store
 from ..protocol.values.types import StreamInfo
-from . import render, shapes
+from . import render
 from .target import Target, not_found, run, target_options
 
 

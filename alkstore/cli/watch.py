@@ -11,9 +11,10 @@ import trio
 from rich.console import Group
 from rich.live import Live
 
+from .. import shapes
 from ..api.store import Store
 from ..protocol.values.types import LockInfo, QueueSummary, ScheduleInfo, StreamInfo
-from . import render, shapes
+from . import render
 from .target import OK, Target, run, target_options
 
 
@@ -26,13 +27,7 @@ class Snapshot:
     locks: list[LockInfo]
 
     def doc(self) -> shapes.Doc:
-        return {
-            "at": self.at,
-            "queues": [shapes.queue_doc(q, self.at) for q in self.queues],
-            "streams": [shapes.stream_doc(s) for s in self.streams],
-            "schedules": [shapes.schedule_doc(s) for s in self.schedules],
-            "locks": [shapes.lock_doc(lock, self.at) for lock in self.locks],
-        }
+        return shapes.overview_doc(self.at, self.queues, self.streams, self.schedules, self.locks)
 
 
 async def snapshot(store: Store) -> Snapshot:

@@ -7,11 +7,13 @@ serves one from the command line. It needs the ``dashboard`` extra:
 ``pip install 'alkstore[dashboard]'`` (Starlette, Jinja2, python-multipart,
 Hypercorn).
 
-Modules: ``app.py`` (the factory and its routes), ``views.py`` (what each
-page reads), ``pages.py`` (rendering, errors), ``actions.py`` (the POSTs),
-``live.py`` (live updates), ``safety.py`` (auth, CSRF, headers),
-``format.py`` (how values read, the chart), ``server.py`` (serving under
-trio with Hypercorn); ``templates/`` and ``static/`` ship in the package.
+Modules: ``app.py`` (the factory and its routes), ``settings.py`` (what
+every route reads: the store, the safety settings, the templates),
+``views.py`` (what each page reads), ``pages.py`` (rendering, errors),
+``actions.py`` (the POSTs), ``live.py`` (live updates), ``safety.py``
+(auth, CSRF, headers), ``format.py`` (how values read, the chart),
+``server.py`` (serving under trio with Hypercorn); ``templates/`` and
+``static/`` ship in the package.
 """
 
 from __future__ import annotations

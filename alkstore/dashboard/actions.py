@@ -14,7 +14,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from starlette.datastructures import FormData
 from starlette.requests import Request
@@ -26,10 +26,8 @@ from ..protocol.values.errors import AlkstoreError, InvalidArgument
 from ..protocol.values.schedules import parse_duration
 from .pages import base_of, notice_cookie
 from .safety import CSRF_FIELD, USER_KEY, same_origin
+from .settings import settings_of
 from .views import BadRequest, name_param, now, queue_handle
-
-if TYPE_CHECKING:
-    from .app import Settings
 
 log = logging.getLogger("alkstore.dashboard")
 
@@ -239,9 +237,7 @@ def _refused(status: int, why: str, request: Request, what: str) -> Response:
 
 def endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
     async def run(request: Request) -> Response:
-        from .app import settings_of
-
-        settings: Settings = settings_of(request)
+        settings = settings_of(request)
         what = request.url.path.removeprefix(base_of(request)).removeprefix("/action/")
         user = request.scope.get(USER_KEY)
         if not settings.allow_actions:

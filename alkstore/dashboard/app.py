@@ -3,14 +3,11 @@ store that is already open, on either engine and either driver."""
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 
 import jinja2
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
-from starlette.requests import Request
 from starlette.routing import BaseRoute, Route
 from starlette.templating import Jinja2Templates
 
@@ -27,54 +24,7 @@ from .safety import (
     HostMiddleware,
     Hosts,
 )
-
-# How many (view, parameters) keys the live endpoint remembers the wake
-# channels of.
-CHANNEL_CACHE = 256
-
-
-@dataclass
-class Settings:
-    """What every route of one app needs: the store, the safety settings,
-    the templates."""
-
-    resolve: Callable[[], Store]
-    allow_actions: bool
-    auth: Auth | None
-    csrf: Csrf
-    refresh: float
-    debounce: float
-    title: str
-    where: str
-    hosts: Hosts
-    trusted_origins: tuple[str, ...]
-    templates: Jinja2Templates
-    # The wake channels of the last build of each live key (view, params).
-    channels: OrderedDict[tuple[str, ...], list[str]] = field(default_factory=OrderedDict)
-
-    @property
-    def store(self) -> Store:
-        """The store, as the app was given it (or as its getter returns it now)."""
-        store = self.resolve()
-        if not isinstance(store, Store):
-            raise UsageError(f"the dashboard's store getter returned {type(store).__name__}, "
-                             "not a Store")  # fmt: skip
-        if self.allow_actions and store.read_only:
-            raise UsageError(
-                "a read-only store cannot have actions: open it without read_only=True"
-            )
-        return store
-
-    def remember_channels(self, key: tuple[str, ...], channels: list[str]) -> None:
-        self.channels[key] = channels
-        self.channels.move_to_end(key)
-        while len(self.channels) > CHANNEL_CACHE:
-            self.channels.popitem(last=False)
-
-
-def settings_of(request: Request) -> Settings:
-    settings: Settings = request.app.state.alkstore_dashboard
-    return settings
+from .settings import Settings, attach
 
 
 def create_app(
@@ -168,7 +118,7 @@ def create_app(
         ],
         exception_handlers=pages.EXCEPTION_HANDLERS,
     )
-    app.state.alkstore_dashboard = settings
+    attach(app, settings)
     return app
 
 

@@ -25,6 +25,7 @@ from ..api.store import Store
 from ..protocol.values.errors import AlkstoreError, Closed
 from .pages import base_of, common
 from .safety import CSRF_COOKIE
+from .settings import settings_of
 from .views import VIEWS, BadRequest, page_path
 
 
@@ -62,8 +63,6 @@ async def wait_for_news(
 
 
 async def endpoint(request: Request) -> Response:
-    from .app import settings_of
-
     settings = settings_of(request)
     params = request.query_params
     name = params.get("view", "")

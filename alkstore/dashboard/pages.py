@@ -7,20 +7,19 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote, unquote
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from .. import shapes
 from ..protocol.values.errors import AlkstoreError, DatabaseError, InvalidArgument, InvalidName
 from . import format as fmt
 from .safety import CSRF_COOKIE, CSRF_FIELD, USER_KEY
+from .settings import Settings, settings_of
 from .views import VIEWS, BadRequest, Built, View, now
-
-if TYPE_CHECKING:
-    from .app import Settings
 
 log = logging.getLogger("alkstore.dashboard")
 
@@ -37,12 +36,6 @@ def here(request: Request) -> str:
     sends the browser back to)."""
     path = request.url.path.removeprefix(base_of(request)) or "/"
     return path + (f"?{request.url.query}" if request.url.query else "")
-
-
-def _settings(request: Request) -> Settings:
-    from .app import settings_of
-
-    return settings_of(request)
 
 
 def live_url(request: Request, name: str, view: View, params: Mapping[str, str]) -> str:
@@ -74,7 +67,7 @@ def common(request: Request, settings: Settings, cookie: str) -> dict[str, Any]:
 def render(
     request: Request, template: str, context: dict[str, Any], *, status: int = 200
 ) -> Response:
-    settings = _settings(request)
+    settings = settings_of(request)
     cookie, new = settings.csrf.cookie_of(request)
     full = {**common(request, settings, cookie), **context}
     response = settings.templates.TemplateResponse(
@@ -93,7 +86,7 @@ def render(
 
 async def render_view(request: Request, name: str, params: Mapping[str, str]) -> Response:
     view = VIEWS[name]
-    built: Built = await view.build(_settings(request).store, params)
+    built: Built = await view.build(settings_of(request).store, params)
     context = {**built.context, "view": name, "live_url": live_url(request, name, view, params)}
     return render(request, view.template, context)
 
@@ -112,17 +105,15 @@ async def job_page(request: Request) -> Response:
 
 async def api_overview(request: Request) -> Response:
     """The overview as JSON, in the shapes of ``alkstore watch --json``."""
-    from ..cli import shapes
-
-    store = _settings(request).store
+    store = settings_of(request).store
     at = now(store)
-    doc = {
-        "at": at,
-        "queues": [shapes.queue_doc(q, at) for q in await store.list_queues()],
-        "streams": [shapes.stream_doc(s) for s in await store.list_streams()],
-        "schedules": [shapes.schedule_doc(s) for s in await store.list_schedules()],
-        "locks": [shapes.lock_doc(lock, at) for lock in await store.list_locks()],
-    }
+    doc = shapes.overview_doc(
+        at,
+        await store.list_queues(),
+        await store.list_streams(),
+        await store.list_schedules(),
+        await store.list_locks(),
+    )
     return Response(shapes.dumps(doc), media_type="application/json")
 
 

@@ -17,13 +17,14 @@ internal.
 """
 
 from .choices import PathChooser, ReplayChooser, SeededChooser
+from .config import Config
 from .explore import Exploration, explore
 from .invariants import SimulationFailure
 from .shrinking import run_seed, shrink
 from .sim_backend import SimBackend
 from .sim_postgres import PostgresSimBackend
 from .sim_sqlite import SqliteSimBackend
-from .stepping import Config, Simulation
+from .stepping import Simulation
 from .store import LoopClock, open_simulated
 from .virtual_time import run_virtual, virtual_event_loop
 

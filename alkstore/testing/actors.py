@@ -11,7 +11,7 @@ stream publisher, stream reader, scheduler ticker and inspector; ``Simulation``
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -22,11 +22,11 @@ from ..protocol.plans import wakes as wake_plans
 from ..protocol.values import codec
 from ..protocol.values.types import JobRecord, LockRecord, QueueOptions, resolve_enqueue
 from .choices import Chooser
+from .config import Config
 from .sim_backend import SimConn
 
 if TYPE_CHECKING:
     from .invariants import Ledger
-    from .stepping import Config, _TxRun
 
 US = 1_000_000
 
@@ -53,15 +53,16 @@ Program = Generator[Any, Any, None]
 
 @dataclass
 class Actor:
+    """An actor as its program knows it: who it is (a new ``incarnation``
+    after each crash), its connection, and whether its program has ended.
+    Where the stepping engine is in the program is the engine's own
+    (``stepping.py``), so nothing here depends on it."""
+
     name: str
     kind: str
     make_program: Callable[[Actor], Program]
     conn: SimConn
     incarnation: int = 0
-    program: Program | None = None
-    run: _TxRun | None = None
-    send_value: Any = None
-    waiting: bool = False
     done: bool = False
 
     @property
@@ -78,7 +79,7 @@ class Programs:
     d: Dialect
     queue: str
     options: QueueOptions
-    actors: list[Actor]
+    actors: Sequence[Actor]
     _marker: int
 
     def _next_marker(self) -> str:

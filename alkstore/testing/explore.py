@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from .choices import Exhausted, PathChooser, next_path
+from .config import Config
 from .invariants import SimulationFailure
 from .sim_backend import SimBackend
-from .stepping import Config, Simulation
+from .stepping import Simulation
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from .choices import SeededChooser
+from .config import Config
 from .invariants import SimulationFailure
 from .sim_backend import SimBackend
-from .stepping import Config, Simulation
+from .stepping import Simulation
 
 
 def run_seed(config: Config, seed: int, *, shrink_failures: bool = False, **kw: Any) -> int:

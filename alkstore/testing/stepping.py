@@ -14,8 +14,9 @@ Runs are deterministic: a seed (``SeededChooser``) or a path of choices
 (``PathChooser``, for exhaustive exploration) replays the same run exactly.
 
 This module is the stepping engine (``Simulation``: scheduling, steps,
-faults, the drain); the actors and their programs are in ``actors.py``, the
-invariants in ``invariants.py``, seeded runs and shrinking in ``shrinking.py``.
+faults, the drain); what runs is ``Config`` (``config.py``), the actors and
+their programs are in ``actors.py``, the invariants in ``invariants.py``,
+seeded runs and shrinking in ``shrinking.py``.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from ..protocol.values.names import check_name
 from ..protocol.values.types import QueueLimits, QueueOptions, Rate
 from .actors import US, WAIT, Actor, Op, Program, Programs
 from .choices import Chooser
+from .config import Config
 from .invariants import Ledger, SimulationFailure, _Violation
 from .sim_backend import SimBackend, SimConn
 from .sim_sqlite import SqliteSimBackend
@@ -127,65 +129,19 @@ class _TxRun:
         return self.op.write and self.stage != "begin"
 
 
-# -- the simulation -----------------------------------------------------------
-
-
 @dataclass
-class Config:
-    """What runs: actors and their programs, timeouts, and the fault budget."""
+class _Stepped(Actor):
+    """An actor as the engine steps it: its program under way, the
+    transaction in progress (``run``), what the program is sent next, and
+    whether it waits for something to change before it is primed again."""
 
-    jobs: int = 4
-    producers: int = 1
-    workers: int = 2
-    lock_holders: int = 0
-    lock_rounds: int = 2
-    publishers: int = 0
-    events: int = 3
-    readers: int = 0
-    # Scheduler tickers racing on one "@every" schedule (into the workers' queue).
-    tickers: int = 0
-    ticks: int = 3
-    schedule_every_s: int = 5
-    # Its catch-up policy ("latest", "all" or "skip"), the cap of "all",
-    # and how many of its fire times have passed when the tickers start.
-    catch_up: str = "latest"
-    catch_up_max: int | None = None
-    missed_fire_times: int = 1
-    visibility_timeout_s: float = 10.0
-    lock_ttl_s: float = 10.0
-    max_attempts: int = 3
-    crashes: int = 1
-    # Connection drops: an actor's connection dies mid-transaction; the
-    # operation fails, the actor (same identity) carries on on a new one.
-    drops: int = 0
-    clock_jumps: int = 1
-    rollback_txs: bool = True
-    worker_actions: tuple[str, ...] = ("ack", "retry", "fail", "heartbeat", "release", "stall")
-    max_steps: int = 2_000
-    pre_enqueued: bool = False
-    # The workers' queue keeps its finished jobs in history (set before any
-    # actor runs): every ack moves its job there.
-    keep_history: bool = False
-    # Producers enqueue with unique keys, each choosing one of this many
-    # (0: plain enqueues). A processing job keeps its key (the default).
-    unique_keys: int = 0
-    # Producers enqueue with concurrency keys, each choosing one of this
-    # many (0: no keys), and the workers' queue limits each key to
-    # ``concurrency_limit`` live claims (set before any actor runs).
-    concurrency_keys: int = 0
-    concurrency_limit: int | None = 1
-    # The workers' queue admits at most ``rate_limit`` claims in any
-    # ``rate_period_s`` (None: no rate), and ``key_rate_limit`` claims per
-    # concurrency key in any such window (set before any actor runs).
-    rate_limit: int | None = None
-    key_rate_limit: int | None = None
-    rate_period_s: float = 5.0
-    # How many jobs a worker's claim asks for.
-    claim_n: int = 1
-    # Actors that list the workers' queue (``list_jobs``, every state) after
-    # each commit, up to ``inspections`` times each.
-    inspectors: int = 0
-    inspections: int = 4
+    program: Program | None = None
+    run: _TxRun | None = None
+    send_value: Any = None
+    waiting: bool = False
+
+
+# -- the simulation -----------------------------------------------------------
 
 
 class Simulation(Programs):
@@ -216,7 +172,7 @@ class Simulation(Programs):
         self.options = QueueOptions.of(config.visibility_timeout_s, config.max_attempts)
         self.db = backend.open_run([f"ch-m{i}" for i in range(1, config.jobs + 1)])
         self.d = self.db.dialect
-        self.actors: list[Actor] = []
+        self.actors: list[_Stepped] = []
         try:
             self.driver = self.db.connect()  # set-up and the final drain
             self._ended = False
@@ -231,7 +187,7 @@ class Simulation(Programs):
 
     # -- set-up --------------------------------------------------------------
     def _actor(self, name: str, kind: str, make: Callable[[Actor], Program]) -> None:
-        self.actors.append(Actor(name, kind, make, self.db.connect()))
+        self.actors.append(_Stepped(name, kind, make, self.db.connect()))
 
     def _build(self) -> None:
         c = self.config
@@ -377,12 +333,12 @@ class Simulation(Programs):
             led.fail(f"rolled-back transactions left traces: {sorted(leaked)}")
 
     # -- scheduling ---------------------------------------------------------------
-    def _writer_busy(self, actor: Actor) -> bool:
+    def _writer_busy(self, actor: _Stepped) -> bool:
         return self.db.exclusive_writer and any(
             a is not actor and a.run is not None and a.run.holds_writer for a in self.actors
         )
 
-    def _prime(self, actor: Actor) -> None:
+    def _prime(self, actor: _Stepped) -> None:
         """Advance the actor's program to its next operation (no SQL runs here)."""
         while actor.run is None and not actor.done and not actor.waiting:
             if actor.program is None:
@@ -401,8 +357,8 @@ class Simulation(Programs):
                 return
             actor.run = _TxRun(op, actor.conn, self.now)
 
-    def _options(self) -> list[tuple[str, Actor | None]]:
-        opts: list[tuple[str, Actor | None]] = []
+    def _options(self) -> list[tuple[str, _Stepped | None]]:
+        opts: list[tuple[str, _Stepped | None]] = []
         for actor in self.actors:
             self._prime(actor)
             if actor.run is None or not actor.run.runnable:
@@ -445,7 +401,7 @@ class Simulation(Programs):
                 self.trace.append(f"{actor.identity}: {run.op.kind}: lock granted")
             run.collect()
 
-    def _step(self, actor: Actor) -> None:
+    def _step(self, actor: _Stepped) -> None:
         run = actor.run
         assert run is not None
         if run.stage == "begin":
@@ -476,7 +432,7 @@ class Simulation(Programs):
             if actor.send_value == []:
                 actor.send_value = [None]
 
-    def _drop(self, actor: Actor) -> None:
+    def _drop(self, actor: _Stepped) -> None:
         """The connection dies under an open transaction: it rolls back, the
         operation fails as the API would report it, the program goes on."""
         self.drops_left -= 1
@@ -488,7 +444,7 @@ class Simulation(Programs):
         actor.run = None
         actor.send_value = [None]  # what a failed operation sends back
 
-    def _crash(self, actor: Actor) -> None:
+    def _crash(self, actor: _Stepped) -> None:
         self.crashes_left -= 1
         self.trace.append(f"{actor.identity}: CRASH")
         actor.conn.crash()  # an open transaction rolls back, its locks go

@@ -1,9 +1,13 @@
 """The JSON shapes of the read models: one function per value type.
 
 These field names are a documented, stable interface (docs/cli.md): scripts
-parse ``alkstore ... --json`` and the dashboard serves the same shapes.
-Instants are RFC 3339 strings in UTC (``...Z``), durations and ages are
-seconds (float), absent values are ``null``.
+parse ``alkstore ... --json`` and the dashboard serves the same shapes
+(``GET /api/overview``). Instants are RFC 3339 strings in UTC (``...Z``),
+durations and ages are seconds (float), absent values are ``null``.
+
+A module of neither the command line (``alkstore/cli``) nor the dashboard
+(``alkstore/dashboard``): both import it, so the dashboard needs nothing of
+the CLI to serve them.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from ..protocol.values.types import (
+from .protocol.values.types import (
     ConsumerInfo,
     JobInfo,
     LockInfo,
@@ -24,7 +28,7 @@ from ..protocol.values.types import (
 )
 
 if TYPE_CHECKING:
-    from ..protocol.plans.housekeeping import PruneReport
+    from .protocol.plans.housekeeping import PruneReport
 
 Doc = dict[str, Any]
 
@@ -165,6 +169,25 @@ def schedule_doc(s: ScheduleInfo) -> Doc:
         "catch_up": s.catch_up,
         "catch_up_max": s.catch_up_max,
         "catch_up_grace_s": seconds(s.catch_up_grace),
+    }
+
+
+def overview_doc(
+    at: datetime,
+    queues: list[QueueSummary],
+    streams: list[StreamInfo],
+    schedules: list[ScheduleInfo],
+    locks: list[LockInfo],
+) -> Doc:
+    """Everything at once, as ``alkstore watch --json`` prints it each
+    refresh and the dashboard's ``/api/overview`` answers it; ages and
+    time left are as of ``at``."""
+    return {
+        "at": at,
+        "queues": [queue_doc(q, at) for q in queues],
+        "streams": [stream_doc(s) for s in streams],
+        "schedules": [schedule_doc(s) for s in schedules],
+        "locks": [lock_doc(lock, at) for lock in locks],
     }
 
 
