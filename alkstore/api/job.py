@@ -39,10 +39,16 @@ class QueueTarget(Protocol):
 
     name: str
 
-    async def enqueue(self, payload: codec.JSON, **options: Unpack[EnqueueOptions]) -> int: ...
+    async def enqueue(self, payload: codec.JSON, **options: Unpack[EnqueueOptions]) -> int:
+        """``Queue.enqueue``."""
+        ...
+
     async def enqueue_batch(
         self, payloads: Iterable[codec.JSON], **options: Unpack[EnqueueOptions]
-    ) -> list[int]: ...
+    ) -> list[int]:
+        """``Queue.enqueue_batch``."""
+        ...
+
     async def enqueue_unique(
         self,
         payload: codec.JSON,
@@ -50,9 +56,17 @@ class QueueTarget(Protocol):
         *,
         unique_for: Duration | None = ...,
         **options: Unpack[EnqueueOptions],
-    ) -> Enqueued: ...
-    async def get_job(self, job_id: int) -> JobInfo | None: ...
-    async def cancel(self, job_id: int) -> bool: ...
+    ) -> Enqueued:
+        """``Queue.enqueue_unique``."""
+        ...
+
+    async def get_job(self, job_id: int) -> JobInfo | None:
+        """``Queue.get_job``."""
+        ...
+
+    async def cancel(self, job_id: int) -> bool:
+        """``Queue.cancel``."""
+        ...
 
 
 class OutboxTarget(Protocol):
@@ -60,25 +74,48 @@ class OutboxTarget(Protocol):
 
     name: str
 
-    async def enqueue(self, payload: codec.JSON, **options: Unpack[EnqueueOptions]) -> int: ...
+    async def enqueue(self, payload: codec.JSON, **options: Unpack[EnqueueOptions]) -> int:
+        """``Outbox.enqueue``."""
+        ...
 
 
 class StoreHandle(Protocol):
     """The store a job came from, as its handler reaches it (``Job.store``):
     an ``alkstore.Store``, by the methods a handler uses to get back to the
     database (its own SQL in a transaction, follow-up jobs, publishes,
-    wakes, locks)."""
+    wakes, locks). Each method is the ``Store`` method of the same name."""
 
     @property
-    def engine(self) -> str: ...
+    def engine(self) -> str:
+        """``Store.engine``: ``"sqlite"`` or ``"postgres"``."""
+        ...
+
     @property
-    def read_only(self) -> bool: ...
+    def read_only(self) -> bool:
+        """``Store.read_only``."""
+        ...
+
     @property
-    def closed(self) -> bool: ...
-    def transaction(self) -> AbstractAsyncContextManager[Transaction]: ...
-    def join(self, connection: Any) -> AbstractAsyncContextManager[Transaction]: ...
-    async def notify(self, channel: str, payload: codec.JSON = ...) -> None: ...
-    def listen(self, channel: str) -> WakeReceiver: ...
+    def closed(self) -> bool:
+        """``Store.closed``."""
+        ...
+
+    def transaction(self) -> AbstractAsyncContextManager[Transaction]:
+        """``Store.transaction``: your SQL and alkstore's operations, one commit."""
+        ...
+
+    def join(self, connection: Any) -> AbstractAsyncContextManager[Transaction]:
+        """``Store.join``."""
+        ...
+
+    async def notify(self, channel: str, payload: codec.JSON = ...) -> None:
+        """``Store.notify``."""
+        ...
+
+    def listen(self, channel: str) -> WakeReceiver:
+        """``Store.listen``."""
+        ...
+
     def queue(
         self,
         name: str,
@@ -86,8 +123,14 @@ class StoreHandle(Protocol):
         visibility_timeout: Duration = ...,
         max_attempts: int = ...,
         backoff: Backoff | None = ...,
-    ) -> QueueTarget: ...
-    def stream(self, name: str) -> Stream: ...
+    ) -> QueueTarget:
+        """``Store.queue``."""
+        ...
+
+    def stream(self, name: str) -> Stream:
+        """``Store.stream``."""
+        ...
+
     def outbox(
         self,
         name: str,
@@ -95,9 +138,17 @@ class StoreHandle(Protocol):
         visibility_timeout: Duration = ...,
         max_attempts: int = ...,
         backoff: Backoff | None = ...,
-    ) -> OutboxTarget: ...
-    async def try_lock(self, name: str, owner: str, ttl: Duration) -> Lock | None: ...
-    async def get_job(self, job_id: int) -> JobInfo | None: ...
+    ) -> OutboxTarget:
+        """``Store.outbox``."""
+        ...
+
+    async def try_lock(self, name: str, owner: str, ttl: Duration) -> Lock | None:
+        """``Store.try_lock``."""
+        ...
+
+    async def get_job(self, job_id: int) -> JobInfo | None:
+        """``Store.get_job``."""
+        ...
 
 
 class Job:

@@ -4,7 +4,7 @@ for synchronous code (Django, Flask, scripts).
 Every method checks its arguments and builds its plan through ``ops`` (the
 same functions the async facades use, so the same input raises the same
 error and sends the same statements), then runs the plan on a blocking
-executor (``runner/sqlite_blocking.py``, ``runner/pg_blocking.py``) on the
+executor (``runner/sqlite/sync_executor.py``, ``runner/postgres/sync_executor.py``) on the
 calling thread. There is no worker, subscriber or listener here: those stay
 on trio and asyncio.
 """

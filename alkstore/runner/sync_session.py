@@ -21,7 +21,7 @@ from ..protocol.values.errors import UsageError
 
 T = TypeVar("T")
 
-# The same words as the async store's (api/store.py ``_reentry``).
+# The same words as the async store's (``api.core.handle.reentry``).
 REENTRY = (
     "this store's own methods cannot run inside its transaction on this thread "
     "(the transaction holds the store's connection): use the tx.* methods, or call after the "

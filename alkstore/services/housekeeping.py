@@ -2,7 +2,7 @@
 every open store runs (``housekeeping_interval`` in the engine options).
 
 Each part deletes in bounded batches, one short transaction each, until a
-batch comes back short (``protocol/housekeeping.py``); any number of
+batch comes back short (``protocol/plans/housekeeping.py``); any number of
 processes may do so at once.
 """
 

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from alkstore import Store
+from alkstore import Store, StoreHandle
 from alkstore.io_asyncio import PostgresOptions, open_postgres, open_sqlite
 
 DSN = os.environ.get("ALKSTORE_DSN") or None
@@ -43,7 +43,7 @@ async def open_store() -> AsyncIterator[Store]:
             yield store
 
 
-def sql(store: Store, statement: str) -> str:
+def sql(store: StoreHandle, statement: str) -> str:
     """``statement`` with the store's placeholders: ``?`` on SQLite, ``$1, $2, ...`` on
     Postgres (``tx.execute`` passes SQL through untranslated)."""
     if store.engine == "sqlite":
@@ -72,7 +72,7 @@ async def find_order(store: Store, order_id: str) -> dict[str, Any] | None:
 # -- the worker's side ------------------------------------------------------------------
 
 
-async def mark_processed(store: Store, order_id: str) -> None:
+async def mark_processed(store: StoreHandle, order_id: str) -> None:
     """Set the order's status to ``processed``, on the store the worker opened (the
     handler's ``job.store``); running it twice does no harm (a job runs at least once)."""
     async with store.transaction() as tx:

@@ -1,5 +1,5 @@
 """The housekeeping loop: a pass of prunes, then sleep until the next,
-backing off after errors. Pure: ``api/housekeeping.py`` performs it."""
+backing off after errors. Pure: ``services/housekeeping.py`` performs it."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The scheduler's loop: tick, then sleep until the next fire time (or a
-wake), backing off after errors. Pure: ``api/scheduler.py`` performs it."""
+wake), backing off after errors. Pure: ``services/scheduler.py`` performs it."""
 
 from __future__ import annotations
 

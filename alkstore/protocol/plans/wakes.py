@@ -3,7 +3,7 @@
 Pure: the router maps channels to receiver ids and tells the driver whom to
 wake; ``foreign_notifications`` decides, from the rows the SQLite watcher
 read back, which channels another process notified (when to look again is
-``protocol/watcher.py``).
+``protocol/machines/watcher.py``).
 """
 
 from __future__ import annotations
