@@ -58,15 +58,16 @@ RULES: dict[str, ModuleType] = {"sqlite": lite_rules, "postgres": pg_rules}
 
 # -- one home ------------------------------------------------------------------
 
-# Comparisons only a rule makes. (Assignments such as ``SET visible_at = ?``
+# Comparisons only a rule makes. (Assignments such as ``SET visible_at = :until``
 # or ``claims = claims + 1`` are not rules and do not match.)
+PARAM = r"(\?|\$\d|:[a-z])"
 RULE_SHAPED = [
     re.compile(r"\b(attempts|visible_at|expires_at|next_fire_at)\s*(<=|>=|<|>)"),
     re.compile(r"\b(expires_at|owner)\s+IS\s+(NOT\s+)?NULL"),
-    re.compile(r"\bclaims\s*=\s*(\?|\$\d)"),
-    re.compile(r"\btoken\s*=\s*(\?|\$\d)"),
-    re.compile(r"(?<!SET )\bnext_fire_at\s*=\s*(\?|\$\d)"),
-    re.compile(r"\bGREATEST\(|\bMAX\(\"offset\""),
+    re.compile(rf"\bclaims\s*=\s*{PARAM}"),
+    re.compile(rf"\btoken\s*=\s*{PARAM}"),
+    re.compile(rf"(?<!SET )\bnext_fire_at\s*=\s*{PARAM}"),
+    re.compile(r'\b(GREATEST|MAX)\((\w+\.)?"offset"'),
     re.compile(r"\bpriority DESC\b"),
     re.compile(r"\bAND paused\b"),
     re.compile(r"\bprune_at\s*(<=|>=|<|>)"),
