@@ -2,17 +2,26 @@
 
 A statement's ``Sql`` is rendered once per engine into numbered
 placeholders and a binder that takes the values by name; these tests check
-the rendering and the binding.
+the rendering, the binding, and that both dialects bind every statement
+they hold (none is left unused, none binds a name it lacks).
 """
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 import pytest
 
+from alkstore.engines.postgres import PostgresDialect
 from alkstore.engines.postgres.spelling import SPELLING as PG
 from alkstore.engines.sql import SCHEMA, Rendered, Sql, Variants, render_statements
+from alkstore.engines.sqlite import SqliteDialect
 from alkstore.engines.sqlite.spelling import SPELLING as LITE
+from alkstore.protocol.dialect import LIVE_FILTERS, Dialect
 from alkstore.protocol.plan import Fetch, Statement
+
+from .test_postgres_dialect import SAMPLE_CALLS, T0, US, new_job
 
 
 def test_parameters_are_numbered_by_first_use_and_bound_by_name() -> None:
@@ -77,3 +86,50 @@ def test_a_class_renders_its_statements_and_its_subclass_its_edits() -> None:
     assert render_statements(_Edited, LITE).keys() == {"_one", "_two"}
     one = render_statements(_Edited, LITE)["_one"]
     assert isinstance(one, Rendered) and one.sql == "VALUES ?1"
+
+
+# SQLite's wakes are rows its watchers read back (protocol.dialect.NotificationLog).
+NOTIFICATION_LOG_CALLS = {
+    "notifications_since": (0, 10), "last_notification_id": (), "prune_notifications": (T0, 10),
+}  # fmt: skip
+
+
+def sample_calls(dialect: Dialect) -> list[tuple[str, tuple[Any, ...]]]:
+    """A call of every method of ``dialect``'s protocols, and of every
+    variant of one."""
+    calls = list(SAMPLE_CALLS.items())
+    if isinstance(dialect, SqliteDialect):
+        calls += NOTIFICATION_LOG_CALLS.items()
+    tagged = new_job()._replace(headers='{"k":"v"}')
+    calls += [("enqueue", (tagged, T0)), ("enqueue_many", ([new_job(), tagged], T0))]
+    calls += [("sweep_candidates", (None, T0, 10)), ("purge_dead", ("q", None))]
+    calls += [("job_page", ("q", which, 0, 10, T0)) for which in LIVE_FILTERS]
+    calls += [(f, (None, 1)) for f in ("get_job", "get_dead", "get_history")]
+    calls += [("lock_guard", (False,))]
+    calls += [
+        ("claim_limited", ("q", "w", T0, T0 + US, concurrency, key_rate, 1))
+        for concurrency in (None, 2)
+        for key_rate in (None, (3, T0 - US))
+    ]
+    return calls
+
+
+@pytest.mark.parametrize("dialect", [SqliteDialect(), PostgresDialect("alk_t_sql")])
+def test_every_statement_a_dialect_holds_is_bound_by_its_methods(dialect: Dialect) -> None:
+    """Each statement sits above the method that binds it: calling every
+    method (every variant) binds every statement, each with all its names."""
+    sent: set[str] = set()
+    for name, args in sample_calls(dialect):
+        result = getattr(dialect, name)(*args)
+        for statement in result if isinstance(result, tuple) else (result,):
+            sent.add(statement.sql)
+            numbers = {int(n) for n in re.findall(r"[?$](\d+)", statement.sql)}
+            assert numbers == set(range(1, len(numbers) + 1)), statement.sql
+    held: set[str] = set()
+    for value in vars(dialect).values():
+        if isinstance(value, Rendered):
+            held.add(value.sql)
+        elif isinstance(value, dict):
+            held.update(r.sql for r in value.values() if isinstance(r, Rendered))
+    assert len(held) > 90
+    assert held <= sent, held - sent
