@@ -15,8 +15,8 @@ engine's numbered placeholder (``?1``, ``$1``; a name used twice is one
 value), ``SCHEMA`` becomes the dialect's quoted schema, and ``bind`` takes
 the values by name, keyword only, and lays them out in placeholder order. So
 the executors, the simulation and the blocking drivers still get a
-positional ``Statement.params``, and binding costs what building the tuple
-by hand did.
+positional ``Statement.params``, and binding costs about what building the
+tuple by hand did.
 
 Variants of one statement chosen by a key (a claim's limit checks, a page's
 filter) are a ``Variants``: each variant renders like an ``Sql`` and takes
@@ -197,9 +197,9 @@ def _binder(names: tuple[str, ...], accepted: tuple[str, ...]) -> Callable[[str,
     Generated, as ``dataclasses`` generate an ``__init__``: calling a
     function whose keyword-only parameters are the names costs a few tens of
     nanoseconds over building the tuple by hand, where taking ``**values``
-    and picking from that dict cost about 0.4 us a statement, more than half
-    again what building a ``Statement`` costs. The names are checked
-    identifiers (``_render_text``), so the generated text is only ever this."""
+    and picking from that dict cost about 0.4 us a statement, nearly as much
+    again as building the ``Statement``. The names are checked identifiers
+    (``_render_text``), so the generated text is only ever this."""
     signature = ", ".join(["*", *accepted, "wakes=()"])
     if names:
         body = f"return _Statement(_sql, ({''.join(f'{n}, ' for n in names)}), _fetch, wakes)"
