@@ -1,14 +1,15 @@
-"""Each semantic rule has one home per engine, and means what the model says.
+"""Each semantic rule has one home, and means what the model says.
 
 The rules (claimable, owned, exhausted, deadlines, lock held or free, ...)
-are SQL fragments in ``alkstore/engines/{sqlite,postgres}/rules.py``. These
-tests check that:
+are SQL fragments of ``alkstore/engines/rules.py``, each engine's through
+its spelling (``engines/<engine>/spelling.py``). These tests check that:
 
 - no other engine module writes a rule's comparison itself (so a rule edited
   in its module is edited everywhere it applies, partial indexes included);
-- both rules modules define the same rules in the same order, and both
-  dialect files define the protocol's methods in the protocol's order (the
-  layout that lets the two engines be read side by side);
+- each engine renders every fragment, and the engines' fragments differ only
+  where their spellings do; both dialects are made of the same sections,
+  which define the protocol's methods in the protocol's order (the layout
+  that lets the two engines be read side by side);
 - the statements that must use a partial index carry its predicate;
 - evaluated by each engine on every combination of column values a live row
   can hold, each fragment selects exactly the rows the reference model's
@@ -19,13 +20,13 @@ tests check that:
 from __future__ import annotations
 
 import ast
+import dataclasses
 import inspect
 import itertools
 import re
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -33,9 +34,11 @@ from psycopg import pq
 
 from alkstore.engines import postgres, sqlite
 from alkstore.engines.postgres import PostgresDialect
-from alkstore.engines.postgres import rules as pg_rules
+from alkstore.engines.postgres import spelling as pg_spelling
+from alkstore.engines.rules import Rules
+from alkstore.engines.spelling import Spelling
 from alkstore.engines.sqlite import SqliteDialect
-from alkstore.engines.sqlite import rules as lite_rules
+from alkstore.engines.sqlite import spelling as lite_spelling
 from alkstore.protocol.dialect import STATE_PENDING, STATE_PROCESSING, Dialect
 from alkstore.protocol.plan import Fetch, Statement
 from alkstore.protocol.plans.claim import SweepCandidate, sweep_decision
@@ -54,19 +57,23 @@ from ..backends import BACKENDS, PG_DSN, selected_backends
 
 ENGINES_DIR = Path(__file__).resolve().parents[2] / "alkstore" / "engines"
 ENGINES = sorted({BACKENDS[b].engine for b in selected_backends()})
-RULES: dict[str, ModuleType] = {"sqlite": lite_rules, "postgres": pg_rules}
+RULES: dict[str, Rules] = {"sqlite": lite_spelling.RULES, "postgres": pg_spelling.RULES}
+SPELLINGS: dict[str, Spelling] = {
+    "sqlite": lite_spelling.SPELLING, "postgres": pg_spelling.SPELLING,
+}  # fmt: skip
 
 # -- one home ------------------------------------------------------------------
 
-# Comparisons only a rule makes. (Assignments such as ``SET visible_at = ?``
+# Comparisons only a rule makes. (Assignments such as ``SET visible_at = :until``
 # or ``claims = claims + 1`` are not rules and do not match.)
+PARAM = r"(\?|\$\d|:[a-z])"
 RULE_SHAPED = [
     re.compile(r"\b(attempts|visible_at|expires_at|next_fire_at)\s*(<=|>=|<|>)"),
     re.compile(r"\b(expires_at|owner)\s+IS\s+(NOT\s+)?NULL"),
-    re.compile(r"\bclaims\s*=\s*(\?|\$\d)"),
-    re.compile(r"\btoken\s*=\s*(\?|\$\d)"),
-    re.compile(r"(?<!SET )\bnext_fire_at\s*=\s*(\?|\$\d)"),
-    re.compile(r"\bGREATEST\(|\bMAX\(\"offset\""),
+    re.compile(rf"\bclaims\s*=\s*{PARAM}"),
+    re.compile(rf"\btoken\s*=\s*{PARAM}"),
+    re.compile(rf"(?<!SET )\bnext_fire_at\s*=\s*{PARAM}"),
+    re.compile(r'\b(GREATEST|MAX)\((\w+\.)?"offset"'),
     re.compile(r"\bpriority DESC\b"),
     re.compile(r"\bAND paused\b"),
     re.compile(r"\bprune_at\s*(<=|>=|<|>)"),
@@ -94,85 +101,131 @@ def test_no_rule_is_written_outside_its_rules_module() -> None:
     checked = 0
     offenders = []
     for path in sorted(ENGINES_DIR.rglob("*.py")):
-        if path.name == "rules.py":
+        if path == ENGINES_DIR / "rules.py":
             continue
         checked += 1
         for lineno, text in string_constants(path):
             for pattern in RULE_SHAPED:
                 if pattern.search(text):
                     offenders.append(f"{path.relative_to(ENGINES_DIR)}:{lineno}: {text!r}")
-    assert checked >= 8
+    assert checked >= 20
     assert not offenders, "write these with the fragments of rules.py:\n" + "\n".join(offenders)
 
 
-def rendered_rules(engine: str) -> list[str]:
-    """Every fragment of ``engine``'s rules module, with placeholders for its inputs."""
-    module = RULES[engine]
-    out = []
-    for name in public_rules(module):
-        value = getattr(module, name)
-        if callable(value):
-            params = inspect.signature(value).parameters.values()
-            args = ["?" if engine == "sqlite" else "$1" for p in params if p.default is p.empty]
-            value = value(*args)
-        out.append(value)
+def public_rules() -> list[str]:
+    """The fragments of ``Rules``: its constants and its methods, in order."""
+    return [
+        name
+        for name, value in vars(Rules).items()
+        if not name.startswith("_") and (name.isupper() or inspect.isfunction(value))
+    ]
+
+
+def rendered_rules(rules: Rules) -> dict[str, str]:
+    """Every fragment of ``rules``, each input a parameter of its own name;
+    the fragments with a ``row`` rendered for a row alias too."""
+    out = {}
+    for name in public_rules():
+        value = getattr(rules, name)
+        if not callable(value):
+            out[name] = value
+            continue
+        params = inspect.signature(value).parameters
+        args = [
+            "r" if p.name == "row" else f":{p.name}"
+            for p in params.values()
+            if p.default is p.empty
+        ]
+        out[name] = value(*args)
+        if "row" in params and params["row"].default == "":
+            out[f"{name}(row)"] = value(*args, row="r")
     return out
 
 
 @pytest.mark.parametrize("engine", ["sqlite", "postgres"])
 def test_the_rule_shapes_are_the_rules(engine: str) -> None:
     """The patterns above are live: each matches a fragment of the rules module."""
-    fragments = rendered_rules(engine)
+    fragments = rendered_rules(RULES[engine]).values()
     for pattern in RULE_SHAPED:
         assert any(pattern.search(f) for f in fragments), pattern.pattern
 
 
-def public_rules(module: ModuleType) -> list[str]:
-    return [
-        name
-        for name, value in vars(module).items()
-        if not name.startswith("_")
-        and (name.isupper() or inspect.isfunction(value))
-        and getattr(value, "__module__", module.__name__) == module.__name__
-        and name not in {"STATE_PENDING", "STATE_PROCESSING", "annotations"}
-    ]
+def marker(field: str) -> str:
+    """A marker naming a field of the spelling, with as many slots for its
+    arguments (between bars) as either engine's value of the field takes."""
+    slots = max(getattr(s, field).count("{}") for s in SPELLINGS.values())
+    return f"⟨{field}" + "".join(" | {}" if i else " {}" for i in range(slots)) + "⟩"
 
 
-def test_both_engines_define_the_same_rules_in_the_same_order() -> None:
-    lite, pg = public_rules(lite_rules), public_rules(pg_rules)
-    assert len(lite) >= 15
-    assert lite == pg
-    for name in lite:
-        a, b = getattr(lite_rules, name), getattr(pg_rules, name)
-        if callable(a):
-            assert inspect.signature(a) == inspect.signature(b), name
-        else:
-            assert a == b, name  # the constants are plain SQL both engines share
+MARKED = Spelling(**{f.name: marker(f.name) for f in dataclasses.fields(Spelling)})
+INNERMOST_MARK = re.compile(r"⟨(\w+)((?: [^⟨⟩]*)?)⟩")
+
+
+def spelled(text: str, spelling: Spelling) -> str:
+    """``text``, rendered with ``MARKED``, as ``spelling`` spells it."""
+    while (mark := INNERMOST_MARK.search(text)) is not None:
+        args = mark[2][1:].split(" | ") if mark[2] else []
+        word = getattr(spelling, mark[1]).format(*args)
+        text = text[: mark.start()] + word + text[mark.end() :]
+    return text
+
+
+def test_each_engine_renders_every_fragment_and_differs_only_in_its_spelling() -> None:
+    """One rules module serves both engines: each renders every fragment, and
+    a fragment's text on an engine is its text with every spelling marked,
+    spelled the engine's way (a fragment that branched on its engine
+    otherwise than through the spelling would differ here). Every field of
+    the spelling is an engine difference, and every one but the placeholder
+    (the statements' own) is a fragment's."""
+    marked = rendered_rules(Rules(MARKED))
+    assert len(marked) >= 40
+    for engine, rules in RULES.items():
+        assert rendered_rules(rules) == {
+            name: spelled(text, SPELLINGS[engine]) for name, text in marked.items()
+        }, engine
+    fields = [f.name for f in dataclasses.fields(Spelling)]
+    lite, pg = SPELLINGS["sqlite"], SPELLINGS["postgres"]
+    assert all(getattr(lite, f) != getattr(pg, f) for f in fields)
+    used = {m for text in marked.values() for m in re.findall(r"⟨(\w+)", text)}
+    assert used == set(fields) - {"placeholder"}
 
 
 def protocol_methods() -> list[str]:
     return [n for n, v in vars(Dialect).items() if inspect.isfunction(v) and not n.startswith("_")]
 
 
+SECTIONS = [
+    "wakes", "enqueue", "claims", "settling", "queues", "inspection", "streams", "schedules",
+    "locks",
+]  # fmt: skip
+
+
+def sections(cls: type) -> dict[str, list[str]]:
+    """Each section module of a dialect, with the protocol methods it defines."""
+    methods = set(protocol_methods())
+    return {
+        base.__module__.rsplit(".", 1)[1]: [n for n in vars(base) if n in methods]
+        for base in cls.__bases__
+    }
+
+
 @pytest.mark.parametrize("cls", [SqliteDialect, PostgresDialect])
 def test_the_dialects_define_the_protocol_methods_in_its_order(cls: type) -> None:
-    ours = [n for n in vars(cls) if n in set(protocol_methods())]
+    assert vars(cls).keys().isdisjoint(protocol_methods())
+    ours = [name for names in sections(cls).values() for name in names]
     assert ours == protocol_methods()
 
 
-def test_the_dialect_files_have_the_same_sections_in_the_same_order() -> None:
-    def sections(path: Path) -> list[str]:
-        found = re.findall(r"^\s*# -- ([\w ]+?)(?: \(.*\))? -+$", path.read_text(), re.M)
-        return list(found)
-
-    lite = sections(ENGINES_DIR / "sqlite" / "dialect.py")
-    pg = sections(ENGINES_DIR / "postgres" / "dialect.py")
-    order = ["wakes", "queues", "streams", "schedules", "locks"]
-    # SQL text first, then the methods; the same sections in both halves.
-    assert lite == pg == ["column lists", *order, *order]
-    assert sections(ENGINES_DIR / "sqlite" / "rules.py") == sections(
-        ENGINES_DIR / "postgres" / "rules.py"
-    )
+def test_both_dialects_have_the_same_sections_in_the_same_order() -> None:
+    """Each engine's dialect is one module per section of the protocol, the
+    same modules on both engines, defining the same methods: what one engine
+    does for a method is found where the other's is."""
+    lite, pg = sections(SqliteDialect), sections(PostgresDialect)
+    assert list(lite) == list(pg) == SECTIONS
+    assert lite == pg
+    for engine in ("sqlite", "postgres"):
+        for section in SECTIONS:
+            assert (ENGINES_DIR / engine / f"{section}.py").is_file()
 
 
 # -- partial indexes -----------------------------------------------------------
@@ -215,6 +268,11 @@ def test_statements_carry_the_predicates_of_their_partial_indexes(engine: str) -
         assert r.HAS_DEADLINE in sweep and r.EXHAUSTED in sweep
 
 
+def unnumbered(sql: str) -> str:
+    """``sql`` with every parameter, named or numbered, as ``?``."""
+    return re.sub(r"\?\d+|\$\d+|:[a-z]\w*", "?", " ".join(sql.split()))
+
+
 @pytest.mark.parametrize("engine", ["sqlite", "postgres"])
 def test_the_read_models_and_the_scheduler_use_the_rules(engine: str) -> None:
     """What inspection reports is decided by the rules the operations go
@@ -223,17 +281,18 @@ def test_the_read_models_and_the_scheduler_use_the_rules(engine: str) -> None:
     schedule (its passed fire time would otherwise wake it at once, forever)."""
     r = RULES[engine]
     d: Any = SqliteDialect() if engine == "sqlite" else PostgresDialect()
-    now = "?" if engine == "sqlite" else "$1"
-    summary = flat(d.queue_summary("q", 0))
-    assert r.claimable(now) in summary and r.hidden(now) in summary
-    later = "?" if engine == "sqlite" else "$4"
-    assert r.claimable(later) in flat(d.job_page("q", "ready", 0, 10, 0))
-    assert r.hidden(later) in flat(d.job_page("q", "scheduled", 0, 10, 0))
-    assert f"NOT {r.lock_free(now)}" in flat(d.list_locks(0))
-    assert r.schedule_due(now) in flat(d.due_schedules(0, 10))
-    assert r.SCHEDULE_RUNNING in flat(d.next_schedule_time())
-    resume = flat(d.resume_schedule("n", 0, 1))
-    assert r.fire_time_unchanged("?" if engine == "sqlite" else "$3") in resume
+
+    def uses(statement: Statement, fragment: str) -> bool:
+        return unnumbered(fragment) in unnumbered(statement.sql)
+
+    summary = d.queue_summary("q", 0)
+    assert uses(summary, r.claimable(":now")) and uses(summary, r.hidden(":now"))
+    assert uses(d.job_page("q", "ready", 0, 10, 0), r.claimable(":now"))
+    assert uses(d.job_page("q", "scheduled", 0, 10, 0), r.hidden(":now"))
+    assert uses(d.list_locks(0), f"NOT {r.lock_free(':now')}")
+    assert uses(d.due_schedules(0, 10), r.schedule_due(":now"))
+    assert uses(d.next_schedule_time(), r.SCHEDULE_RUNNING)
+    assert uses(d.resume_schedule("n", 0, 1), r.fire_time_unchanged(":fire_at"))
 
 
 # -- the rules mean what the model says ---------------------------------------

@@ -21,15 +21,8 @@ import hashlib
 from ...protocol import rows
 from ...protocol.plan import Fetch, Plan, Statement, fetch_one, reads
 from ...protocol.values import generation
+from ..rules import Rules
 from .names import check_schema, quote_ident
-from .rules import (
-    ATTEMPTS_LEFT,
-    CLAIM_ORDER,
-    EXHAUSTED,
-    HAS_DEADLINE,
-    KEYED_PROCESSING,
-    UNIQUE_HELD,
-)
 
 DEFAULT_SCHEMA = "alkstore"
 
@@ -96,17 +89,17 @@ def _v1(schema: str) -> tuple[str, ...]:
         # left can never be claimed again, so it drops out of the index and
         # claims never walk over it while it waits for the sweep.
         f"""CREATE INDEX IF NOT EXISTS jobs_claim
-            ON {s}.jobs (queue, {CLAIM_ORDER})
-            WHERE {ATTEMPTS_LEFT}""",
+            ON {s}.jobs (queue, {Rules.CLAIM_ORDER})
+            WHERE {Rules.ATTEMPTS_LEFT}""",
         # When the next job of a queue becomes due, so an idle worker sleeps
         # exactly until then instead of polling.
         f"""CREATE INDEX IF NOT EXISTS jobs_due
-            ON {s}.jobs (queue, visible_at) WHERE {ATTEMPTS_LEFT}""",
+            ON {s}.jobs (queue, visible_at) WHERE {Rules.ATTEMPTS_LEFT}""",
         # The sweep's two probes: deadlines, and lapsed claims with nothing left.
         f"""CREATE INDEX IF NOT EXISTS jobs_expiry
-            ON {s}.jobs (expires_at) WHERE {HAS_DEADLINE}""",
+            ON {s}.jobs (expires_at) WHERE {Rules.HAS_DEADLINE}""",
         f"""CREATE INDEX IF NOT EXISTS jobs_exhausted
-            ON {s}.jobs (visible_at) WHERE {EXHAUSTED}""",
+            ON {s}.jobs (visible_at) WHERE {Rules.EXHAUSTED}""",
         # Dead letters keep the id they had while alive (a requeue puts the
         # row back under the same id), so no identity here.
         f"""CREATE TABLE IF NOT EXISTS {s}.dead (
@@ -249,7 +242,7 @@ def _v4(schema: str) -> tuple[str, ...]:
         f"ALTER TABLE {s}.jobs ADD COLUMN IF NOT EXISTS unique_key text",
         f"ALTER TABLE {s}.jobs ADD COLUMN IF NOT EXISTS unique_slot text",
         f"""CREATE UNIQUE INDEX IF NOT EXISTS jobs_unique
-            ON {s}.jobs (queue, unique_slot) WHERE {UNIQUE_HELD}""",
+            ON {s}.jobs (queue, unique_slot) WHERE {Rules.UNIQUE_HELD}""",
         f"ALTER TABLE {s}.history ADD COLUMN IF NOT EXISTS unique_key text",
         f"""CREATE INDEX IF NOT EXISTS history_unique
             ON {s}.history (queue, unique_key, finished_at) WHERE unique_key IS NOT NULL""",
@@ -277,7 +270,7 @@ def _v4(schema: str) -> tuple[str, ...]:
         f"ALTER TABLE {s}.history ADD COLUMN IF NOT EXISTS concurrency_key text COLLATE \"C\"",
         f"ALTER TABLE {s}.queues ADD COLUMN IF NOT EXISTS concurrency_limit bigint",
         f"""CREATE INDEX IF NOT EXISTS jobs_keyed
-            ON {s}.jobs (queue, concurrency_key, visible_at) WHERE {KEYED_PROCESSING}""",
+            ON {s}.jobs (queue, concurrency_key, visible_at) WHERE {Rules.KEYED_PROCESSING}""",
         # v4, rate limits: a queue's rate (``rate_limit`` claims per
         # ``rate_period_us``) and per-key rate, and the claim log they are
         # counted in: one row per claim of a rate-limited queue (``key`` is
@@ -306,7 +299,7 @@ def _v4(schema: str) -> tuple[str, ...]:
 def migrations(schema: str = DEFAULT_SCHEMA) -> tuple[tuple[int, tuple[str, ...]], ...]:
     """(version, statements) for ``schema``. Append only: a released
     migration never changes. Its partial-index predicates come from
-    :mod:`.rules`, where the statements that must use those indexes take them
+    :mod:`..rules`, where the statements that must use those indexes take them
     too; tests/engines/test_migrations.py pins the text, so a rule edit
     cannot change a released migration unnoticed."""
     schema = check_schema(schema)

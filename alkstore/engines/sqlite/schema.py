@@ -10,14 +10,7 @@ from __future__ import annotations
 from ...protocol import rows
 from ...protocol.plan import Fetch, Plan, Statement, fetch_one, fetch_row, reads
 from ...protocol.values import generation
-from .rules import (
-    ATTEMPTS_LEFT,
-    CLAIM_ORDER,
-    EXHAUSTED,
-    HAS_DEADLINE,
-    KEYED_PROCESSING,
-    UNIQUE_HELD,
-)
+from ..rules import Rules
 
 # Applied on every connection, before anything else. WAL lets readers run
 # beside the single writer; NORMAL sync in WAL mode is durable across process
@@ -50,17 +43,17 @@ _V1 = (
     # can never be claimed again, so it drops out of the index and claims
     # never walk over it while it waits for the sweep.
     f"""CREATE INDEX IF NOT EXISTS __alkstore_jobs_claim
-        ON __alkstore_jobs (queue, {CLAIM_ORDER})
-        WHERE {ATTEMPTS_LEFT}""",
+        ON __alkstore_jobs (queue, {Rules.CLAIM_ORDER})
+        WHERE {Rules.ATTEMPTS_LEFT}""",
     # When the next job of a queue becomes due, so an idle worker sleeps
     # exactly until then instead of polling.
     f"""CREATE INDEX IF NOT EXISTS __alkstore_jobs_due
-        ON __alkstore_jobs (queue, visible_at) WHERE {ATTEMPTS_LEFT}""",
+        ON __alkstore_jobs (queue, visible_at) WHERE {Rules.ATTEMPTS_LEFT}""",
     # The sweep's two probes: deadlines, and lapsed claims with nothing left.
     f"""CREATE INDEX IF NOT EXISTS __alkstore_jobs_expiry
-        ON __alkstore_jobs (expires_at) WHERE {HAS_DEADLINE}""",
+        ON __alkstore_jobs (expires_at) WHERE {Rules.HAS_DEADLINE}""",
     f"""CREATE INDEX IF NOT EXISTS __alkstore_jobs_exhausted
-        ON __alkstore_jobs (visible_at) WHERE {EXHAUSTED}""",
+        ON __alkstore_jobs (visible_at) WHERE {Rules.EXHAUSTED}""",
     """CREATE TABLE IF NOT EXISTS __alkstore_dead (
         id            INTEGER PRIMARY KEY,
         queue         TEXT    NOT NULL,
@@ -208,7 +201,7 @@ _V4: tuple[str, ...] = (
     "ALTER TABLE __alkstore_jobs ADD COLUMN unique_key TEXT",
     "ALTER TABLE __alkstore_jobs ADD COLUMN unique_slot TEXT",
     f"""CREATE UNIQUE INDEX IF NOT EXISTS __alkstore_jobs_unique
-        ON __alkstore_jobs (queue, unique_slot) WHERE {UNIQUE_HELD}""",
+        ON __alkstore_jobs (queue, unique_slot) WHERE {Rules.UNIQUE_HELD}""",
     "ALTER TABLE __alkstore_history ADD COLUMN unique_key TEXT",
     """CREATE INDEX IF NOT EXISTS __alkstore_history_unique
         ON __alkstore_history (queue, unique_key, finished_at) WHERE unique_key IS NOT NULL""",
@@ -234,7 +227,7 @@ _V4: tuple[str, ...] = (
     "ALTER TABLE __alkstore_history ADD COLUMN concurrency_key TEXT",
     "ALTER TABLE __alkstore_queues ADD COLUMN concurrency_limit INTEGER",
     f"""CREATE INDEX IF NOT EXISTS __alkstore_jobs_keyed
-        ON __alkstore_jobs (queue, concurrency_key, visible_at) WHERE {KEYED_PROCESSING}""",
+        ON __alkstore_jobs (queue, concurrency_key, visible_at) WHERE {Rules.KEYED_PROCESSING}""",
     # v4, rate limits: a queue's rate (``rate_limit`` claims per
     # ``rate_period_us``) and per-key rate, and the claim log they are
     # counted in: one row per claim of a rate-limited queue (``key`` is the
@@ -257,9 +250,10 @@ _V4: tuple[str, ...] = (
 )
 
 # (version, statements). Append only: a released migration never changes.
-# Its partial-index predicates come from .rules, where the statements that
-# must use those indexes take them too; tests/engines/test_migrations.py pins
-# the text, so a rule edit cannot change a released migration unnoticed.
+# Its partial-index predicates come from engines/rules.py, where the
+# statements that must use those indexes take them too;
+# tests/engines/test_migrations.py pins the text, so a rule edit cannot
+# change a released migration unnoticed.
 MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
     (1, _V1), (2, _V2), (3, _V3), (4, _V4),
 )  # fmt: skip

@@ -1,0 +1,45 @@
+"""SQL shapes both engines build their statements from: the select lists of
+the protocol's row shapes, the columns a statement moves between tables,
+and the skip-scan that finds distinct names one index seek at a time. Not
+rules (those are :mod:`.rules`): they decide nothing."""
+
+from __future__ import annotations
+
+from ..protocol.dialect import (
+    DEAD_COLUMNS,
+    DUE_SCHEDULE_COLUMNS,
+    EVENT_COLUMNS,
+    HISTORY_COLUMNS,
+    JOB_COLUMNS,
+    JOB_INFO_COLUMNS,
+    SCHEDULE_COLUMNS,
+    column_list,
+)
+
+JOB_COLS = column_list(JOB_COLUMNS)
+JOB_INFO_COLS = column_list(JOB_INFO_COLUMNS)
+DEAD_COLS = column_list(DEAD_COLUMNS)
+EVENT_COLS = column_list(EVENT_COLUMNS)
+HISTORY_COLS = column_list(HISTORY_COLUMNS)
+SCHEDULE_COLS = column_list(SCHEDULE_COLUMNS)
+DUE_SCHEDULE_COLS = column_list(DUE_SCHEDULE_COLUMNS)
+# What the sweep reads of a candidate (protocol.plans.claim.SweepCandidate).
+SWEEP_COLS = "id, state, visible_at, expires_at, attempts, max_attempts"
+# The columns a finished job's move into history fills (the read shape,
+# HISTORY_COLUMNS, leaves out its metadata and prune time).
+HISTORY_INSERT_COLS = (
+    "id, queue, outcome, payload, priority, attempts, max_attempts, run_at, created_at, "
+    "finished_at, worker, last_error, headers, prune_at, unique_key, concurrency_key"
+)
+
+
+def distinct_names(cte: str, table: str, column: str) -> str:
+    """A recursive CTE ``cte(name)`` of the distinct values of ``column``,
+    each found by one index seek from the one before (a skip-scan); the last
+    row is NULL."""
+    first = f"SELECT {column} FROM {table} ORDER BY {column} LIMIT 1"
+    after = f"SELECT {column} FROM {table} WHERE {column} > {cte}.name ORDER BY {column} LIMIT 1"
+    return (
+        f"{cte}(name) AS (SELECT ({first}) UNION ALL "
+        f"SELECT ({after}) FROM {cte} WHERE {cte}.name IS NOT NULL)"
+    )

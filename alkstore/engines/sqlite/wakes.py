@@ -1,0 +1,44 @@
+"""Wakes on SQLite: a row per wake in the notifications table, which the
+other processes' watchers read back (``NotificationLog``)."""
+
+from __future__ import annotations
+
+from ...protocol.plan import Fetch, Statement
+from ..sql import Sql
+from .tables import NOTIFICATIONS
+
+
+class Wakes:
+    _notify = Sql(
+        f"INSERT INTO {NOTIFICATIONS} (channel, origin, created_at) "
+        "VALUES (:channel, :origin, :now)"
+    )
+
+    def notify(self, channel: str, origin: str, now_us: int) -> Statement:
+        return self._notify.bind(channel=channel, origin=origin, now=now_us, wakes=(channel,))
+
+    _notifications_since = Sql(
+        f"SELECT id, channel, origin FROM {NOTIFICATIONS} "
+        "WHERE id > :after ORDER BY id LIMIT :limit",
+        Fetch.ALL,
+    )
+
+    def notifications_since(self, after_id: int, limit: int) -> Statement:
+        return self._notifications_since.bind(after=after_id, limit=limit)
+
+    _last_notification_id = Sql(f"SELECT COALESCE(MAX(id), 0) FROM {NOTIFICATIONS}", Fetch.ONE)
+
+    def last_notification_id(self) -> Statement:
+        return self._last_notification_id.bind()
+
+    # Rows older than the retention, oldest first, a batch at a time (the age
+    # index): see docs/wakes.md for why no live watcher still needs them.
+    _prune_notifications = Sql(
+        f"DELETE FROM {NOTIFICATIONS} WHERE id IN (SELECT id FROM {NOTIFICATIONS} "
+        "INDEXED BY __alkstore_notifications_age WHERE created_at < :before "
+        "ORDER BY created_at LIMIT :limit)",
+        Fetch.ROWCOUNT,
+    )
+
+    def prune_notifications(self, before_us: int, limit: int) -> Statement:
+        return self._prune_notifications.bind(before=before_us, limit=limit)
