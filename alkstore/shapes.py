@@ -198,4 +198,5 @@ def prune_doc(report: PruneReport) -> Doc:
         "events": report.events,
         "notifications": report.notifications,
         "locks": report.locks,
+        "vacuumed": report.vacuumed,
     }

@@ -28,6 +28,7 @@ ORDER = (
     "floor",
     "honker",
     "huey",
+    "huey-normal",
     "pgqueuer",
     "procrastinate",
 )
@@ -37,6 +38,7 @@ COLORS = {
     "floor": "#9a9a9a",
     "honker": "#d9822b",
     "huey": "#7aa33c",
+    "huey-normal": "#b5d77f",  # huey at alkstore's durability (synchronous=NORMAL)
     "pgqueuer": "#b0413e",
     "procrastinate": "#8064a2",
 }

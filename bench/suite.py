@@ -4,6 +4,7 @@
     python bench/suite.py --rounds 1 --jobs 2000
     python bench/suite.py --systems alkstore,pgqueuer --engines postgres --workloads process
     python bench/suite.py --smoke            # every benchmark once, tiny, nothing written
+    python bench/suite.py --smoke --systems huey,huey-normal   # the same, for two systems
     python bench/suite.py --compare bench/results/OLD.json   # run, then the change per cell
     python bench/suite.py --compare OLD.json --against NEW.json   # only compare two runs
 
@@ -12,6 +13,29 @@ offers it: alkstore on SQLite and Postgres under trio and asyncio
 (``alkstore_bench.py``), the floor (``floor.py``: plain sqlite3/psycopg; no
 worker runtime, so no ``idle`` or ``memory``), and the peers, honker and huey
 on SQLite, pgqueuer and procrastinate on Postgres.
+
+The peers run their defaults except where said, as these systems
+(``--systems`` names; each script's docstring has the details, the results'
+Systems table each column's durability):
+
+- ``honker``: WAL, synchronous=NORMAL (as alkstore), its native client on the
+  system's SQLite: its wheel's bundled libsqlite3 needs glibc 2.38, so
+  ``install_peers.py`` links it to the system's, and honker cannot run its
+  queue on Python's ``sqlite3``, so there is no second honker row.
+- ``huey``: huey's defaults, WAL with SQLite's default synchronous=FULL (a
+  commit survives power loss; alkstore's NORMAL may lose the last ones).
+- ``huey-normal``: the same script with ``--variant normal``: huey's
+  storage with synchronous=NORMAL on every connection, in every process,
+  so at alkstore's durability.
+- ``pgqueuer``: its default batch of 10 with ``max_concurrent_tasks``
+  ``max(--concurrency, 20)``, the fewest its ``run()`` accepts with that
+  batch (it refuses fewer than twice the batch): 20 slots at the default
+  ``--concurrency 10``.
+- ``procrastinate``: its defaults.
+
+alkstore runs its defaults too: WAL + synchronous=NORMAL on SQLite, the
+server's synchronous_commit (on by default) on Postgres.
+
 Each run is a process of its own, with a timeout (SIGINT, so the script
 cleans up its database, then SIGKILL for its whole process group).
 
@@ -33,9 +57,11 @@ maximum it measures a growing backlog, not latency). A cell that is not offered
 (the script says ``skipped``) or that timed out is not repeated in later
 rounds.
 
-A full run writes ``bench/results/<YYYY-MM-DD>-<commit>.md`` (tables: median
-and range per cell, then ratios of every alkstore figure to the floor and to
-each peer on the same engine and workload), ``.json`` (every run, raw),
+A full run writes ``bench/results/<YYYY-MM-DD>-<commit>.md`` (a header with
+the machine, the settings and a Systems table, each column's configuration
+and what its commits survive; tables: median and range per cell, then
+ratios of every alkstore figure to the floor and to each peer on the same
+engine and workload), ``.json`` (every run, raw),
 ``.png`` (a chart, drawn by ``bench/chart.py`` under the peers' interpreter,
 which has matplotlib), and copies the markdown to ``bench/results/latest.md``.
 
@@ -91,10 +117,20 @@ DEFAULT_DSN = os.environ.get("ALKSTORE_PG_DSN", "postgresql://postgres@127.0.0.1
 ENGINES = ("sqlite", "postgres")
 ENGINE_TITLES = {"sqlite": "SQLite", "postgres": "PostgreSQL"}
 DRIVERS = ("trio", "asyncio")
-SYSTEM_NAMES = ("alkstore", "floor", "honker", "huey", "pgqueuer", "procrastinate")
+SYSTEM_NAMES = (
+    "alkstore",
+    "floor",
+    "honker",
+    "huey",
+    "huey-normal",
+    "pgqueuer",
+    "procrastinate",
+)
+# The module each peer system needs (huey-normal is huey in another configuration).
 PEER_MODULES = {
     "honker": "honker",
     "huey": "huey",
+    "huey-normal": "huey",
     "pgqueuer": "pgqueuer",
     "procrastinate": "procrastinate",
 }
@@ -114,6 +150,14 @@ PG_PREFIXES = ("alk_bench_", "alk_floor_", "bench_pgq_", "bench_proc_")
 # -- what runs ---------------------------------------------------------------------
 
 
+# What a committed job survives, per durability (the Systems table of the results).
+SURVIVES = {
+    "wal-normal": "a process crash; an OS crash or power loss may lose the last transactions"
+    " (WAL synced at checkpoints, not at each commit)",
+    "wal-full": "a process crash, an OS crash and power loss (WAL synced at each commit)",
+}
+
+
 @dataclasses.dataclass(frozen=True)
 class System:
     """One column: a workload script with its fixed options, on one engine."""
@@ -125,15 +169,80 @@ class System:
     options: tuple[str, ...] = ()
     peer: bool = False
     processes: bool = True  # honours --processes
+    # The Systems table of the results: its configuration ({sqlite},
+    # {honker_sqlite} and {synchronous_commit} filled in from the run's
+    # machine), and its durability, a key of SURVIVES (or "postgres": the
+    # server's synchronous_commit and fsync decide).
+    config: str = ""
+    durability: str = ""
 
     @property
     def key(self) -> str:
         return f"{self.engine}/{self.label}"
 
 
+ALKSTORE_CONFIG = {
+    "sqlite": "alkstore's defaults: WAL, synchronous=NORMAL (SQLite {sqlite})",
+    "postgres": "alkstore's defaults: LOGGED tables, synchronous_commit={synchronous_commit}",
+}
+FLOOR_CONFIG = {
+    "sqlite": "plain sqlite3, one connection: WAL, synchronous=NORMAL (alkstore's)",
+    "postgres": "plain psycopg, one connection: LOGGED tables,"
+    " synchronous_commit={synchronous_commit}",
+}
+# (engine, name, script, options, configuration, durability), in column order.
+PEERS = (
+    (
+        "sqlite",
+        "honker",
+        "honker_sqlite.py",
+        (),
+        "honker's defaults: WAL, synchronous=NORMAL; its native client on {honker_sqlite}"
+        " (install_peers.py links the system's libsqlite3 in place of the one its wheel"
+        " bundles, which needs glibc 2.38: see honker_sqlite.py)",
+        "wal-normal",
+    ),
+    (
+        "sqlite",
+        "huey",
+        "huey_sqlite.py",
+        (),
+        "huey's defaults: WAL, synchronous=FULL (SQLite's default; huey sets none)",
+        "wal-full",
+    ),
+    (
+        "sqlite",
+        "huey-normal",
+        "huey_sqlite.py",
+        ("--variant", "normal"),
+        "huey's defaults but synchronous=NORMAL (alkstore's durability), in every process",
+        "wal-normal",
+    ),
+    (
+        "postgres",
+        "pgqueuer",
+        "pgqueuer_pg.py",
+        (),
+        "pgqueuer's defaults: durable (LOGGED) tables, batch_size 10;"
+        " max_concurrent_tasks max(concurrency, 20), the least its run() accepts at batch 10"
+        " (so 20 slots at concurrency 10); synchronous_commit={synchronous_commit}",
+        "postgres",
+    ),
+    (
+        "postgres",
+        "procrastinate",
+        "procrastinate_pg.py",
+        (),
+        "procrastinate's defaults: LOGGED tables, synchronous_commit={synchronous_commit}",
+        "postgres",
+    ),
+)
+
+
 def all_systems() -> list[System]:
     out: list[System] = []
     for engine in ENGINES:
+        durability = "wal-normal" if engine == "sqlite" else "postgres"
         for driver in DRIVERS:
             out.append(
                 System(
@@ -142,15 +251,36 @@ def all_systems() -> list[System]:
                     engine,
                     "alkstore_bench.py",
                     ("--engine", engine, "--driver", driver),
+                    config=ALKSTORE_CONFIG[engine],
+                    durability=durability,
                 )
             )
         out.append(
-            System("floor", "floor", engine, "floor.py", ("--engine", engine), processes=False)
+            System(
+                "floor",
+                "floor",
+                engine,
+                "floor.py",
+                ("--engine", engine),
+                processes=False,
+                config=FLOOR_CONFIG[engine],
+                durability=durability,
+            )
         )
-        peers = ("honker", "huey") if engine == "sqlite" else ("pgqueuer", "procrastinate")
-        for peer in peers:
-            script = f"{peer}_{'sqlite' if engine == 'sqlite' else 'pg'}.py"
-            out.append(System(peer, peer, engine, script, peer=True))
+        for peer_engine, name, script, opts, config, peer_durability in PEERS:
+            if peer_engine == engine:
+                out.append(
+                    System(
+                        name,
+                        name,
+                        engine,
+                        script,
+                        opts,
+                        peer=True,
+                        config=config,
+                        durability=peer_durability,
+                    )
+                )
     return out
 
 
@@ -169,6 +299,7 @@ ROWS = (
     Row("enqueue-batch", "enqueue-batch"),
     Row("process", "process"),
     Row("process x4", "process", 4),
+    Row("process x8", "process", 8),
     Row("process-batch", "process-batch"),
     Row("process-batch x4", "process-batch", 4),
     Row("process-sleep", "process-sleep"),
@@ -429,7 +560,7 @@ def plan(args: argparse.Namespace) -> list[Cell]:
     workloads = split(
         args.workloads, sorted({r.workload for r in ROWS} | set(ROW_KEYS)), "workload"
     )
-    processes = [int(p) for p in split(args.processes, ("1", "4"), "process count")]
+    processes = [int(p) for p in split(args.processes, ("1", "4", "8"), "process count")]
     cells = []
     for s in all_systems():
         if s.name not in systems or s.engine not in engines:
@@ -911,7 +1042,8 @@ def memory_gb() -> str:
     return "?"
 
 
-def postgres_info(dsn: str) -> str:
+def postgres_settings(dsn: str) -> dict[str, str]:
+    """The server's version and the settings its durability depends on ({"error": ..} if none)."""
     try:
         import psycopg
 
@@ -921,9 +1053,18 @@ def postgres_info(dsn: str) -> str:
                 " current_setting('fsync')"
             ).fetchone()
             assert row is not None
-        return f"PostgreSQL {row[0]} (synchronous_commit={row[1]}, fsync={row[2]})"
+        return {"server_version": row[0], "synchronous_commit": row[1], "fsync": row[2]}
     except Exception as exc:
-        return f"PostgreSQL unreachable ({type(exc).__name__}: {exc})"
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def postgres_info(pg: dict[str, str]) -> str:
+    if "error" in pg:
+        return f"PostgreSQL unreachable ({pg['error']})"
+    return (
+        f"PostgreSQL {pg['server_version']} (synchronous_commit={pg['synchronous_commit']},"
+        f" fsync={pg['fsync']})"
+    )
 
 
 def pg_schemas(dsn: str) -> set[str]:
@@ -957,6 +1098,35 @@ def peer_versions() -> dict[str, str]:
         return {}
 
 
+def honker_sqlite_version() -> str:
+    """The SQLite honker's native client runs on, as it reports it, and the
+    library file it loaded (not the interpreter's sqlite3: honker links a
+    libsqlite3 of its own, see honker_sqlite.py)."""
+    if not PEERS_PYTHON.exists():
+        return "?"
+    code = (
+        "import os, shutil, tempfile, honker\n"
+        "d = tempfile.mkdtemp()\n"
+        "db = honker.open(os.path.join(d, 'v.db'))\n"
+        "libs = sorted({os.path.realpath(line.split()[-1]) for line in open('/proc/self/maps')\n"
+        "               if 'libsqlite3' in line.split()[-1]})\n"
+        "print(db.query('SELECT sqlite_version() AS v')[0]['v'], ' '.join(libs))\n"
+        "db.close()\n"
+        "shutil.rmtree(d)\n"
+    )
+    try:
+        proc = subprocess.run(
+            [str(PEERS_PYTHON), "-c", code], capture_output=True, text=True, timeout=60
+        )
+    except (OSError, subprocess.SubprocessError):
+        return "?"
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        return "?"
+    version, _, libs = lines[-1].partition(" ")
+    return f"SQLite {version}" + (f", {libs}" if libs else "")
+
+
 def alkstore_location(args: argparse.Namespace) -> str:
     """Where the alkstore the suite measures is imported from (a check, and a header line)."""
     system = all_systems()[0]
@@ -979,6 +1149,7 @@ def alkstore_location(args: argparse.Namespace) -> str:
 def machine(args: argparse.Namespace) -> dict[str, Any]:
     status = git("status", "--porcelain", "--untracked-files=no")
     alk = alkstore_location(args).split()
+    pg = postgres_settings(args.dsn)
     return {
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
         "commit": git("rev-parse", "--short", "HEAD") or "unknown",
@@ -995,8 +1166,10 @@ def machine(args: argparse.Namespace) -> dict[str, Any]:
         "alkstore_from": alk[0] if len(alk) == 3 else " ".join(alk),
         "trio": alk[1] if len(alk) == 3 else "?",
         "sqlite": sqlite3.sqlite_version,
-        "postgres": postgres_info(args.dsn),
+        "postgres": postgres_info(pg),
+        "postgres_settings": pg,
         "peers": peer_versions(),
+        "honker_sqlite": honker_sqlite_version(),
     }
 
 
@@ -1028,11 +1201,13 @@ def header(meta: dict[str, Any], settings: dict[str, Any]) -> list[str]:
         f" {s['timeout']:.0f} s limit per run"
         + (f" ({s['memory_timeout']:.0f} s for memory)" if "memory_timeout" in s else ""),
         f"- Each run: {s['jobs']:,} jobs of 100-byte payloads; `--concurrency {s['concurrency']}`"
-        f" (process, latency; pgqueuer's batch is min(10, concurrency / 2));"
+        f" (process, latency, memory; pgqueuer runs its default batch of 10 and"
+        f" max(concurrency, 20) slots, the fewest its run() accepts with that batch);"
         f" enqueue-concurrent: {s['enqueue_concurrency']} tasks on SQLite,"
         f" {s['concurrency']} on PostgreSQL (the peers open a connection per task);"
         f" enqueue-batch: {s['batch']} per transaction; process-sleep: handler sleeps"
-        f" {s['sleep_ms']:g} ms, concurrency {s['sleep_concurrency']}; x4: 4 worker processes;"
+        f" {s['sleep_ms']:g} ms, concurrency {s['sleep_concurrency']};"
+        " x4, x8: 4 and 8 worker processes;"
         f" latency: one job at a time, offered at {s['latency_fraction']:.0%} of the lower of"
         " the system's median `process` and `enqueue-single` rates"
         + (f" (fixed: {s['rate']:g}/s)" if s["rate"] else "")
@@ -1055,6 +1230,52 @@ def header(meta: dict[str, Any], settings: dict[str, Any]) -> list[str]:
     ]
 
 
+def pg_survives(pg: dict[str, str]) -> str:
+    """What a commit survives on the server of ``pg`` (``postgres_settings``)."""
+    if "error" in pg:
+        return "unknown (PostgreSQL unreachable when the run started)"
+    sc, fsync = pg["synchronous_commit"], pg["fsync"]
+    if fsync != "on":
+        return (
+            f"a process crash; an OS crash or power loss may corrupt the database (fsync={fsync})"
+        )
+    if sc == "off":
+        return (
+            "a process crash; a server or OS crash or power loss may lose the last commits"
+            " (synchronous_commit=off)"
+        )
+    return "a process crash, an OS crash and power loss (WAL flushed at each commit)"
+
+
+def systems_table(systems: Sequence[System], meta: dict[str, Any]) -> list[str]:
+    """The header's table of what each column runs and what its commits survive."""
+    pg = meta.get("postgres_settings", {})
+    fill = {
+        "sqlite": f"{meta.get('sqlite', '?')}",
+        "honker_sqlite": meta.get("honker_sqlite", "?"),
+        "synchronous_commit": pg.get("synchronous_commit", "?"),
+    }
+    out = [
+        "## Systems",
+        "",
+        "What each column runs and what a committed job survives (its durability);"
+        " the details are in the docstring of its script (`bench/workloads/`).",
+        "",
+        "| engine | system | configuration | a committed job survives |",
+        "|---|---|---|---|",
+    ]
+    seen = set()
+    for s in all_systems():
+        if s.key not in {x.key for x in systems} or s.key in seen:
+            continue
+        seen.add(s.key)
+        survives = pg_survives(pg) if s.durability == "postgres" else SURVIVES[s.durability]
+        out.append(
+            f"| {ENGINE_TITLES[s.engine]} | {s.label} | {s.config.format(**fill)} | {survives} |"
+        )
+    return [*out, ""]
+
+
 # -- the entry point ---------------------------------------------------------------
 
 
@@ -1068,7 +1289,7 @@ def options(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--workloads", help=f"comma-separated workloads or rows ({','.join(ROW_KEYS)})")
     p.add_argument("--engines", help="comma-separated, of sqlite,postgres")
     p.add_argument("--drivers", help="alkstore's drivers, of trio,asyncio")
-    p.add_argument("--processes", help="which process counts to run, of 1,4 (default both)")
+    p.add_argument("--processes", help="which process counts to run, of 1,4,8 (default all)")
     p.add_argument("--smoke", action="store_true", help="every cell once, tiny; no files")
     p.add_argument("--smoke-jobs", type=int, default=50)
     p.add_argument(
@@ -1267,6 +1488,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     no_chart = draw_chart(json_path, png_path)
     lines = header(meta, settings)
+    lines += systems_table([c.system for c in cells], meta)
     if missing:
         lines += [f"**Not run** (not installed): {', '.join(missing)}.", ""]
     lines += markdown_tables(summary)
@@ -1314,11 +1536,13 @@ def smoke_report(suite: Suite, cells: list[Cell], missing: dict[str, str], took:
     ok = sum(1 for x in report if x["status"] == "ok")
     skipped = sum(1 for x in report if x["status"] == "skipped")
     print(f"\nsmoke: {ok} ran, {skipped} not offered, {len(bad)} failed, in {took:.1f} s")
+    # Failures go to stderr too: CI keeps stderr and discards the rest.
     for x in bad:
         r = by_key[f"{x['engine']}/{x['system']}/{x['row']}"]
-        print(f"FAILED {x['engine']} {x['system']} {x['row']}: {x['detail']}")
-        for line in (r.get("stderr") or "").splitlines()[-8:]:
-            print(f"    {line}")
+        for out in (sys.stdout, sys.stderr):
+            print(f"FAILED {x['engine']} {x['system']} {x['row']}: {x['detail']}", file=out)
+            for line in (r.get("stderr") or "").splitlines()[-8:]:
+                print(f"    {line}", file=out)
     if missing:
         print(
             f"smoke: NOT RUN, so NOT CHECKED: {', '.join(missing)} (peers not installed:"

@@ -75,8 +75,10 @@ WHITE_BOX: dict[str, set[str]] = {
     # the watcher's own connection and its busy timeout
     "test_watcher.py": {
         "alkstore.runner.sqlite.conn", "alkstore.runner.sqlite.watcher",
-        "alkstore.runner.sqlite.opening",
+        "alkstore.runner.sqlite.opening", "alkstore.runner.sqlite.inotify",
     },
+    # the autocheckpoint size the WAL is bounded by
+    "test_wal_bounded.py": {"alkstore.engines.sqlite.control"},
     # libpq pipelining and LISTEN on one raw connection
     "test_pipeline.py": {"alkstore.protocol.plan", "alkstore.runner.postgres.conn"},
     "test_listen_race.py": {"alkstore.runner.postgres.conn"},

@@ -97,7 +97,8 @@ def migrate_command(target: Target, check: bool) -> None:
 def prune_command(target: Target) -> None:
     """Run housekeeping once now: finished history and dead letters past
     their retention, stream events past theirs, spent notification and lock
-    rows. (Every open store also does this by itself.)"""
+    rows; on Postgres, vacuum the churning tables that are due. (Every open
+    store also does this by itself.)"""
     report = run(target, lambda store: store.prune(), read_only=False)
     doc = shapes.prune_doc(report)
     if target.json:

@@ -69,7 +69,7 @@ async def open_postgres_store(
     executor = PgExecutor(runtime, pool, dialect, listener, end_timeout=opts.commit_timeout)
     core = StoreCore(
         executor=executor, runtime=runtime, clock=clock or SystemClock(), hub=hub, seed=seed,
-        read_only=read_only,
+        read_only=read_only, vacuum=opts.vacuum,
     )  # fmt: skip
     try:
         async with runtime.task_group() as group:

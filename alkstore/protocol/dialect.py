@@ -524,3 +524,21 @@ class NotificationLog(Protocol):
     def prune_notifications(self, before_us: int, limit: int) -> Statement:
         """Delete up to ``limit`` notification rows older than ``before_us``; counts them."""
         ...
+
+
+class Vacuuming(Protocol):
+    """Statements of an engine whose deleted and updated rows stay in the
+    table until a vacuum reclaims them (Postgres). SQLite reuses a deleted
+    row's page itself and implements only ``Dialect``."""
+
+    # A table is due when its dead rows exceed threshold + scale x its live ones.
+    vacuum_threshold: int
+    vacuum_scale: float
+
+    def churn_stats(self) -> Statement:
+        """(table, live rows, dead rows) of each table whose rows churn."""
+        ...
+
+    def vacuum(self, table: str) -> str:
+        """The command that vacuums ``table``, run outside any transaction."""
+        ...

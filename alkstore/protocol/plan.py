@@ -12,7 +12,7 @@ import enum
 import functools
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ParamSpec, TypeVar, cast
+from typing import Any, ParamSpec, TypeGuard, TypeVar, cast
 
 from .values.errors import DatabaseError
 
@@ -55,6 +55,24 @@ class Statement:
     # Channels to wake in this process once the enclosing transaction
     # commits. Set by the engine on statements that notify.
     wakes: tuple[str, ...] = field(default=())
+    # Set by ``last``: the plan yields nothing after this statement.
+    final: bool = False
+
+
+def last(statement: Statement) -> Statement:
+    """``statement`` marked as its plan's last: the plan returns once it has
+    the result, yielding nothing more. A driver that runs the plan in a
+    transaction of its own may then send the ``COMMIT`` with the statement
+    (Postgres: one round trip for both); a plan that yields after it is a
+    bug, and drivers fail it (``FinalStatementError``)."""
+    return Statement(statement.sql, statement.params, statement.fetch, statement.wakes, True)
+
+
+class FinalStatementError(RuntimeError):
+    """A plan yielded a statement after its ``last`` one: a bug in the plan."""
+
+    def __init__(self, after: Statement) -> None:
+        super().__init__(f"a plan yielded a statement after its last one: {after.sql[:60]} ...")
 
 
 Plan = Generator[Statement, Any, T]
@@ -140,16 +158,23 @@ def reads(fn: Callable[P, Plan[T]]) -> Callable[P, ReadPlan[T]]:
     return plan
 
 
-def is_read_only(plan: Plan[Any]) -> bool:
-    return isinstance(plan, ReadPlan)
+def is_read_only(plan: Plan[T]) -> TypeGuard[ReadPlan[T]]:
+    # A type test, not isinstance: ReadPlan is a Generator, an ABC, whose
+    # isinstance costs about 0.7 us, and this runs on every operation.
+    return type(plan) is ReadPlan
 
 
 def run_sync(plan: Plan[T], execute: Callable[[Statement], Any]) -> T:
-    """Drive a plan synchronously with ``execute``; used by drivers and tests."""
+    """Drive a plan synchronously with ``execute``; used by drivers and tests.
+    A statement after a ``last`` one fails the plan (``FinalStatementError``)."""
     try:
         statement = next(plan)
         while True:
+            final = statement.final
             statement = plan.send(execute(statement))
+            if final:
+                plan.close()
+                raise FinalStatementError(statement)
     except StopIteration as stop:
         return stop.value  # type: ignore[no-any-return]
 
@@ -159,7 +184,11 @@ async def run_async(plan: Plan[T], execute: Callable[[Statement], Awaitable[Any]
     try:
         statement = next(plan)
         while True:
+            final = statement.final
             statement = plan.send(await execute(statement))
+            if final:
+                plan.close()
+                raise FinalStatementError(statement)
     except StopIteration as stop:
         return stop.value  # type: ignore[no-any-return]
 

@@ -119,6 +119,12 @@ class Executor(Protocol):
         """A session over the application's own connection and transaction."""
         ...
 
+    async def maintain(self, command: str) -> None:
+        """Run a parameterless maintenance ``command`` outside any
+        transaction (Postgres's ``VACUUM``, which cannot run inside one).
+        Only an engine whose dialect asks for maintenance is sent any."""
+        ...
+
     async def listen(self, channel: str) -> None:
         """Start receiving cross-process wakes for ``channel`` (reference counted)."""
         ...

@@ -3,7 +3,9 @@ every open store runs (``housekeeping_interval`` in the engine options).
 
 Each part deletes in bounded batches, one short transaction each, until a
 batch comes back short (``protocol/plans/housekeeping.py``); any number of
-processes may do so at once.
+processes may do so at once. On Postgres a pass ends by vacuuming the
+churning tables that are due (``VACUUM (SKIP_LOCKED)``, so two processes
+never wait on each other's).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from ..api.core.handle import StoreCore
-from ..protocol.dialect import NotificationLog
+from ..protocol.dialect import NotificationLog, Vacuuming
 from ..protocol.machines.housekeeping import HousekeepingLoop
 from ..protocol.plan import Plan
 from ..protocol.plans import housekeeping as hk
@@ -69,7 +71,19 @@ async def prune(core: StoreCore) -> hk.PruneReport:
         notifications = await _drain(core, lambda: hk.prune_notifications(rows, before))
     cutoff = now - locks.PRUNE_GRACE_US
     pruned_locks = await _drain(core, lambda: locks.prune(d, cutoff, hk.PRUNE_BATCH))
-    return hk.PruneReport(history, dead, events, notifications, pruned_locks)
+    vacuumed = await _vacuum(core) if core.vacuum else 0
+    return hk.PruneReport(history, dead, events, notifications, pruned_locks, vacuumed)
+
+
+async def _vacuum(core: StoreCore) -> int:
+    """Vacuum the churning tables that are due (after the pruning, whose
+    deletes count); how many. Only an engine whose dead rows wait for a
+    vacuum (Postgres) sets ``core.vacuum``."""
+    v = cast(Vacuuming, core.dialect)
+    due = await core.run(hk.vacuum_due(v))
+    for table in due:
+        await core.maintain(v.vacuum(table))
+    return len(due)
 
 
 async def run_housekeeping(core: StoreCore, interval: float) -> None:

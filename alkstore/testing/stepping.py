@@ -29,7 +29,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from ..protocol.plan import Statement
+from ..protocol.plan import FinalStatementError, Statement
 from ..protocol.plans import claim, queues, schedule
 from ..protocol.values import codec, schedules
 from ..protocol.values.errors import AlkstoreError, DatabaseError
@@ -71,8 +71,12 @@ class _TxRun:
         try:
             while self.index < len(self.plans):
                 plan = self.plans[self.index]
+                final = not first and self.statement is not None and self.statement.final
                 try:
                     self.statement = next(plan) if first else plan.send(result)
+                    if final:
+                        plan.close()
+                        raise FinalStatementError(self.statement)
                     return
                 except StopIteration as stop:
                     self.values.append(stop.value)

@@ -107,6 +107,9 @@ class InlineSqliteExecutor:
     def join(self, connection: Any) -> Any:
         raise UsageError("join() is for Postgres connections")
 
+    async def maintain(self, command: str) -> None:
+        raise UsageError("the simulated engine needs no maintenance")
+
     async def listen(self, channel: str) -> None:
         """Every wake is local here."""
 

@@ -8,6 +8,13 @@ process (``--processes`` above 1: that many spawned worker processes).
 5 s poll behind the engine's wake-up) on an empty queue in this process and
 takes this process's CPU time. ``memory`` runs the ``process`` worker in one
 spawned process, so its resident set is the worker's alone (not the fill's).
+
+alkstore runs with its defaults. Durability: on SQLite, WAL and
+``synchronous=NORMAL`` (``alkstore/engines/sqlite/schema.py``'s ``PRAGMAS``,
+on every connection): a committed job survives a process crash; an OS crash
+or power loss may lose the last transactions. On Postgres, ordinary
+(LOGGED) tables and the server's ``synchronous_commit`` (on by default; the
+suite's header shows it): a committed job survives both.
 """
 
 from __future__ import annotations

@@ -5,6 +5,10 @@ workloads): one INSERT per transaction; batches of INSERTs; a batched claim
 (``UPDATE ... LIMIT 100 RETURNING`` on SQLite, ``SKIP LOCKED`` on Postgres)
 plus one DELETE by ids per batch. Synchronous, one connection, no event loop.
 No worker runtime, so no ``idle`` or ``memory`` (nor the workloads of one).
+Durability as alkstore's: SQLite in WAL with ``synchronous=NORMAL`` (a
+commit survives a process crash, not necessarily an OS crash or power
+loss); Postgres with ordinary tables at the server's ``synchronous_commit``
+(on by default: survives both).
 """
 
 from __future__ import annotations

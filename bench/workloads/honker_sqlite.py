@@ -9,8 +9,35 @@ runtime dead-letters raw payloads). ``process-batch`` is the bare loop,
 ``claim_batch(worker, 100)`` then ``ack_batch``. ``idle`` is
 ``db.run_workers(queue)`` with its defaults on an empty queue, ``memory`` the
 ``process`` worker (both in one worker process). Defaults otherwise: WAL,
-synchronous=NORMAL, the 1 ms update watcher, tasks store their result
-(``store_result=True``, one more write per job), 3 attempts.
+synchronous=NORMAL (set by honker on every connection it opens, with
+busy_timeout 5 s, cache_size 32 MB, wal_autocheckpoint 10000), the 1 ms
+update watcher, tasks store their result (``store_result=True``, one more
+write per job), 3 attempts. Durability: WAL + synchronous=NORMAL, as
+alkstore's: a committed job survives a process crash; an OS crash or power
+loss may lose the last transactions.
+
+Which SQLite: one row, honker on the system's SQLite library. honker is a
+Rust extension (``honker/_honker_native.abi3.so``, rusqlite, built by
+maturin); ``honker.open`` and everything on the Database it returns
+(enqueue, claim, ack, the watcher, ``run_workers``) run in it, on the
+libsqlite3 it links dynamically, ``honker.libs/libsqlite3-f2cd05de.so.0``.
+The wheel bundles there a copy of Ubuntu 24.04's libsqlite3 (SQLite 3.45.1,
+per its auditwheel SBOM), which needs glibc 2.38 (``fmod@GLIBC_2.38``);
+this machine has Debian 12's glibc 2.36, so it does not load (``version
+'GLIBC_2.38' not found``), and ``bench/install_peers.py`` replaces it with a
+link to the system's ``/usr/lib/x86_64-linux-gnu/libsqlite3.so.0`` (SQLite
+3.40.1): the SQLite Python's ``sqlite3`` uses here, which this script's own
+``sqlite3.connect`` (only ``live()``: a read-only count, checked after a
+fill and once the handlers are done) and alkstore and the floor use too.
+
+There is no second honker row: one on its bundled SQLite cannot run on
+glibc 2.36, and honker cannot run its queue on Python's ``sqlite3``
+connection either (``honker.load_extension`` loads only its SQL functions,
+``libhonker_ext.so``, into a connection; the Queue, Job and worker API
+exists only on ``honker.open``'s native Database). The one row measures
+honker's own client on the system's SQLite, the same library as every
+other SQLite row; the suite's header shows the version honker reports
+(``select sqlite_version()``) in the run.
 
 Expect ``process``/``process-sleep`` on a deep queue to hit the time limit:
 in 0.5.0 each ``honker_claim_batch`` call costs time in proportion to the

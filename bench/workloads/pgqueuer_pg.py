@@ -6,18 +6,35 @@ is ``Queries.enqueue`` (a scalar call is one job in one autocommit statement;
 lists are its batch insert). Processing is the consumer of pgqueuer's quick
 start, ``PgQueuer(AsyncpgDriver(connection))`` and its ``run()`` (what ``pgq
 run`` calls: the QueueManager and an idle SchedulerManager), in
-``--processes`` worker processes, with ``--concurrency`` as
-``max_concurrent_tasks``. ``idle`` is that consumer's ``run()`` with its
-defaults on an empty queue, ``memory`` the ``process`` consumer (both in one
-worker process).
-Defaults otherwise (durable tables, LISTEN/NOTIFY, status log buffered up to
-the batch size or 0.1 s, heartbeats, log aggregation).
+``--processes`` worker processes. ``idle`` is that consumer's ``run()`` with
+its defaults on an empty queue, ``memory`` the ``process`` consumer (both in
+one worker process).
+
+Batch and concurrency: ``run()``'s default ``batch_size`` (10, as ``pgq
+run --batch-size`` defaults too), and ``max_concurrent_tasks`` of
+``max(--concurrency, 2 * 10)``: ``QueueManager.run`` refuses a
+``max_concurrent_tasks`` below twice the batch size ("must be at least
+twice the batch size"), so 20 is the smallest cap it accepts with its
+default batch. At the suite's ``--concurrency 10`` (``process``,
+``latency``, ``memory``) pgqueuer therefore runs 20 slots, not the 10 the
+other systems get (the alternative, a batch of 5 under a cap of 10, is not
+pgqueuer's default); ``process-sleep`` (concurrency 100) runs 100.
+
+Defaults otherwise (LISTEN/NOTIFY, status log buffered up to the batch size
+or 0.1 s, heartbeats, log aggregation). Durability: ``Durability.durable``,
+its default (every table LOGGED, none UNLOGGED), and the server's
+``synchronous_commit`` (on by default; the suite's header shows it): a
+committed enqueue survives a process crash and an OS crash or power loss. A
+finished job's status is written by that buffer, so a worker that crashes
+can leave up to a batch of finished jobs to be re-run after the heartbeat
+timeout (at-least-once, as any queue).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import inspect
 import json
 import os
 import sys
@@ -37,13 +54,13 @@ from common import (
 )
 
 ENTRY = "bench"
-DEFAULT_BATCH = 10  # QueueManager.run's batch_size default
+DEFAULT_BATCH = 10  # QueueManager.run's (and PgQueuer.run's) batch_size default
 
 
-def batch_size(concurrency: int) -> int:
-    # run() refuses max_concurrent_tasks < 2 * batch_size: keep the cap at
-    # --concurrency and take the largest batch that allows, up to the default.
-    return max(1, min(DEFAULT_BATCH, concurrency // 2))
+def max_concurrent_tasks(concurrency: int) -> int:
+    # run() refuses max_concurrent_tasks < 2 * batch_size: at the default batch,
+    # the smallest cap it accepts is 20, so --concurrency below that becomes 20.
+    return max(concurrency, 2 * DEFAULT_BATCH)
 
 
 async def connect(args: argparse.Namespace, schema: str) -> asyncpg.Connection:
@@ -62,6 +79,9 @@ def queries_on(conn: asyncpg.Connection) -> Any:
 async def worker_run(args: argparse.Namespace, schema: str, board: h.Board, ctl: h.Control) -> None:
     from pgqueuer import AsyncpgDriver, PgQueuer
 
+    default = inspect.signature(PgQueuer.run).parameters["batch_size"].default
+    if default != DEFAULT_BATCH:
+        raise RuntimeError(f"PgQueuer.run's batch_size default is {default}, not {DEFAULT_BATCH}")
     conn = await connect(args, schema)
     try:
         pgq = PgQueuer(AsyncpgDriver(conn))
@@ -86,9 +106,7 @@ async def worker_run(args: argparse.Namespace, schema: str, board: h.Board, ctl:
         if args.workload == "idle":
             await pgq.run()  # its defaults
         else:
-            await pgq.run(
-                batch_size=batch_size(args.concurrency), max_concurrent_tasks=args.concurrency
-            )
+            await pgq.run(max_concurrent_tasks=max_concurrent_tasks(args.concurrency))
     finally:
         await conn.close()
 

@@ -11,7 +11,10 @@ worker run as a task). ``idle`` is ``app.run_worker_async()`` with its
 defaults (concurrency 1) on an empty queue, ``memory`` the ``process`` worker
 (both in one worker process). Defaults otherwise: the connector's pool (4
 connections), LISTEN/NOTIFY with 5 s polling, finished jobs kept
-(``delete_jobs="never"``), no retries.
+(``delete_jobs="never"``), no retries. Durability: procrastinate's tables
+are ordinary (LOGGED) ones and it leaves ``synchronous_commit`` at the
+server's setting (on by default; the suite's header shows it): a deferred
+job survives a process crash and an OS crash or power loss.
 """
 
 from __future__ import annotations

@@ -493,5 +493,5 @@ def test_migrate_creates_then_checks(engine: str, tmp_path: Path) -> None:
 
 def test_prune_reports_what_it_removed(fresh: Db) -> None:
     doc = cli("prune", *fresh.args, "--json").doc
-    assert set(doc) == {"history", "dead", "events", "notifications", "locks"}
+    assert set(doc) == {"history", "dead", "events", "notifications", "locks", "vacuumed"}
     assert all(isinstance(v, int) and v >= 0 for v in doc.values())

@@ -100,8 +100,10 @@ def test_cancelled_caller_leaves_store_usable(tmp_path: Path) -> None:
 def test_hold_lock_renews_and_releases(tmp_path: Path) -> None:
     async def main(path: str) -> None:
         async with open_sqlite(path) as store:
-            async with store.hold_lock("L", "a", ttl=0.2) as lock:
-                await asyncio.sleep(0.5)  # longer than the TTL: renewals keep it
+            # A TTL that a loaded CI machine's scheduling hiccups cannot
+            # outlast (0.2 s once lost the lock under the full parallel run).
+            async with store.hold_lock("L", "a", ttl=1.0) as lock:
+                await asyncio.sleep(1.5)  # longer than the TTL: renewals keep it
                 assert await store.try_lock("L", "b", 1) is None
             other = await store.try_lock("L", "b", 1)
             assert other is not None and other.token == lock.token + 1

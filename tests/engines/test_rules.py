@@ -200,13 +200,27 @@ SECTIONS = [
 ]  # fmt: skip
 
 
+# Sections that hold an engine-only protocol instead of a part of ``Dialect``.
+ENGINE_ONLY = {"SqliteDialect": set(), "PostgresDialect": {"vacuum"}}
+
+
 def sections(cls: type) -> dict[str, list[str]]:
-    """Each section module of a dialect, with the protocol methods it defines."""
+    """Each section module of a dialect, with the protocol methods it defines
+    (the engine-only sections left out)."""
     methods = set(protocol_methods())
     return {
         base.__module__.rsplit(".", 1)[1]: [n for n in vars(base) if n in methods]
         for base in cls.__bases__
+        if base.__module__.rsplit(".", 1)[1] not in ENGINE_ONLY[cls.__name__]
     }
+
+
+@pytest.mark.parametrize("cls", [SqliteDialect, PostgresDialect])
+def test_an_engine_only_section_defines_no_dialect_method(cls: type) -> None:
+    methods = set(protocol_methods())
+    for base in cls.__bases__:
+        if base.__module__.rsplit(".", 1)[1] in ENGINE_ONLY[cls.__name__]:
+            assert methods.isdisjoint(vars(base)), base
 
 
 @pytest.mark.parametrize("cls", [SqliteDialect, PostgresDialect])

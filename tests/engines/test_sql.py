@@ -100,8 +100,11 @@ def sample_calls(dialect: Dialect) -> list[tuple[str, tuple[Any, ...]]]:
     calls = list(SAMPLE_CALLS.items())
     if isinstance(dialect, SqliteDialect):
         calls += NOTIFICATION_LOG_CALLS.items()
+    if isinstance(dialect, PostgresDialect):
+        calls += [("churn_stats", ())]
     tagged = new_job()._replace(headers='{"k":"v"}')
     calls += [("enqueue", (tagged, T0)), ("enqueue_many", ([new_job(), tagged], T0))]
+    calls += [("enqueue", (job._replace(concurrency_key="k"), T0)) for job in (new_job(), tagged)]
     calls += [("sweep_candidates", (None, T0, 10)), ("purge_dead", ("q", None))]
     calls += [("job_page", ("q", which, 0, 10, T0)) for which in LIVE_FILTERS]
     calls += [(f, (None, 1)) for f in ("get_job", "get_dead", "get_history")]

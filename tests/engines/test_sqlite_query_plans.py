@@ -130,7 +130,7 @@ def test_housekeeping_deletes_walk_their_indexes(tmp_path: Path) -> None:
     for statement, index in (
         (D.prune_history(1_000, 100), "__alkstore_history_prune"),
         (D.prune_dead(1_000, 100), "__alkstore_dead_prune"),
-        (D.prune_notifications(1_000, 100), "__alkstore_notifications_age"),
+        (D.prune_notifications(1_000, 100), "INTEGER PRIMARY KEY"),
         (D.prune_locks(1_000, 100), "__alkstore_locks_expiry"),
         (D.stale_lock(1_000), "__alkstore_locks_expiry"),
     ):

@@ -1,9 +1,10 @@
 """Rule: the pool's connections pipeline what nobody waits for (BEGIN with the
 first statement, a ``Fetch.NONE`` statement with the next one, COMMIT
-included) without changing what commits: the same statements run in the same
-order in one transaction, a failure anywhere rolls all of it back, the caller
-gets the error of the statement that failed (never ``CommitUnknown``), and
-the connection goes back to the pool clean."""
+included, and COMMIT with a plan's ``last`` statement) without changing what
+commits: the same statements run in the same order in one transaction, a
+failure anywhere rolls all of it back, the caller gets the error of the
+statement that failed (never ``CommitUnknown``), and the connection goes
+back to the pool clean."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from alkstore import DatabaseError
-from alkstore.protocol.plan import Fetch, Plan, Statement
+from alkstore import DatabaseError, Store
+from alkstore.protocol.plan import Fetch, FinalStatementError, Plan, Statement, last
 from alkstore.runner.postgres.conn import PgConnection
 
 from .pg import open_pg, table
@@ -27,22 +28,90 @@ def _roundtrips(store) -> int:  # type: ignore[no-untyped-def]
     return sum(c.roundtrips for c in _conns(store))
 
 
-async def test_an_enqueue_is_two_round_trips(schema: str) -> None:
-    """BEGIN rides with the INSERT, the pg_notify with the COMMIT."""
+async def test_an_enqueue_is_one_round_trip(schema: str) -> None:
+    """BEGIN, the pg_notify, the INSERT (the plan's last) and COMMIT: one trip."""
     async with open_pg(schema, pool_size=1) as store:
         q = store.queue("q")
         await q.enqueue("warm")  # the pool's connection exists now
         before = _roundtrips(store)
         await q.enqueue("x")
-        assert _roundtrips(store) - before == 2
+        assert _roundtrips(store) - before == 1
         assert (await q.stats()).ready == 2
 
 
-def _plan(sqls: list[tuple[str, Fetch]]) -> Plan[list[object]]:
+def _plan(sqls: list[tuple[str, Fetch]], final: bool = False) -> Plan[list[object]]:
     out: list[object] = []
-    for sql, fetch in sqls:
-        out.append((yield Statement(sql, (), fetch)))
+    for index, (sql, fetch) in enumerate(sqls):
+        statement = Statement(sql, (), fetch)
+        out.append((yield last(statement) if final and index == len(sqls) - 1 else statement))
     return out
+
+
+@pytest.mark.parametrize(
+    "sqls",
+    [
+        # The last statement fails: the server skips the COMMIT sent with it.
+        [("SELECT 1/0", Fetch.ONE)],
+        # A deferred statement fails: the last one and the COMMIT are skipped.
+        [("SELECT 1/0", Fetch.NONE), ("SELECT 1", Fetch.ONE)],
+    ],
+    ids=["the-last-fails", "one-before-it-fails"],
+)
+async def test_a_failure_in_the_round_trip_that_carries_the_commit_rolls_back(
+    schema: str, sqls: list[tuple[str, Fetch]]
+) -> None:
+    """An INSERT, then statements whose last carries the COMMIT: the error
+    of the statement that failed (not ``CommitUnknown``), the INSERT is not
+    there, and the connection is clean for the next operation."""
+    async with open_pg(schema, pool_size=1) as store:
+        t = table(store, "t")
+        async with store.transaction() as tx:
+            await tx.execute(f"CREATE TABLE {t} (v int)")
+        plan = _plan([(f"INSERT INTO {t} VALUES (1)", Fetch.NONE), *sqls], final=True)
+        with pytest.raises(DatabaseError, match="division by zero") as info:
+            await store._core.run(plan)
+        assert type(info.value) is DatabaseError
+        await _rolled_back_and_clean(store, t)
+
+
+async def _rolled_back_and_clean(store: Store, t: str) -> None:
+    """No row of the failed plan committed, and its connection is ready."""
+    (conn,) = _conns(store)
+    assert not conn.in_transaction and not conn.broken
+    async with store.transaction() as tx:
+        assert await tx.execute(f"SELECT count(*) FROM {t}", []) == [(0,)]
+
+
+async def test_a_commit_the_server_refuses_is_an_error_and_nothing_commits(schema: str) -> None:
+    """A deferred constraint checked at COMMIT, sent with the last statement:
+    ``DatabaseError`` (rolled back, not ``CommitUnknown``), no row."""
+    async with open_pg(schema, pool_size=1) as store:
+        t = table(store, "t")
+        async with store.transaction() as tx:
+            await tx.execute(
+                f"CREATE TABLE {t} (v int UNIQUE DEFERRABLE INITIALLY DEFERRED)"
+            )
+        plan = _plan(
+            [(f"INSERT INTO {t} VALUES (1)", Fetch.NONE),
+             (f"INSERT INTO {t} VALUES (1) RETURNING v", Fetch.ONE)],
+            final=True,
+        )  # fmt: skip
+        with pytest.raises(DatabaseError, match="duplicate key") as info:
+            await store._core.run(plan)
+        assert type(info.value) is DatabaseError
+        await _rolled_back_and_clean(store, t)
+
+
+def _yields_after_its_last() -> Plan[None]:
+    yield last(Statement("SELECT 1", (), Fetch.ONE))
+    yield Statement("SELECT 2", (), Fetch.ONE)
+
+
+async def test_a_plan_that_yields_after_its_last_statement_fails(schema: str) -> None:
+    """A bug in a plan is reported as one, not run as if nothing happened."""
+    async with open_pg(schema, pool_size=1) as store:
+        with pytest.raises(FinalStatementError):
+            await store._core.run(_yields_after_its_last())
 
 
 @pytest.mark.parametrize(

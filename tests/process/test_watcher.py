@@ -115,3 +115,28 @@ async def test_the_watcher_never_waits_long_for_a_lock(path: str) -> None:
         watcher = store._core.executor.watcher  # type: ignore[attr-defined]
         (waited_ms,) = watcher._conn.execute("PRAGMA busy_timeout").fetchone()
         assert waited_ms == int(WATCHER_BUSY_TIMEOUT * 1000) < 5000
+
+
+def test_a_paused_inotify_raises_no_events_and_a_resumed_one_does(tmp_path: Path) -> None:
+    """While the watcher rests it drops its watches (every write would raise
+    an event, its own store's included); resumed, writes raise events again."""
+    from alkstore.runner.sqlite.inotify import open_inotify
+
+    notifier = open_inotify()
+    if notifier is None:
+        pytest.skip("no inotify on this platform")
+    file = tmp_path / "watched"
+    file.write_bytes(b"")
+    try:
+        assert notifier.watch(str(file)) and not notifier.paused
+        file.write_bytes(b"a")
+        assert notifier.drain()
+        notifier.pause()
+        assert notifier.paused
+        file.write_bytes(b"b")
+        assert not notifier.drain()
+        assert notifier.resume() and not notifier.paused
+        file.write_bytes(b"c")
+        assert notifier.drain()
+    finally:
+        notifier.close()

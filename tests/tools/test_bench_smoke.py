@@ -23,6 +23,7 @@ ROWS = (
     "enqueue-batch",
     "process",
     "process x4",
+    "process x8",
     "process-batch",
     "process-batch x4",
     "process-sleep",

@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # schema version -> the last commit whose alkstore wrote it.
 CODE_OF_SCHEMA = {
     3: "8d3231279eca26069216d39dc716c969d37fadd0",
+    4: "a902ca655c7faa4252e0e4f82b212e925eb51cf3",
 }
 
 

@@ -53,6 +53,7 @@ class StoreCore:
         seed: int | None = None,
         read_only: bool = False,
         notification_retention_us: int | None = None,
+        vacuum: bool = False,
         origin: str | None = None,
     ) -> None:
         self.executor = executor
@@ -67,6 +68,9 @@ class StoreCore:
         # How long housekeeping keeps notification rows (SQLite's; None: the
         # engine has none).
         self.notification_retention_us = notification_retention_us
+        # Whether housekeeping vacuums the churning tables when they are due
+        # (an engine whose dialect is Vacuuming: Postgres's ``vacuum`` option).
+        self.vacuum = vacuum
         # Replaced by ``alkstore.otel.instrument``; never None.
         self.telemetry: Telemetry = NULL_TELEMETRY
         # The task group of the block that opened the store (its background
@@ -122,6 +126,14 @@ class StoreCore:
         if wakes:
             self.hub.wake(wakes)
         return value
+
+    async def maintain(self, command: str) -> None:
+        """Run a maintenance command of the dialect's (Postgres's ``VACUUM``)
+        outside any transaction."""
+        self.lifecycle.check()
+        self.check_writable("maintenance")
+        await self.runtime.cancel_point()
+        await self.executor.maintain(command)
 
     # -- transactions ----------------------------------------------------------------
     @asynccontextmanager

@@ -43,14 +43,15 @@ from .schema import DEFAULT_SCHEMA, lock_guard_key, qualified
 from .settling import Settling
 from .spelling import SPELLING
 from .streams import Streams
+from .vacuum import Vacuum
 from .wakes import Wakes
 
 if TYPE_CHECKING:
-    from ...protocol.dialect import Dialect
+    from ...protocol.dialect import Dialect, Vacuuming
 
 
 class PostgresDialect(
-    Wakes, Enqueue, Claims, Settling, Queues, Inspection, Streams, Schedules, Locks
+    Wakes, Enqueue, Claims, Settling, Queues, Inspection, Streams, Schedules, Locks, Vacuum
 ):
     """Statement builders for one Postgres schema. Pure: every method only
     builds a ``Statement``."""
@@ -84,3 +85,4 @@ class PostgresDialect(
 if TYPE_CHECKING:
     # mypy proves the class satisfies the protocol, signatures included.
     _conforms: Dialect = PostgresDialect()
+    _vacuums: Vacuuming = PostgresDialect()

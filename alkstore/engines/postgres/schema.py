@@ -23,6 +23,7 @@ from ...protocol.plan import Fetch, Plan, Statement, fetch_one, reads
 from ...protocol.values import generation
 from ..rules import Rules
 from .names import check_schema, quote_ident
+from .vacuum import CHURN_TABLES
 
 DEFAULT_SCHEMA = "alkstore"
 
@@ -296,6 +297,32 @@ def _v4(schema: str) -> tuple[str, ...]:
     )
 
 
+# Autovacuum for the tables whose rows churn (.vacuum.CHURN_TABLES: a
+# queue's rows are inserted, updated by each claim and deleted by the ack):
+# vacuum once 1% of the rows are dead, not Postgres's default 20% (a table
+# of 10,000 live jobs then carries at most about 1,100 dead ones, not 2,050,
+# and an index scan from its head steps over that many fewer dead entries),
+# and without the cost-based pauses (vacuum of a small hot table is cheap;
+# pausing lets the dead rows pile up behind it). The threshold and scale are
+# .vacuum's VACUUM_THRESHOLD and VACUUM_SCALE, which housekeeping's own
+# vacuum uses too (tests/engines/test_vacuum.py holds them equal); frozen
+# here as text, since a released migration never changes. See
+# docs/engines.md, "Table health".
+CHURN_STORAGE = (
+    "autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_threshold = 1000, "
+    "autovacuum_vacuum_insert_scale_factor = 0.05, autovacuum_analyze_scale_factor = 0.05, "
+    "autovacuum_vacuum_cost_delay = 0"
+)
+
+
+def _v5(schema: str) -> tuple[str, ...]:
+    """Version 5, table health under churn (the soak benchmark,
+    bench/soak.py): storage settings only, no rewrite (the lock a vacuum
+    takes, SHARE UPDATE EXCLUSIVE)."""
+    s = quote_ident(schema)
+    return tuple(f"ALTER TABLE {s}.{table} SET ({CHURN_STORAGE})" for table in CHURN_TABLES)
+
+
 def migrations(schema: str = DEFAULT_SCHEMA) -> tuple[tuple[int, tuple[str, ...]], ...]:
     """(version, statements) for ``schema``. Append only: a released
     migration never changes. Its partial-index predicates come from
@@ -303,7 +330,10 @@ def migrations(schema: str = DEFAULT_SCHEMA) -> tuple[tuple[int, tuple[str, ...]
     too; tests/engines/test_migrations.py pins the text, so a rule edit
     cannot change a released migration unnoticed."""
     schema = check_schema(schema)
-    return ((1, _v1(schema)), (2, _v2(schema)), (3, _v3(schema)), (4, _v4(schema)))
+    return (
+        (1, _v1(schema)), (2, _v2(schema)), (3, _v3(schema)), (4, _v4(schema)),
+        (5, _v5(schema)),
+    )  # fmt: skip
 
 
 SCHEMA_VERSION = migrations()[-1][0]

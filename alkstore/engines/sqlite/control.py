@@ -35,7 +35,8 @@ QUERY_ONLY = "PRAGMA query_only = 1"
 # loop); the writer thread checkpoints for it when the WAL grows.
 NO_AUTOCHECKPOINT = "PRAGMA wal_autocheckpoint = 0"
 CHECKPOINT = "PRAGMA wal_checkpoint(PASSIVE)"
-# SQLite's own autocheckpoint threshold, in pages (of 4096 bytes by default).
+# SQLite's own autocheckpoint threshold, in frames (pages); the event-loop
+# connection asks the writer thread for a checkpoint about this often.
 AUTOCHECKPOINT_PAGES = 1000
 # Primary result codes that mean "another connection holds the lock; run it
 # again": SQLITE_BUSY (past busy_timeout) and SQLITE_LOCKED.

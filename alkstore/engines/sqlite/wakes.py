@@ -31,12 +31,14 @@ class Wakes:
     def last_notification_id(self) -> Statement:
         return self._last_notification_id.bind()
 
-    # Rows older than the retention, oldest first, a batch at a time (the age
-    # index): see docs/wakes.md for why no live watcher still needs them.
+    # Rows older than the retention among the oldest ``limit`` by id (the
+    # primary key: ids follow commit order, so these are the oldest rows
+    # within a clock's skew); see docs/wakes.md for why no live watcher still
+    # needs them. A young row among them (a skewed clock) stays, and so may
+    # old ones behind it until it ages: the batch comes back short.
     _prune_notifications = Sql(
-        f"DELETE FROM {NOTIFICATIONS} WHERE id IN (SELECT id FROM {NOTIFICATIONS} "
-        "INDEXED BY __alkstore_notifications_age WHERE created_at < :before "
-        "ORDER BY created_at LIMIT :limit)",
+        f"DELETE FROM {NOTIFICATIONS} WHERE id IN (SELECT id FROM (SELECT id, created_at "
+        f"FROM {NOTIFICATIONS} ORDER BY id LIMIT :limit) WHERE created_at < :before)",
         Fetch.ROWCOUNT,
     )
 

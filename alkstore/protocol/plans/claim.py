@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..dialect import STATE_PENDING, Dialect
-from ..plan import Plan, Row, Statement, fetch_all, fetch_count, fetch_one, fetch_row, reads
+from ..plan import Plan, Row, Statement, fetch_all, fetch_count, fetch_one, fetch_row, last, reads
 from ..rows import _int, _opt_int, _shape, job_record, queue_limits
 from ..values import generation
 from ..values.backoff import Backoff
@@ -151,9 +151,11 @@ def _rate_opens(
 
 
 @reads
-def next_due(d: Dialect, queue: str) -> Plan[int | None]:
-    """When the next live job of ``queue`` becomes claimable (None: no job)."""
-    row = yield from fetch_one(d.next_due(queue))
+def next_due(d: Dialect, queue: str, *, final: bool = False) -> Plan[int | None]:
+    """When the next live job of ``queue`` becomes claimable (None: no job).
+    ``final``: the read ends its plan (so its COMMIT may ride with it)."""
+    statement = d.next_due(queue)
+    row = yield from fetch_one(last(statement) if final else statement)
     return None if row is None or row[0] is None else int(row[0])
 
 

@@ -9,6 +9,11 @@ until a batch comes back short. Every statement decides what it deletes
 itself (Postgres: ``SKIP LOCKED``, and the lock guard), so any number of
 processes may prune at once.
 
+On an engine whose dead rows wait for a vacuum (Postgres), a pass then
+vacuums the churning tables whose dead rows have passed the engine's
+threshold (``vacuum_due``; the command runs outside a transaction, so the
+service sends it, not a plan).
+
 ``HousekeepingLoop`` is the background task's decisions: a jittered
 interval (processes started together do not prune together), and after a
 failed pass a sooner, growing retry, never later than the interval.
@@ -18,8 +23,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..dialect import Dialect, NotificationLog
-from ..plan import Plan, fetch_count
+from ..dialect import Dialect, NotificationLog, Vacuuming
+from ..plan import Plan, fetch_all, fetch_count, reads
 
 # Rows one statement deletes at most.
 PRUNE_BATCH = 1000
@@ -32,13 +37,15 @@ NOTIFICATION_RETENTION_S = 60.0
 class PruneReport:
     """What one housekeeping pass (``Store.prune``) removed, in rows:
     finished jobs from ``history``, ``dead`` letters, stream ``events``,
-    SQLite ``notifications`` (always 0 on Postgres) and ``locks``."""
+    SQLite ``notifications`` (always 0 on Postgres) and ``locks``; and how
+    many tables it ``vacuumed`` (Postgres; always 0 on SQLite)."""
 
     history: int = 0
     dead: int = 0
     events: int = 0
     notifications: int = 0
     locks: int = 0
+    vacuumed: int = 0
 
 
 def prune_history(d: Dialect, now_us: int, limit: int = PRUNE_BATCH) -> Plan[int]:
@@ -62,6 +69,23 @@ def prune_notifications(
     return int(count)
 
 
+def due_for_vacuum(live: int, dead: int, threshold: int, scale: float) -> bool:
+    """Whether a table of ``live`` rows with ``dead`` ones is due a vacuum:
+    the rule of Postgres's autovacuum, with the engine's figures."""
+    return dead > threshold + scale * live
+
+
+@reads
+def vacuum_due(v: Vacuuming) -> Plan[list[str]]:
+    """The churning tables due a vacuum now, by name."""
+    rows = yield from fetch_all(v.churn_stats())
+    return [
+        str(table)
+        for table, live, dead in rows
+        if due_for_vacuum(int(live), int(dead), v.vacuum_threshold, v.vacuum_scale)
+    ]
+
+
 def full(count: int, limit: int = PRUNE_BATCH) -> bool:
     """Whether a batch came back full, so there may be more to delete."""
     return count >= limit
@@ -71,8 +95,10 @@ __all__ = [
     "NOTIFICATION_RETENTION_S",
     "PRUNE_BATCH",
     "PruneReport",
+    "due_for_vacuum",
     "full",
     "prune_dead",
     "prune_history",
     "prune_notifications",
+    "vacuum_due",
 ]

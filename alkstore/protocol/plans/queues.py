@@ -5,7 +5,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from ..dialect import STATE_PROCESSING, Dialect
-from ..plan import Plan, Row, Statement, fetch_all, fetch_count, fetch_one, fetch_row, reads
+from ..plan import (
+    Plan,
+    Row,
+    Statement,
+    fetch_all,
+    fetch_count,
+    fetch_one,
+    fetch_row,
+    last,
+    reads,
+)
 from ..rows import _int, _opt_int, _shape, dead_info, history_info, job_info, queue_limits
 from ..values.errors import DatabaseError, InvalidArgument, brief
 from ..values.ints import check_int
@@ -15,11 +25,11 @@ from ..values.types import Enqueued, JobInfo, NewJob, QueueLimits, QueueStats, R
 
 
 def enqueue(d: Dialect, job: NewJob, origin: str, now_us: int) -> Plan[int]:
-    row = yield from fetch_row(d.enqueue(job, now_us))
-    if job.concurrency_key is not None:
-        yield d.set_concurrency_keys([(int(row[0]), job.concurrency_key)])
-    # Wake workers of this queue, here and in other processes, after commit.
+    # Wake workers of this queue, here and in other processes, after commit:
+    # first, so that the insert is the plan's last statement and may carry
+    # the COMMIT (either order commits the same).
     yield d.notify(queue_channel(job.queue), origin, now_us)
+    row = yield from fetch_row(last(d.enqueue(job, now_us)))
     return int(row[0])
 
 

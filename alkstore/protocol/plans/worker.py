@@ -27,11 +27,13 @@ def claim_for_worker(
     """Claim up to ``n``; when fewer came back, read in the same transaction
     when the next job falls due, so an idle worker sleeps exactly that long.
     A job due already but held back by a rate limit falls due when the rate
-    next admits a claim."""
+    next admits a claim. That read is the plan's last statement, so on
+    Postgres it goes out with the COMMIT: a claim woken for one job costs two
+    round trips, not three, before its handler starts."""
     jobs, opens = yield from claim_plans.claim_jobs(d, queue, worker, n, now_us, visibility_us)
     next_due: int | None = None
     if len(jobs) < n:
-        next_due = yield from claim_plans.next_due(d, queue)
+        next_due = yield from claim_plans.next_due(d, queue, final=True)
         if next_due is not None and opens is not None:
             next_due = max(next_due, opens)
     return ClaimResult(jobs, next_due)

@@ -471,6 +471,10 @@ def resolve_enqueue(
 
     ``expires`` is an absolute deadline; a duration is taken relative to now.
     """
+    if not options:
+        # The defaults (the usual call): due now, the queue's attempts.
+        return NewJob(queue, codec.encode(payload), 0, now_us, defaults.max_attempts, None, None,
+                      None)  # fmt: skip
     unknown = options.keys() - _ENQUEUE_OPTIONS
     if unknown:
         # What Python says of an unknown keyword, as when these were named

@@ -13,9 +13,10 @@ and discarded by the pool (the server rolls back what it had open).
 Pipelining (the pool's connections): a connection in libpq's pipeline mode
 can carry several statements in one round trip. The executor uses it for
 statements whose results nobody waits for: ``BEGIN`` goes out with the
-transaction's first statement, and a statement fetched with ``Fetch.NONE``
-(a ``pg_notify``, say) goes out with the next one, ``COMMIT`` included, so an
-enqueue is two round trips instead of four. Nothing else changes: the
+transaction's first statement, a statement fetched with ``Fetch.NONE`` (a
+``pg_notify``, say) goes out with the next one, and ``COMMIT`` with a plan's
+``last`` statement (``execute_then``), so an enqueue is one round trip
+instead of four. Nothing else changes: the
 statements run in the same order in the same transaction, and an error in a
 deferred statement fails the round trip that carried it (the statements after
 it in that trip are skipped by the server, ``COMMIT`` included).
@@ -57,6 +58,8 @@ class PgConnection:
         # Round trips made so far: a caller can tell whether anything it
         # deferred has gone out yet.
         self.roundtrips = 0
+        # The last pipelined round trip's results, a list per statement.
+        self._groups: list[list[pq.abc.PGresult]] = []
         self.begun_at = 0  # ``roundtrips`` when the open transaction began
         # Longest alkstore's own round trip waits for an answer (None: no
         # bound); ``timed_out`` records that one went unanswered, which makes
@@ -108,6 +111,19 @@ class PgConnection:
         results = await self._roundtrip(lambda: self.wire.send(statement))
         return self.wire.result(results[-1], statement.fetch)
 
+    async def execute_then(self, statement: Statement, sql: str) -> Any:
+        """``statement`` then the command ``sql`` (a ``COMMIT``) in one round
+        trip, with whatever was deferred (pipeline mode only): the
+        statement's result. A failure before ``sql`` makes the server skip
+        it (``skipped_last``, as for any round trip); ``sql``'s own failure
+        raises after it."""
+        assert self.pipelined
+        self._defer(lambda: self.wire.send(statement))
+        results = await self._roundtrip(lambda: self._send_command(sql))
+        for res in results:
+            check(res)
+        return self.wire.result(self._groups[-2][-1], statement.fetch)
+
     async def rows(self, statement: Statement) -> list[tuple[Any, ...]]:
         """A caller's own statement: its rows, or [] when it returns none.
         Not bounded by ``response_timeout``: the caller's query may rightly
@@ -115,9 +131,11 @@ class PgConnection:
         results = await self._roundtrip(lambda: self.wire.send(statement), bounded=False)
         return self.wire.rows(results[-1])
 
-    async def command(self, sql: str) -> None:
-        """A parameterless command (BEGIN, COMMIT, LISTEN ...)."""
-        results = await self._roundtrip(lambda: self._send_command(sql))
+    async def command(self, sql: str, *, bounded: bool = True) -> None:
+        """A parameterless command (BEGIN, COMMIT, LISTEN ...). ``bounded``:
+        by ``response_timeout`` (not for maintenance, which takes as long as
+        its table)."""
+        results = await self._roundtrip(lambda: self._send_command(sql), bounded=bounded)
         for res in results:
             check(res)
 
@@ -163,7 +181,7 @@ class PgConnection:
                 send()
                 pgconn.pipeline_sync()
                 await self._flush(deadline)
-                groups = await self._pipeline_results(deadline)
+                groups = self._groups = await self._pipeline_results(deadline)
                 for group in groups[:-1]:
                     failed = next((r for r in group if r.status not in OK_STATUSES), None)
                     if failed is not None:

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 from ...engines.postgres import control
 from ...protocol.dialect import Dialect
 from ...protocol.machines.lifecycle import Lifecycle
-from ...protocol.plan import Plan, ReadPlan, Statement, noting_wakes, run_async
+from ...protocol.plan import Plan, ReadPlan, Statement, is_read_only, noting_wakes, run_async
 from ...protocol.values.errors import CommitUnknown, DatabaseError
 from ..executor import Session, transaction_block
 from ..runtime import Runtime
@@ -32,6 +32,32 @@ async def drive(
         return conn.execute(statement, defer=defer)
 
     return await run_async(plan, noting_wakes(execute, wakes))
+
+
+class _Committing:
+    """Drives a plan in a transaction of its own, sending the ``COMMIT``
+    with the plan's ``last`` statement when it has one (pipeline mode): a
+    one-statement write is then a single round trip. ``committed`` says
+    whether that happened, so the caller commits only otherwise."""
+
+    __slots__ = ("committed", "conn", "runtime", "timeout", "wakes")
+
+    def __init__(self, runtime: Runtime, conn: PgConnection, wakes: list[str], timeout: float):
+        self.runtime = runtime
+        self.conn = conn
+        self.wakes = wakes
+        self.timeout = timeout
+        self.committed = False
+
+    async def execute(self, statement: Statement) -> Any:
+        if statement.wakes:
+            self.wakes.extend(statement.wakes)
+        conn = self.conn
+        if statement.final and conn.pipelined:
+            value = await commit_with(self.runtime, conn, statement, self.timeout, self.wakes)
+            self.committed = True
+            return value
+        return await conn.execute(statement, defer=True)
 
 
 async def begin_transaction(conn: PgConnection, sql: str = control.BEGIN) -> None:
@@ -74,13 +100,40 @@ async def commit_transaction(
     Returns when it committed; raises ``DatabaseError`` when the server
     refused (rolled back), ``CommitUnknown`` when the answer never came (the
     connection was lost, or ``timeout`` passed)."""
+    await _committing(runtime, conn, timeout, wakes, lambda: conn.command(control.COMMIT))
+
+
+async def commit_with(
+    runtime: Runtime, conn: PgConnection, statement: Statement, timeout: float, wakes: list[str]
+) -> Any:
+    """A plan's ``last`` statement and the COMMIT in one round trip, with
+    what was deferred; the statement's result. The outcome is learned as
+    ``commit_transaction`` learns it (shielded, bounded by ``timeout``): when
+    the statement or anything before it failed, the server skipped the
+    COMMIT and the transaction is rolled back here (that error is raised);
+    a refused COMMIT raises ``DatabaseError``; no answer, ``CommitUnknown``."""
+    return await _committing(
+        runtime, conn, timeout, wakes, lambda: conn.execute_then(statement, control.COMMIT)
+    )
+
+
+async def _committing(
+    runtime: Runtime,
+    conn: PgConnection,
+    timeout: float,
+    wakes: list[str],
+    send: Callable[[], Awaitable[Any]],
+) -> Any:
+    """The round trip ``send`` that carries a COMMIT, shielded and bounded
+    by ``timeout``, and what its outcome means; its value."""
     lost_already = conn.broken  # (a local: the round trip below changes conn.broken)
     if lost_already:
         # Lost before COMMIT was sent: the server rolled back.
         raise DatabaseError("PostgreSQL: connection lost before the commit was sent; rolled back")
+    value = None
     with runtime.shield(timeout) as scope:
         try:
-            await conn.command(control.COMMIT)
+            value = await send()
         except DatabaseError as exc:
             if not conn.broken:
                 if conn.skipped_last:
@@ -102,6 +155,7 @@ async def commit_transaction(
             tuple(wakes),
         )
     conn.in_transaction = False
+    return value
 
 
 async def run_in_transaction(
@@ -113,15 +167,19 @@ async def run_in_transaction(
     *,
     begin: str = control.BEGIN,
 ) -> T:
-    """BEGIN, the plan, COMMIT; ROLLBACK (shielded) if anything before COMMIT fails."""
+    """BEGIN, the plan, COMMIT; ROLLBACK (shielded) if anything before COMMIT
+    fails. The COMMIT goes with the plan's ``last`` statement if it has one."""
     await begin_transaction(conn, begin)
+    driver = _Committing(runtime, conn, wakes, timeout)
     try:
-        value = await drive(conn, plan, wakes, defer=True)
+        value = await run_async(plan, driver.execute)
     except BaseException:
         plan.close()
-        await rollback(runtime, conn, timeout)
+        if not driver.committed and conn.in_transaction:
+            await rollback(runtime, conn, timeout)
         raise
-    await commit_transaction(runtime, conn, timeout, wakes)
+    if not driver.committed:
+        await commit_transaction(runtime, conn, timeout, wakes)
     return value
 
 
@@ -207,7 +265,7 @@ class PgExecutor:
 
     async def run(self, plan: Plan[T], *, bulk: bool = False) -> tuple[T, list[str]]:
         self._lifecycle.check(plan)
-        if isinstance(plan, ReadPlan):
+        if is_read_only(plan):
             return await self._read(plan), []
         wakes: list[str] = []
         async with self._pool.connection() as conn:
@@ -243,6 +301,14 @@ class PgExecutor:
         from .join import JoinedTx
 
         return JoinedTx(self._runtime, connection)
+
+    async def maintain(self, command: str) -> None:
+        self._lifecycle.check()
+        # Pooled connections are outside a transaction between plans (each
+        # plan sends its own BEGIN), so the command runs on its own. Not
+        # bounded by response_timeout: a vacuum takes as long as the table.
+        async with self._pool.connection() as conn:
+            await conn.command(command, bounded=False)
 
     async def listen(self, channel: str) -> None:
         await self._listener.listen(channel)

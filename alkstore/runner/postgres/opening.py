@@ -51,6 +51,11 @@ class PostgresOptions:
     # Seconds between housekeeping passes (Store.prune) in the background;
     # None: none (run store.prune() yourself, or `alkstore prune`).
     housekeeping_interval: float | None = 10.0
+    # Housekeeping vacuums alkstore's churning tables (jobs, claim_log, locks,
+    # history, dead) once their dead rows pass autovacuum's threshold, with
+    # SKIP_LOCKED, whether or not the server's autovacuum is on; False: leave
+    # them to autovacuum (docs/engines.md, "Table health").
+    vacuum: bool = True
 
     def __post_init__(self) -> None:
         self.check()
@@ -70,6 +75,7 @@ class PostgresOptions:
         self.listener.check()
         if self.housekeeping_interval is not None:
             check_seconds(self.housekeeping_interval, "housekeeping_interval")
+        check_bool(self.vacuum, "vacuum")
 
 
 def with_liveness(dsn: str, dead_peer_timeout: float) -> str:

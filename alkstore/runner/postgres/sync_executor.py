@@ -25,7 +25,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from ...engines.postgres import control
 from ...protocol.dialect import Dialect
 from ...protocol.machines.lifecycle import Lifecycle
-from ...protocol.plan import Plan, ReadPlan
+from ...protocol.plan import Plan, is_read_only
 from ...protocol.values.errors import CommitUnknown, DatabaseError, InvalidArgument
 from ..sync_session import Session, StoreLock, transaction_block
 from .join import JoinedSyncTx, drive_cursor, user_statement
@@ -155,12 +155,12 @@ class PgBlocking:
         self._lifecycle.check(plan)
         with self._lock.held(plan):
             self._lifecycle.check(plan)
-            if not isinstance(plan, ReadPlan):
+            if not is_read_only(plan):
                 return self._run(self._connection(read_only=False), plan)
             for last in (False, True):
                 conn = self._connection(read_only=True)
                 try:
-                    return self._run(conn, plan)  # type: ignore[no-any-return]
+                    return self._run(conn, plan)
                 except DatabaseError:
                     if last or not conn.broken:
                         raise

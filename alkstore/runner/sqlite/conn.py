@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from ...engines.sqlite import SCHEMA_VERSION, control, migrate, needs_migration, schema_version
-from ...protocol.plan import Fetch, Plan, Statement, noting_wakes, run_sync, shape
+from ...protocol.plan import Fetch, FinalStatementError, Plan, Statement, shape
 from ...protocol.rows import require_schema
 from ...protocol.values.backoff import ErrorBackoff, exact
 from ...protocol.values.errors import (
@@ -100,8 +100,28 @@ def execute(conn: sqlite3.Connection, statement: Statement) -> Any:
 
 
 def drive(conn: sqlite3.Connection, plan: Plan[T], wakes: list[str]) -> T:
-    """Run ``plan`` on ``conn``; collect the channels its statements notify."""
-    return run_sync(plan, noting_wakes(lambda s: execute(conn, s), wakes))
+    """Run ``plan`` on ``conn``; collect the channels its statements notify.
+
+    ``run_sync(plan, noting_wakes(execute))`` written out as one loop: it
+    runs every statement of every plan, and the layers of calls cost about
+    as much as a small statement's SQL."""
+    run = conn.execute
+    try:
+        statement = next(plan)
+        while True:
+            if statement.wakes:
+                wakes.extend(statement.wakes)
+            cursor = run(statement.sql, statement.params)
+            fetch = statement.fetch
+            # Rows first: for DML with RETURNING, rowcount is known once they are read.
+            rows = cursor.fetchall() if fetch.reads_rows else ()
+            final = statement.final
+            statement = plan.send(shape(fetch, rows, cursor.rowcount))
+            if final:
+                plan.close()
+                raise FinalStatementError(statement)
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
 
 
 def commit(conn: sqlite3.Connection, wakes: Sequence[str] = ()) -> None:

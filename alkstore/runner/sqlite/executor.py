@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import sqlite3
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -80,7 +79,7 @@ class SqliteExecutor:
         readers: SqliteReaders | None = None,
         file: DatabaseFile | None = None,
         inline_conn: sqlite3.Connection | None = None,
-        checkpoint_bytes: int = control.AUTOCHECKPOINT_PAGES * 4096,
+        checkpoint_frames: int = control.AUTOCHECKPOINT_PAGES,
         *,
         watcher: SqliteWatcher | None = None,
     ) -> None:
@@ -99,8 +98,7 @@ class SqliteExecutor:
                 write_elsewhere=self._write,
                 read_elsewhere=self._read,
                 checkpoint=self._checkpoint,
-                wal_path=file.path + "-wal",
-                checkpoint_bytes=checkpoint_bytes,
+                checkpoint_frames=checkpoint_frames,
                 file=file,
             )
 
@@ -132,9 +130,13 @@ class SqliteExecutor:
             return await self._write(plan)
         return await self._readers.run(plan), []
 
-    def _checkpoint(self) -> None:
-        with contextlib.suppress(Closed):
-            self._writer.submit(Checkpoint())
+    def _checkpoint(self) -> Checkpoint | None:
+        item = Checkpoint()
+        try:
+            self._writer.submit(item)
+        except Closed:
+            return None
+        return item
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[SqliteTx]:
@@ -152,6 +154,11 @@ class SqliteExecutor:
             "join() is for Postgres connections; on SQLite use store.transaction() "
             "and tx.execute() for your own SQL"
         )
+
+    async def maintain(self, command: str) -> None:
+        from ...protocol.values.errors import UsageError
+
+        raise UsageError("SQLite reuses deleted rows' pages itself: it needs no maintenance")
 
     async def listen(self, channel: str) -> None:
         """Nothing to do: the watcher sees every channel's notifications."""

@@ -39,10 +39,42 @@ class Inotify:
     def __init__(self, fd: int, libc: ctypes.CDLL) -> None:
         self.fd = fd
         self._libc = libc
+        self._paths: list[bytes] = []
+        self._wds: list[int] = []
 
     def watch(self, path: str) -> bool:
-        wd = self._libc.inotify_add_watch(self.fd, os.fsencode(path), IN_MODIFY)
-        return bool(wd >= 0)
+        """Watch ``path`` for writes (kept for ``resume``); False if refused."""
+        encoded = os.fsencode(path)
+        wd = self._libc.inotify_add_watch(self.fd, encoded, IN_MODIFY)
+        if wd < 0:
+            return False
+        self._paths.append(encoded)
+        self._wds.append(wd)
+        return True
+
+    @property
+    def paused(self) -> bool:
+        return bool(self._paths) and not self._wds
+
+    def pause(self) -> None:
+        """Drop the watches (``resume`` sets them again). A watch costs every
+        write to the file an event in the kernel, the writer's own included
+        (0.4 to 0.8 us a write measured here, and a commit writes a frame a
+        page), while a resting watcher reads none of them."""
+        for wd in self._wds:
+            self._libc.inotify_rm_watch(self.fd, wd)
+        self._wds.clear()
+        self.drain()  # the removals' own events (IN_IGNORED), and what came before
+
+    def resume(self) -> bool:
+        """Watch the paused paths again; False if none could be. Writes made
+        while paused raised no event: the caller looks before it waits."""
+        self._wds = [
+            wd
+            for path in self._paths
+            if (wd := self._libc.inotify_add_watch(self.fd, path, IN_MODIFY)) >= 0
+        ]
+        return bool(self._wds)
 
     def drain(self) -> bool:
         """Consume pending events; True when there were any."""

@@ -148,11 +148,19 @@ class SqliteWatcher:
                     continue
                 # Timers are descriptors here (see inotify.py): no event-loop
                 # timeout on this path, however often it waits.
+                if kind == "rest":
+                    # Nobody reads file events while resting, but every
+                    # write still raises them (this process's own commits
+                    # too): drop the watches, and look once they are back.
+                    waiter.notifier.pause()
                 while kind == "rest":
                     waiter.timer.arm(wait)
                     await runtime.wait_readable(waiter.timer.fd, None)
                     waiter.timer.drain()
                     wait, kind = cadence.next_wait(runtime.monotonic())
+                if waiter.notifier.paused:
+                    waiter.notifier.resume()
+                    continue
                 if kind == "fd":
                     waiter.timer.arm(wait)
                     await runtime.wait_readable(waiter.fd, None)

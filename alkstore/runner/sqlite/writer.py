@@ -57,7 +57,20 @@ class _Stop:
 
 class Checkpoint:
     """Checkpoint the WAL (for the event-loop thread's connection, which
-    never does it itself); best effort, nobody waits for it."""
+    never does it itself); best effort, nobody waits for it. Set on the
+    writer thread, read on the loop's: ``done`` once it ran, ``frames`` the
+    log's frames it found (-1: it failed), ``complete`` whether it copied them
+    all. The asker's notes: ``commits`` it counted since its last ask,
+    ``blocking`` whether its writes wait for this one."""
+
+    __slots__ = ("blocking", "commits", "complete", "done", "frames")
+
+    def __init__(self) -> None:
+        self.done = False
+        self.frames = -1
+        self.complete = False
+        self.commits = 0
+        self.blocking = False
 
 
 Item = PlanItem | TxItem | Checkpoint | _Stop
@@ -105,7 +118,7 @@ class SqliteWriter:
                     self._transaction(item)
                     continue
                 if isinstance(item, Checkpoint):
-                    self._checkpoint()
+                    self._checkpoint(item)
                     continue
                 group = [item]
                 pending: Item | None = None
@@ -125,7 +138,7 @@ class SqliteWriter:
                 if isinstance(pending, TxItem):
                     self._transaction(pending)
                 if isinstance(pending, Checkpoint):
-                    self._checkpoint()
+                    self._checkpoint(pending)
         finally:
             self._drain_after_stop()
             with contextlib.suppress(sqlite3.Error):
@@ -140,9 +153,17 @@ class SqliteWriter:
             if isinstance(item, PlanItem | TxItem):
                 item.done.reject(Closed("store is closed"))
 
-    def _checkpoint(self) -> None:
+    def _checkpoint(self, item: Checkpoint) -> None:
         with contextlib.suppress(sqlite3.Error):
-            self._conn.execute(control.CHECKPOINT).fetchall()
+            # fetchall: a statement left unfinished would hold a read
+            # transaction open, and the log could never start over.
+            rows = self._conn.execute(control.CHECKPOINT).fetchall()
+            if rows:
+                row = rows[0]
+                busy, frames, copied = row
+                item.frames = int(frames)
+                item.complete = not busy and frames == copied
+        item.done = True
 
     def _file_lost(self) -> DatabaseError | None:
         if self._file is None:
