@@ -8,7 +8,9 @@ from __future__ import annotations
 import pytest
 import trio
 
-from .pg import SOON, app_name, backends_of, open_pg, table
+from tests.backends import PG_DSN
+
+from .pg import SOON, app_name, asql, backends_of, open_pg, table
 
 POOL = 2
 
@@ -176,3 +178,38 @@ async def test_cancelled_listen_leaves_channels_working(schema: str) -> None:
                 assert await same.recv_timeout(SOON) is not None, i
                 assert await fresh.recv_timeout(SOON) is not None, i
         assert store._core.executor._listener._refs == {}
+
+
+@pytest.mark.parametrize("when", ["statement-running", "answer-unread"])
+async def test_a_cancelled_round_trip_frees_its_locks_before_the_cancel_goes_on(
+    schema: str, when: str
+) -> None:
+    """The row a cancelled transaction locked is free (another session's
+    ``FOR UPDATE NOWAIT`` gets it) the moment the cancellation reaches the
+    caller, while its connection is still open: whether the cancel landed
+    while the statement ran on the server or after the server had answered
+    and before the answer was read (a cancel request stops nothing then)."""
+    from alkstore.io_trio.runtime import TrioRuntime
+    from alkstore.protocol.plan import Statement
+    from alkstore.runner.postgres.conn import PgConnection
+
+    t = f'"{schema}".locked'
+    await asql(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+    await asql(f"CREATE TABLE {t} (id int PRIMARY KEY)")
+    await asql(f"INSERT INTO {t} VALUES (1)")
+    conn = await PgConnection.connect(TrioRuntime(), PG_DSN, timeout=SOON, pipeline=True)
+    try:
+        await conn.command("BEGIN")
+        await conn.rows(Statement(f"SELECT id FROM {t} WHERE id = 1 FOR UPDATE", ()))
+        with trio.CancelScope() as scope:
+            if when == "statement-running":
+                scope.deadline = trio.current_time() + 0.2
+                await conn.rows(Statement("SELECT pg_sleep(30)", ()))
+            else:
+                scope.cancel()  # lands at the first wait for the answer
+                await conn.rows(Statement("SELECT 1", ()))
+        assert scope.cancelled_caught and conn.broken
+        rows = await asql(f"SELECT id FROM {t} WHERE id = 1 FOR UPDATE NOWAIT")
+        assert rows == [(1,)]
+    finally:
+        conn.close()

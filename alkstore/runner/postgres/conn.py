@@ -6,9 +6,10 @@ directly and waits on its socket through the runtime seam (trio's
 same code serves both drivers. Measured faster than psycopg's own asyncio
 connection and far faster than trio-asyncio or threads (docs/engines.md).
 
-Cancellation: a task cancelled while a statement is in flight leaves the
-connection in an unknown protocol state, so the connection is marked broken
-and discarded by the pool (the server rolls back what it had open).
+Cancellation: a task cancelled while a statement is in flight asks the
+server to stop it, reads the rest of the answer and rolls back before the
+cancellation goes on (so nothing the transaction locked outlives the call),
+then the connection is marked broken and discarded by the pool.
 
 Pipelining (the pool's connections): a connection in libpq's pipeline mode
 can carry several statements in one round trip. The executor uses it for
@@ -30,13 +31,17 @@ from typing import Any
 import psycopg
 from psycopg import pq
 
+from ...engines.postgres import control
 from ...protocol.plan import Fetch, Statement
 from ...protocol.values.errors import DatabaseError
 from ..runtime import Runtime
 from .wire import OK_STATUSES, Wire, check, error_from_result
 
-# Longest a cancelled task waits for its cancel request to reach the server.
+# Longest a cancelled task waits for the server to stop and roll back.
 CANCEL_TIMEOUT = 5.0
+
+# Transaction states in which the server still holds the transaction's locks.
+_OPEN = (pq.TransactionStatus.INTRANS, pq.TransactionStatus.INERROR)
 
 
 class PgConnection:
@@ -208,13 +213,10 @@ class PgConnection:
             self.broken = True
             raise _conn_error(pgconn, exc) from exc
         except BaseException:
-            # Cancelled mid-statement: the protocol state is unknown, so the
-            # connection is dropped. Dropping it does not stop the server,
-            # which would run the statement on (holding its transaction's
-            # locks) until it next writes to us: ask it to cancel.
+            # Cancelled mid-statement: the connection is dropped, but only
+            # once the server has let go of what the transaction holds.
             self.broken = True
-            with self._runtime.shield():
-                await self._cancel_on_server()
+            await self._settle()
             raise
         if not results:
             self.broken = pgconn.status != pq.ConnStatus.OK
@@ -222,6 +224,42 @@ class PgConnection:
         if pgconn.status != pq.ConnStatus.OK:
             self.broken = True
         return results
+
+    async def _settle(self) -> None:
+        """After a cancel mid-round-trip: stop the statement on the server,
+        read the rest of the round trip's answer and roll back the open
+        transaction, before the cancellation goes on. Dropping the
+        connection alone frees the transaction's locks only once the server
+        notices, which can be after the caller's next operation has run
+        elsewhere (and skipped those rows as another's). Best effort,
+        bounded by ``CANCEL_TIMEOUT``, never raising; the connection stays
+        broken either way (the caller's transaction is over)."""
+        with self._runtime.shield(CANCEL_TIMEOUT):
+            await self._cancel_on_server()
+            try:
+                await self._finish_roundtrip()
+                # A cancel request that arrives late can interrupt the
+                # ROLLBACK instead: the transaction is then still open, so
+                # one more try.
+                for _ in range(2):
+                    if self.pgconn.transaction_status not in _OPEN:
+                        return
+                    self._send_command(control.ROLLBACK)
+                    if self.pipelined:
+                        self.pgconn.pipeline_sync()
+                    await self._finish_roundtrip()
+            except (psycopg.Error, OSError):
+                return
+
+    async def _finish_roundtrip(self) -> None:
+        """Send what is unsent and read, discarding, every result up to the
+        end of the round trip in flight."""
+        await self._flush()
+        if self.pipelined:
+            await self._pipeline_results(None)
+        else:
+            while await self._next_result() is not None:
+                pass
 
     async def _cancel_on_server(self) -> None:
         """Send a cancel request for the statement in flight: best effort,
