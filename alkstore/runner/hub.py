@@ -69,6 +69,11 @@ class WakeHub:
         self._router.add(channel, box.id)
         return box
 
+    @property
+    def empty(self) -> bool:
+        """No receiver is open (a watcher then has nobody to wake)."""
+        return not self._boxes
+
     def discard(self, box: Mailbox) -> None:
         self._router.remove(box.channel, box.id)
         self._boxes.pop(box.id, None)

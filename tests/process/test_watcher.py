@@ -17,6 +17,7 @@ from alkstore import DatabaseError, Wake
 from alkstore.io_trio import SqliteOptions, WatcherOptions, open_sqlite
 from alkstore.runner.sqlite import conn as sqlite_conn
 from alkstore.runner.sqlite import watcher as sqlite_watcher
+from tests.contract.helpers import wait_until
 
 SOON = 5.0
 
@@ -140,3 +141,33 @@ def test_a_paused_inotify_raises_no_events_and_a_resumed_one_does(tmp_path: Path
         assert notifier.drain()
     finally:
         notifier.close()
+
+
+async def test_a_watcher_with_no_receiver_parks_and_wakes_for_what_follows_attach(
+    path: str, options: Any
+) -> None:
+    """Rule: with no receiver open the watcher looks at nothing (commits,
+    ours or another store's, cost it no look); a receiver opened later is
+    woken for every commit after its ``listen`` returned and for none from
+    before it."""
+    async with open_sqlite(path) as other, open_sqlite(path, options=options) as store:
+        watcher = store._core.executor.watcher  # type: ignore[attr-defined]
+        await wait_until(lambda: watcher.parked, SOON)
+        checks = watcher.checks
+        for i in range(20):
+            await other.notify("ch")
+            await store.queue("q").enqueue(i)
+        await trio.sleep(0.2)  # a watching watcher would have looked by now
+        assert watcher.checks == checks and watcher.parked
+
+        async with store.listen("ch") as wakes:
+            assert not watcher.parked
+            await trio.sleep(0.2)  # the resumed watcher has looked
+            assert watcher.checks > checks
+            assert wakes.try_recv() is None  # nothing from before listen
+            await other.notify("ch")
+            with trio.fail_after(SOON):
+                assert await wakes.recv() == Wake("ch")
+        # The last receiver gone, it parks again (at its next look).
+        await other.notify("ch")
+        await wait_until(lambda: watcher.parked, SOON)

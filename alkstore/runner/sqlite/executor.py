@@ -161,7 +161,10 @@ class SqliteExecutor:
         raise UsageError("SQLite reuses deleted rows' pages itself: it needs no maintenance")
 
     async def listen(self, channel: str) -> None:
-        """Nothing to do: the watcher sees every channel's notifications."""
+        """The watcher sees every channel's notifications; a parked one (no
+        receiver was open) takes its baseline now, before this returns."""
+        if self.watcher is not None:
+            self.watcher.attach()
 
     async def unlisten(self, channel: str) -> None:
         """Nothing to do (see ``listen``)."""

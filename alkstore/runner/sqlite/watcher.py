@@ -25,6 +25,12 @@ which decides when failing looks give up; both in
   cadence for ``window`` seconds after the last change, then back off
   geometrically to ``slowest_poll`` while idle.
 
+While no receiver of the store is open (a process that only produces),
+the watcher parks: it drops its watches and looks at nothing, since a wake
+would reach nobody. The first receiver's ``listen`` takes a fresh baseline
+before it returns (``attach``), so every commit after that is woken for,
+and none from before it is.
+
 ``python bench/watcher_latency.py`` measures both.
 """
 
@@ -82,10 +88,36 @@ class SqliteWatcher:
         self._last_id = 0
         self._version = 0
         self._primed = False
+        self.parked = False
+        self._attached = runtime.signal()
         try:
             self._prime()
         except AlkstoreError:
             log.warning("watcher could not read its baseline yet; retrying", exc_info=True)
+
+    def attach(self) -> None:
+        """A receiver opened. A parked watcher takes a fresh baseline now
+        (synchronously: before the receiver's ``listen`` returns) and wakes
+        up; otherwise there is nothing to do."""
+        if not self.parked:
+            return
+        self.parked = False
+        try:
+            self._prime()
+        except AlkstoreError:
+            # The old baseline stays: the next look reads from there, which
+            # may wake the receiver for a commit it did not wait for (a hint
+            # too many), never miss one.
+            log.warning("watcher could not take a fresh baseline", exc_info=True)
+        self._attached.set()
+
+    async def _park(self, waiter: Waiter | None) -> None:
+        """Until ``attach``: no looks, no watches (a write raises no event)."""
+        if waiter is not None and not waiter.notifier.paused:
+            waiter.notifier.pause()
+        self._attached = self._runtime.signal()
+        self.parked = True
+        await self._attached.wait()
 
     def _run_plan(self, plan: Plan[T]) -> T:
         """A read plan on the watcher's connection; errors as ``DatabaseError``."""
@@ -121,6 +153,10 @@ class SqliteWatcher:
         failures = LookFailures(self._options.give_up_after)
         try:
             while True:
+                if self._hub.empty:
+                    await self._park(waiter)
+                    if waiter is not None and waiter.notifier.paused:
+                        waiter.notifier.resume()
                 # Look first: commits may have landed between the baseline
                 # (taken at open) and the inotify watch being set up.
                 try:
