@@ -46,6 +46,8 @@ from common import (
     status_mb,
 )
 
+from _harness import MAX_SLOTS, Board
+
 from alkstore import Job, Store, io_asyncio, io_trio
 
 QUEUE = "bench"
@@ -251,12 +253,19 @@ async def spawned(args: Any, lib: Lib, count: int) -> AsyncIterator[tuple[list[A
     """``count`` worker processes on the same database, each ready (imported,
     store open); they start on ``go.touch()``."""
     go = Path(args.dir) / f"go-{os.getpid()}"
-    argv = [sys.executable, __file__, args.workload, "--engine", args.engine,
-            "--driver", args.driver, "--concurrency", str(args.concurrency),
-            "--sleep-ms", str(args.sleep_ms), "--dsn", args.dsn, "--dir", args.dir,
-            "--jobs", str(args.jobs), "--worker", f"{location_of(args)}|{go}"]  # fmt: skip
+    # Where each worker counts the jobs it ran (its slot of the board).
+    Board(f"{go}.board", args.jobs, create=True).close()
+    if count > MAX_SLOTS:
+        raise SystemExit(f"--processes must be at most {MAX_SLOTS}")
+
+    def argv(slot: int) -> list[str]:
+        return [sys.executable, __file__, args.workload, "--engine", args.engine,
+                "--driver", args.driver, "--concurrency", str(args.concurrency),
+                "--sleep-ms", str(args.sleep_ms), "--dsn", args.dsn, "--dir", args.dir,
+                "--jobs", str(args.jobs), "--worker", f"{location_of(args)}|{go}|{slot}"]  # fmt: skip
+
     # Spawned before the timed part starts, so the blocking call costs nothing measured.
-    procs = [subprocess.Popen(argv) for _ in range(count)]  # noqa: ASYNC220
+    procs = [subprocess.Popen(argv(slot)) for slot in range(count)]  # noqa: ASYNC220
     ready = [Path(f"{go}.ready-{p.pid}") for p in procs]
     try:
         # Each worker says when it has imported and opened its store.
@@ -277,11 +286,21 @@ async def spawned(args: Any, lib: Lib, count: int) -> AsyncIterator[tuple[list[A
 
 async def many_processes(args: Any, lib: Lib, store: Store, n: int) -> None:
     """``--processes`` worker processes on the same database; timed from go
-    to the queue being empty."""
-    async with spawned(args, lib, args.processes) as (_, go):
+    to the queue being empty. As for the peers (``_harness.wait_done``), the
+    workers count what they ran on a board the parent reads without a
+    query; only once it adds up does the parent ask the database (whose
+    counts read the jobs table: asked every few ms from the start, they
+    loaded the server the workers share)."""
+    async with spawned(args, lib, args.processes) as (procs, go):
+        board = Board(f"{go}.board", n)
         with Timer() as t:
             go.touch()
+            while board.total() < n:
+                if any(p.poll() is not None for p in procs):
+                    raise SystemExit("a worker process died")
+                await lib.sleep(0.001)
             await drained(lib, store.queue(QUEUE))
+        board.close()
     report(jobs=n, seconds=t.seconds)
 
 
@@ -312,8 +331,9 @@ def location_of(args: Any) -> str:
 
 async def worker(args: Any, lib: Lib) -> None:
     """A spawned worker: wait for go, then process until stopped."""
-    location, go = args.worker.split("|")
+    location, go, slot = args.worker.split("|")
     delay = args.sleep_ms / 1000 if args.workload == "process-sleep" else 0.0
+    board = Board(f"{go}.board", args.jobs, slot=int(slot))
     async with open_store(args, location) as store:
         await store.queue(QUEUE).stats()  # connected, schema read
         Path(f"{go}.ready-{os.getpid()}").touch()  # noqa: ASYNC240 (before the timed part)
@@ -328,6 +348,8 @@ async def worker(args: Any, lib: Lib) -> None:
                     await lib.sleep(0.001)
                     continue
                 await q.ack_batch([j.id for j in jobs], wid)
+                for j in jobs:
+                    board.hit(j.payload["i"])
 
         count = 0
         marks: dict[int, list[str]] = {}  # handler runs -> the marks to leave then
@@ -340,6 +362,7 @@ async def worker(args: Any, lib: Lib) -> None:
             if delay:
                 await lib.sleep(delay)
             count += 1
+            board.hit(job.payload["i"])
             if count in marks:
                 leave_marks(go, marks[count])
 
