@@ -106,12 +106,21 @@ class Dialect(Protocol):
 
     # wakes
     def notify(self, channel: str, origin: str, now_us: int) -> Statement: ...
+    def notify_new_jobs(self, channel: str, origin: str, now_us: int) -> Statement | None:
+        """The wake of a queue's channel for jobs its transaction inserted
+        (fresh ids): a statement like ``notify``'s, or None where other
+        processes find new jobs in the jobs table itself (SQLite: ids only
+        grow, so a watcher reads which queues gained jobs since it last
+        looked). On None the plan puts ``channel`` on the insert's wakes,
+        for this process's receivers."""
+        ...
 
     # queues
     def enqueue(self, job: NewJob, now_us: int) -> Statement: ...
     def enqueue_many(self, jobs: Sequence[NewJob], now_us: int) -> Statement:
-        """One statement inserting every job (at most ``ENQUEUE_CHUNK``);
-        its rows are the new ids, in any order."""
+        """One statement inserting every job (at most ``ENQUEUE_CHUNK``),
+        each with its headers and concurrency key; its rows are the new ids,
+        in any order."""
         ...
     # unique jobs (a live job holds its key in the unique index)
     def enqueue_unique(self, job: NewJob, key: str, now_us: int) -> Statement:
@@ -523,6 +532,14 @@ class NotificationLog(Protocol):
 
     def prune_notifications(self, before_us: int, limit: int) -> Statement:
         """Delete up to ``limit`` notification rows older than ``before_us``; counts them."""
+        ...
+
+    def last_job_id(self) -> Statement:
+        """The newest job's id (0 when there is none): new jobs get larger ones."""
+        ...
+
+    def pending_job_after(self, queue: str, after_id: int) -> Statement:
+        """A row if ``queue`` has a pending job with an id above ``after_id``."""
         ...
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 import functools
 from collections.abc import Awaitable, Callable, Generator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ParamSpec, TypeGuard, TypeVar, cast
 
 from .values.errors import DatabaseError
@@ -66,6 +66,15 @@ def last(statement: Statement) -> Statement:
     (Postgres: one round trip for both); a plan that yields after it is a
     bug, and drivers fail it (``FinalStatementError``)."""
     return Statement(statement.sql, statement.params, statement.fetch, statement.wakes, True)
+
+
+def waking(statement: Statement, *channels: str) -> Statement:
+    """``statement``, also waking ``channels`` in this process once its
+    transaction commits (an engine whose other processes learn of the
+    change from the rows themselves needs no wake statement of its own)."""
+    if not channels:
+        return statement
+    return replace(statement, wakes=(*statement.wakes, *channels))
 
 
 class FinalStatementError(RuntimeError):

@@ -69,6 +69,10 @@ class WakeHub:
         self._router.add(channel, box.id)
         return box
 
+    def channels(self) -> set[str]:
+        """The channels some open receiver listens on."""
+        return self._router.channels()
+
     @property
     def empty(self) -> bool:
         """No receiver is open (a watcher then has nobody to wake)."""

@@ -33,6 +33,7 @@ from typing import Any
 import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _harness import MAX_SLOTS, Board
 from common import (
     SETTLE_S,
     Timer,
@@ -45,8 +46,6 @@ from common import (
     report,
     status_mb,
 )
-
-from _harness import MAX_SLOTS, Board
 
 from alkstore import Job, Store, io_asyncio, io_trio
 
@@ -262,7 +261,8 @@ async def spawned(args: Any, lib: Lib, count: int) -> AsyncIterator[tuple[list[A
         return [sys.executable, __file__, args.workload, "--engine", args.engine,
                 "--driver", args.driver, "--concurrency", str(args.concurrency),
                 "--sleep-ms", str(args.sleep_ms), "--dsn", args.dsn, "--dir", args.dir,
-                "--jobs", str(args.jobs), "--worker", f"{location_of(args)}|{go}|{slot}"]  # fmt: skip
+                "--jobs", str(args.jobs),
+                "--worker", f"{location_of(args)}|{go}|{slot}"]  # fmt: skip
 
     # Spawned before the timed part starts, so the blocking call costs nothing measured.
     procs = [subprocess.Popen(argv(slot)) for slot in range(count)]  # noqa: ASYNC220

@@ -582,6 +582,22 @@ def test_the_worker_ack_never_matches_each_pair_against_every_processing_job(
     assert pg.run(C.ack_many(d, "w1", held[-500:], T0)) == {job_id for job_id, _ in pairs}
 
 
+def test_a_keyed_batch_enqueue_stores_its_keys_in_its_insert(pg: Pg, d: PostgresDialect) -> None:
+    """A batch enqueue's concurrency keys go in with its rows: the plan
+    inserts and notifies, and no statement reads the jobs table (a second
+    statement that set the keys by joining the new ids read every job, on a
+    table without statistics, for every batch)."""
+    for _ in range(5):
+        pg.run(Q.enqueue_many(d, [new_job() for _ in range(1000)], ORIGIN, T0))
+    jobs = [new_job()._replace(concurrency_key=f"k{i % 3}" if i % 2 else None) for i in range(10)]
+    pg.sent.clear()
+    ids = pg.run(Q.enqueue_many(d, jobs, ORIGIN, T0))
+    verbs = [s.sql.split()[0] for s in pg.sent if s.sql not in (control.BEGIN, control.COMMIT)]
+    assert verbs == ["INSERT", "SELECT"], pg.sent  # the jobs, then the wake (pg_notify)
+    keys = pg.sql(f"SELECT concurrency_key FROM {d.jobs} WHERE id = ANY($1) ORDER BY id", ids)
+    assert [key for (key,) in keys] == [job.concurrency_key for job in jobs]
+
+
 def enqueue(pg: Pg, d: PostgresDialect, **kw: Any) -> int:
     return pg.run(Q.enqueue(d, new_job(**kw), ORIGIN, T0))
 

@@ -153,3 +153,15 @@ def test_a_claim_from_a_queue_that_keeps_history_acks_into_history(tmp_path: Pat
     first, delete = D.ack_history(1, "w", 1, 0, 5)
     assert "INTEGER PRIMARY KEY" in plan_of(conn, first)
     assert "INTEGER PRIMARY KEY" in plan_of(conn, delete)
+
+
+def test_a_watcher_finds_new_jobs_with_two_index_probes(tmp_path: Path) -> None:
+    """What a look costs for the queue wakes an enqueue writes no row for:
+    the newest id from the primary key, and per waited queue one range of
+    the list index above the last id seen, however many jobs there are."""
+    conn = fresh(tmp_path)
+    newest = plan_of(conn, D.last_job_id())
+    assert "SEARCH __alkstore_jobs" in newest and "SCAN" not in newest, newest  # max(rowid)
+    probe = plan_of(conn, D.pending_job_after("q", 150))
+    index = "USING COVERING INDEX __alkstore_jobs_list (queue=? AND state=? AND id>?)"
+    assert index in probe, probe

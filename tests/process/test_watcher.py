@@ -7,6 +7,9 @@ with a real second process.
 
 from __future__ import annotations
 
+import sqlite3
+from contextlib import closing
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -171,3 +174,40 @@ async def test_a_watcher_with_no_receiver_parks_and_wakes_for_what_follows_attac
         # The last receiver gone, it parks again (at its next look).
         await other.notify("ch")
         await wait_until(lambda: watcher.parked, SOON)
+
+
+async def test_an_enqueue_wakes_other_stores_workers_without_a_notification_row(
+    path: str, options: Any
+) -> None:
+    """Rule: another store's enqueue (single or batch) wakes this store's
+    waiting worker of that queue (at once, not at its 60 s poll) though it
+    wrote no notification row: job ids only grow, so the watcher reads the
+    new pending jobs of the queues waited on here."""
+    handled: list[str] = []
+    three = trio.Event()
+
+    async def handler(job: Any) -> None:
+        handled.append(job.payload)
+        if len(handled) == 3:
+            three.set()
+
+    async with open_sqlite(path) as other, open_sqlite(path, options=options) as store:
+        watcher = store._core.executor.watcher  # type: ignore[attr-defined]
+        async with trio.open_nursery() as nursery:
+            await nursery.start(partial(store.queue("q").work, handler, poll_interval=60.0))
+            await wait_until(lambda: not watcher.parked, SOON)  # its receiver is open
+            await trio.sleep(0.3)  # its first claim found nothing: it waits
+            before = notification_rows(path)
+            await other.queue("q").enqueue("one")
+            await other.queue("q").enqueue_batch(["two", "three"])
+            with trio.fail_after(SOON):
+                await three.wait()
+            assert sorted(handled) == ["one", "three", "two"]
+            assert notification_rows(path) == before
+            nursery.cancel_scope.cancel()
+
+
+def notification_rows(path: str) -> int:
+    with closing(sqlite3.connect(path)) as conn:
+        (count,) = conn.execute("SELECT count(*) FROM __alkstore_notifications").fetchone()
+    return int(count)

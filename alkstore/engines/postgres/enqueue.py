@@ -25,16 +25,21 @@ def _one(headers: bool, key: bool) -> Sql:
     return Sql(f"INSERT INTO {JOBS} ({columns}) VALUES ({values}) RETURNING id", Fetch.ONE)
 
 
-def _many(headers: bool) -> Sql:
+def _many(headers: bool, keys: bool) -> Sql:
     # WITH ORDINALITY and ORDER BY make the identity hand out ids in the
     # jobs' order. The batch travels as one JSON array of rows: the server
     # parses it in C, where dumping six Python lists as Postgres arrays cost
     # the client about twice the server's work (psycopg's list dumper is
-    # Python, element by element).
+    # Python, element by element). The optional columns follow the six a
+    # job always has, in this order: headers, concurrency key.
+    extra = [name for name, present in (("headers", headers), ("concurrency_key", keys))
+             if present]  # fmt: skip
+    columns = "".join(f", {name}" for name in extra)
+    values = "".join(f", e->>{6 + i}" for i in range(len(extra)))
     return Sql(
-        f"INSERT INTO {JOBS} ({_COLUMNS}{', headers' if headers else ''}) "
+        f"INSERT INTO {JOBS} ({_COLUMNS}{columns}) "
         "SELECT e->>0, e->>1, (e->>2)::int, (e->>3)::bigint, (e->>4)::bigint, :now, "
-        f"(e->>5)::bigint, (e->>4)::bigint{', e->>6' if headers else ''} "
+        f"(e->>5)::bigint, (e->>4)::bigint{values} "
         "FROM json_array_elements(:jobs::text::json) WITH ORDINALITY AS t(e, ord) "
         "ORDER BY ord RETURNING id",
         Fetch.ALL,
@@ -55,25 +60,25 @@ class Enqueue:
             expires_at=job.expires_at_us, headers=job.headers, key=key,
         )  # fmt: skip
 
-    # Keyed by whether any of the jobs has headers.
-    _enqueue_many = Variants({False: _many(False), True: _many(True)})
+    # Keyed by (any job has headers?, any job has a concurrency key?). A
+    # job's key goes in with it: set afterwards, by an UPDATE joining the
+    # new ids, it was left to a planner that read the whole jobs table
+    # for every batch while the table had no statistics.
+    _enqueue_many = Variants({(h, k): _many(h, k) for h in (False, True) for k in (False, True)})
 
     def enqueue_many(self, jobs: Sequence[NewJob], now_us: int) -> Statement:
-        rows: list[tuple[object, ...]]
         headers = any(j.headers is not None for j in jobs)
-        if headers:
+        keys = any(j.concurrency_key is not None for j in jobs)
+        rows: list[tuple[object, ...]] = [
+            (j.queue, j.payload_json, j.priority, j.max_attempts, j.run_at_us, j.expires_at_us)
+            for j in jobs
+        ]
+        if headers or keys:
             rows = [
-                (j.queue, j.payload_json, j.priority, j.max_attempts, j.run_at_us,
-                 j.expires_at_us, j.headers)
-                for j in jobs
-            ]  # fmt: skip
-        else:
-            rows = [
-                (j.queue, j.payload_json, j.priority, j.max_attempts, j.run_at_us,
-                 j.expires_at_us)
-                for j in jobs
-            ]  # fmt: skip
-        return self._enqueue_many[headers].bind(now=now_us, jobs=orjson.dumps(rows).decode())
+                row + ((j.headers,) if headers else ()) + ((j.concurrency_key,) if keys else ())
+                for row, j in zip(rows, jobs, strict=True)
+            ]
+        return self._enqueue_many[headers, keys].bind(now=now_us, jobs=orjson.dumps(rows).decode())
 
     # The insert skips a key some live job holds (the unique index
     # jobs_unique is the arbiter: a concurrent insert of the same key waits

@@ -21,6 +21,9 @@ class Wakes:
         # use here: NOTIFY carries the sender's pid.
         return self._notify.bind(channel=self.channel_identifier(channel), wakes=(channel,))
 
+    def notify_new_jobs(self, channel: str, origin: str, now_us: int) -> Statement | None:
+        return self.notify(channel, origin, now_us)
+
     # Postgres only (the listener's, not the protocol's).
     def channel_identifier(self, channel: str) -> str:
         """The LISTEN/NOTIFY identifier of ``channel`` in this schema (see

@@ -23,10 +23,8 @@ def _one(headers: bool, key: bool) -> Sql:
     return Sql(f"INSERT INTO {JOBS} ({columns}) VALUES ({values}) RETURNING id", Fetch.ONE)
 
 
-# enqueue_many's rows, bound job after job in the columns' order: a
+# enqueue_many's rows are bound job after job in the columns' order: a
 # statement of any number of rows has no names to bind them by.
-_ROW = "(?, ?, ?, ?, ?, ?, ?, ?)"
-_ROW_HEADERS = "(?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
 
 class Enqueue:
@@ -44,21 +42,23 @@ class Enqueue:
         )  # fmt: skip
 
     def enqueue_many(self, jobs: Sequence[NewJob], now_us: int) -> Statement:
+        # The optional columns go in only when some job has a value for them
+        # (a job's concurrency key with it: no second statement).
+        headers = any(job.headers is not None for job in jobs)
+        keys = any(job.concurrency_key is not None for job in jobs)
+        columns = _COLUMNS + (", headers" if headers else "")
+        columns += ", concurrency_key" if keys else ""
         params: list[object] = []
-        if any(job.headers is not None for job in jobs):
-            columns, row = f"{_COLUMNS}, headers", _ROW_HEADERS
-            for job in jobs:
-                params += (
-                    job.queue, job.payload_json, job.priority, job.max_attempts, job.run_at_us,
-                    now_us, job.expires_at_us, job.run_at_us, job.headers,
-                )  # fmt: skip
-        else:
-            columns, row = _COLUMNS, _ROW
-            for job in jobs:
-                params += (
-                    job.queue, job.payload_json, job.priority, job.max_attempts, job.run_at_us,
-                    now_us, job.expires_at_us, job.run_at_us,
-                )  # fmt: skip
+        for job in jobs:
+            params += (
+                job.queue, job.payload_json, job.priority, job.max_attempts, job.run_at_us,
+                now_us, job.expires_at_us, job.run_at_us,
+            )  # fmt: skip
+            if headers:
+                params.append(job.headers)
+            if keys:
+                params.append(job.concurrency_key)
+        row = "(" + ", ".join("?" * (8 + headers + keys)) + ")"
         rows = ", ".join([row] * len(jobs))
         sql = f"INSERT INTO {JOBS} ({columns}) VALUES {rows} RETURNING id"
         return Statement(sql, tuple(params), Fetch.ALL)

@@ -3,9 +3,10 @@ other processes' watchers read back (``NotificationLog``)."""
 
 from __future__ import annotations
 
+from ...protocol.dialect import STATE_PENDING
 from ...protocol.plan import Fetch, Statement
 from ..sql import Sql
-from .tables import NOTIFICATIONS
+from .tables import JOBS, NOTIFICATIONS
 
 
 class Wakes:
@@ -16,6 +17,30 @@ class Wakes:
 
     def notify(self, channel: str, origin: str, now_us: int) -> Statement:
         return self._notify.bind(channel=channel, origin=origin, now=now_us, wakes=(channel,))
+
+    def notify_new_jobs(self, channel: str, origin: str, now_us: int) -> Statement | None:
+        # No row: the new jobs are the log (``pending_job_after``). A row
+        # was a page more for every enqueue to write, 20-28 us of its ~95.
+        return None
+
+    # New jobs as other processes' watchers read them: job ids come from
+    # AUTOINCREMENT and one writer at a time, so they grow in commit order
+    # and are never reused; a watcher remembers the newest it saw.
+    _last_job_id = Sql(f"SELECT COALESCE(MAX(id), 0) FROM {JOBS}", Fetch.ONE)
+
+    def last_job_id(self) -> Statement:
+        return self._last_job_id.bind()
+
+    # A pending job: one claimed already needs no wake. One probe
+    # of the jobs_list index (queue, state, id).
+    _pending_job_after = Sql(
+        f"SELECT 1 FROM {JOBS} WHERE queue = :queue AND state = {STATE_PENDING} AND id > :after "
+        "LIMIT 1",
+        Fetch.ONE,
+    )
+
+    def pending_job_after(self, queue: str, after_id: int) -> Statement:
+        return self._pending_job_after.bind(queue=queue, after=after_id)
 
     _notifications_since = Sql(
         f"SELECT id, channel, origin FROM {NOTIFICATIONS} "

@@ -15,6 +15,7 @@ from ..plan import (
     fetch_row,
     last,
     reads,
+    waking,
 )
 from ..rows import _int, _opt_int, _shape, dead_info, history_info, job_info, queue_limits
 from ..values.errors import DatabaseError, InvalidArgument, brief
@@ -28,8 +29,14 @@ def enqueue(d: Dialect, job: NewJob, origin: str, now_us: int) -> Plan[int]:
     # Wake workers of this queue, here and in other processes, after commit:
     # first, so that the insert is the plan's last statement and may carry
     # the COMMIT (either order commits the same).
-    yield d.notify(queue_channel(job.queue), origin, now_us)
-    row = yield from fetch_row(last(d.enqueue(job, now_us)))
+    channel = queue_channel(job.queue)
+    insert = d.enqueue(job, now_us)
+    wake = d.notify_new_jobs(channel, origin, now_us)
+    if wake is None:
+        insert = waking(insert, channel)
+    else:
+        yield wake
+    row = yield from fetch_row(last(insert))
     return int(row[0])
 
 
@@ -40,22 +47,26 @@ ENQUEUE_CHUNK = 1000
 
 def enqueue_many(d: Dialect, jobs: list[NewJob], origin: str, now_us: int) -> Plan[list[int]]:
     ids: list[int] = []
+    wakes = [
+        (channel, d.notify_new_jobs(channel, origin, now_us))
+        for channel in dict.fromkeys(queue_channel(job.queue) for job in jobs)
+    ]
     for start in range(0, len(jobs), ENQUEUE_CHUNK):
         chunk = jobs[start : start + ENQUEUE_CHUNK]
-        rows = yield from fetch_all(d.enqueue_many(chunk, now_us))
+        insert = d.enqueue_many(chunk, now_us)
+        if start == 0:
+            # Channels whose wake is the new rows ride on the first insert.
+            insert = waking(insert, *(channel for channel, wake in wakes if wake is None))
+        rows = yield from fetch_all(insert)
         if len(rows) != len(chunk):
             raise DatabaseError(f"inserted {len(rows)} of {len(chunk)} jobs")
         # Ids are handed out in insertion order, which is the jobs' order, so
         # ascending ids line up with the jobs; RETURNING itself promises no
         # order on either engine.
-        chunk_ids = sorted(int(r[0]) for r in rows)
-        keyed = [(i, j.concurrency_key) for i, j in zip(chunk_ids, chunk, strict=True)
-                 if j.concurrency_key is not None]  # fmt: skip
-        if keyed:
-            yield d.set_concurrency_keys(keyed)
-        ids.extend(chunk_ids)
-    for queue in dict.fromkeys(job.queue for job in jobs):
-        yield d.notify(queue_channel(queue), origin, now_us)
+        ids.extend(sorted(int(r[0]) for r in rows))
+    for _, wake in wakes:
+        if wake is not None:
+            yield wake
     return ids
 
 

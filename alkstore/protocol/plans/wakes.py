@@ -2,16 +2,18 @@
 
 Pure: the router maps channels to receiver ids and tells the driver whom to
 wake; ``foreign_notifications`` decides, from the rows the SQLite watcher
-read back, which channels another process notified (when to look again is
+read back, which channels another process notified, and ``new_jobs`` which
+waited queues gained jobs (when to look again is
 ``protocol/machines/watcher.py``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..dialect import Dialect, NotificationLog
-from ..plan import Plan, fetch_all, fetch_row
+from ..plan import Plan, fetch_all, fetch_one, fetch_row
 
 
 def notify(d: Dialect, channel: str, origin: str, now_us: int) -> Plan[None]:
@@ -47,3 +49,33 @@ def foreign_notifications(
 def last_notification_id(d: NotificationLog) -> Plan[int]:
     row = yield from fetch_row(d.last_notification_id())
     return int(row[0])
+
+
+def last_job_id(d: NotificationLog) -> Plan[int]:
+    row = yield from fetch_row(d.last_job_id())
+    return int(row[0])
+
+
+@dataclass(frozen=True, slots=True)
+class NewJobs:
+    last_id: int
+    queues: frozenset[str]
+
+
+def new_jobs(d: NotificationLog, after_id: int, queues: Iterable[str]) -> Plan[NewJobs]:
+    """Which of ``queues`` gained a pending job since the job id ``after_id``
+    (the wake an enqueue writes no row for), and the newest job id now.
+
+    The newest id is read first: a job committed after that read and found
+    by a probe is found again by the next look, a wake too many (wakes are
+    hints), while reading it last could step over a job no probe saw. Our
+    own new jobs are among them (they woke local receivers at commit
+    already): a job id says nothing of who inserted it."""
+    newest = yield from last_job_id(d)
+    found: set[str] = set()
+    if newest > after_id:
+        for queue in queues:
+            row = yield from fetch_one(d.pending_job_after(queue, after_id))
+            if row is not None:
+                found.add(queue)
+    return NewJobs(max(newest, after_id), frozenset(found))

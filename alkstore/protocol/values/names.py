@@ -59,9 +59,17 @@ def outbox_of(queue: str) -> str | None:
     return queue[len(_OUTBOX_QUEUE) :] if queue.startswith(_OUTBOX_QUEUE) else None
 
 
+_QUEUE_CHANNEL = f"{RESERVED_PREFIX}q:"
+
+
 def queue_channel(queue: str) -> str:
     """Internal wake channel that enqueues into ``queue`` notify."""
-    return f"{RESERVED_PREFIX}q:{queue}"
+    return f"{_QUEUE_CHANNEL}{queue}"
+
+
+def queue_of_channel(channel: str) -> str | None:
+    """The queue whose wake channel ``channel`` is, or None for another channel."""
+    return channel[len(_QUEUE_CHANNEL) :] if channel.startswith(_QUEUE_CHANNEL) else None
 
 
 def cancel_channel(queue: str) -> str:

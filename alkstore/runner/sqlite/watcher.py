@@ -9,6 +9,13 @@ When to look is decided by ``WatchCadence`` (pure, as is ``LookFailures``,
 which decides when failing looks give up; both in
 ``alkstore/protocol/machines/watcher.py``):
 
+What a look reads: the notification rows written since the last look
+(other stores' notifies, and queue wakes that are not new jobs: a release,
+a resume, a requeued dead letter), and, for each queue a receiver here
+waits on, whether it gained a pending job with an id above the newest the
+last look saw. An enqueue writes no notification row: job ids only grow,
+so the jobs table is its own log.
+
 - inotify (Linux, the default): sleep on the file descriptor until a write
   lands in the database or its WAL, and look at once. A writer's WAL frames
   hit the file a few microseconds *before* its commit becomes visible in the
@@ -44,8 +51,14 @@ from typing import TypeVar
 from ...engines.sqlite import SqliteDialect
 from ...protocol.machines.watcher import GiveUp, LookFailures, WatchCadence, WatcherOptions
 from ...protocol.plan import Plan, run_sync
-from ...protocol.plans.wakes import foreign_notifications, last_notification_id
+from ...protocol.plans.wakes import (
+    foreign_notifications,
+    last_job_id,
+    last_notification_id,
+    new_jobs,
+)
 from ...protocol.values.errors import AlkstoreError
+from ...protocol.values.names import queue_channel, queue_of_channel
 from ..hub import WakeHub
 from ..runtime import Runtime
 from . import conn as sqlite_conn
@@ -86,6 +99,7 @@ class SqliteWatcher:
         # The baseline is taken now, before the store is handed out, so a
         # commit made after ``open`` returns is never mistaken for history.
         self._last_id = 0
+        self._last_job_id = 0
         self._version = 0
         self._primed = False
         self.parked = False
@@ -128,6 +142,7 @@ class SqliteWatcher:
 
     def _prime(self) -> None:
         self._last_id = self._run_plan(last_notification_id(self._dialect))
+        self._last_job_id = self._run_plan(last_job_id(self._dialect))
         self._version = sqlite_conn.data_version(self._conn)
         self._primed = True
 
@@ -234,6 +249,11 @@ class SqliteWatcher:
             # Ids only grow, so a page that came back full spans >= _PAGE ids.
             if result.last_id - before < _PAGE:
                 break
+        # An enqueue writes no notification row: the new jobs are the log.
+        waited = [q for ch in self._hub.channels() if (q := queue_of_channel(ch)) is not None]
+        jobs = self._run_plan(new_jobs(self._dialect, self._last_job_id, waited))
+        self._last_job_id = jobs.last_id
+        channels.update(queue_channel(q) for q in jobs.queues)
         if channels:
             self._hub.wake(channels)
         return True, bool(channels)
