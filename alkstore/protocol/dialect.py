@@ -116,7 +116,9 @@ class Dialect(Protocol):
         ...
 
     # queues
-    def enqueue(self, job: NewJob, now_us: int) -> Statement: ...
+    def enqueue(self, job: NewJob, now_us: int) -> Statement:
+        """Insert ``job``; its result is the new id (``Fetch.INSERTED_ID``)."""
+        ...
     def enqueue_many(self, jobs: Sequence[NewJob], now_us: int) -> Statement:
         """One statement inserting every job (at most ``ENQUEUE_CHUNK``),
         each with its headers and concurrency key; its rows are the new ids,

@@ -22,7 +22,8 @@ def _one(headers: bool, key: bool) -> Sql:
     """The single insert, with the optional columns the job has a value for."""
     columns = _COLUMNS + (", headers" if headers else "") + (", concurrency_key" if key else "")
     values = _VALUES + (", :headers" if headers else "") + (", :key" if key else "")
-    return Sql(f"INSERT INTO {JOBS} ({columns}) VALUES ({values}) RETURNING id", Fetch.ONE)
+    return Sql(f"INSERT INTO {JOBS} ({columns}) VALUES ({values}) RETURNING id",
+               Fetch.INSERTED_ID)  # fmt: skip
 
 
 def _many(headers: bool, keys: bool) -> Sql:

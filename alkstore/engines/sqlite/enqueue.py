@@ -20,7 +20,8 @@ def _one(headers: bool, key: bool) -> Sql:
     """The single insert, with the optional columns the job has a value for."""
     columns = _COLUMNS + (", headers" if headers else "") + (", concurrency_key" if key else "")
     values = _VALUES + (", :headers" if headers else "") + (", :key" if key else "")
-    return Sql(f"INSERT INTO {JOBS} ({columns}) VALUES ({values}) RETURNING id", Fetch.ONE)
+    # No RETURNING: the connection knows the new rowid (Fetch.INSERTED_ID).
+    return Sql(f"INSERT INTO {JOBS} ({columns}) VALUES ({values})", Fetch.INSERTED_ID)
 
 
 # enqueue_many's rows are bound job after job in the columns' order: a

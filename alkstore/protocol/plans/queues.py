@@ -11,6 +11,7 @@ from ..plan import (
     Statement,
     fetch_all,
     fetch_count,
+    fetch_inserted_id,
     fetch_one,
     fetch_row,
     last,
@@ -33,11 +34,9 @@ def enqueue(d: Dialect, job: NewJob, origin: str, now_us: int) -> Plan[int]:
     insert = d.enqueue(job, now_us)
     wake = d.notify_new_jobs(channel, origin, now_us)
     if wake is None:
-        insert = waking(insert, channel)
-    else:
-        yield wake
-    row = yield from fetch_row(last(insert))
-    return int(row[0])
+        return (yield from fetch_inserted_id(last(insert, channel)))
+    yield wake
+    return (yield from fetch_inserted_id(last(insert)))
 
 
 # Jobs per INSERT: well under SQLite's 32,766 bound parameters (nine a job)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..dialect import Dialect
-from ..plan import Plan, fetch_all, fetch_count, fetch_one, fetch_row, reads
+from ..plan import Plan, fetch_all, fetch_count, fetch_inserted_id, fetch_one, reads
 from ..rows import schedule_info
 from ..values.names import queue_channel
 from ..values.schedules import DEFAULT_TZ, CatchUp, Expression, ScheduleOptions, parse
@@ -148,8 +148,8 @@ def tick_rows(
                 max_attempts=opts.max_attempts or default_max_attempts,
                 expires_at_us=expires,
             )
-            created = yield from fetch_row(d.enqueue(job, now_us))
-            fired.append(Fired(name, queue, at, int(created[0])))
+            created = yield from fetch_inserted_id(d.enqueue(job, now_us))
+            fired.append(Fired(name, queue, at, created))
             woken.add(queue)
     for queue in sorted(woken):
         yield d.notify(queue_channel(queue), origin, now_us)

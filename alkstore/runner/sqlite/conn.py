@@ -96,7 +96,7 @@ def execute(conn: sqlite3.Connection, statement: Statement) -> Any:
         return None
     # Rows first: for DML with RETURNING, rowcount is known once they are read.
     rows = cursor.fetchall() if fetch.reads_rows else ()
-    return shape(fetch, rows, cursor.rowcount)
+    return shape(fetch, rows, cursor.rowcount, cursor.lastrowid)
 
 
 def drive(conn: sqlite3.Connection, plan: Plan[T], wakes: list[str]) -> T:
@@ -116,7 +116,7 @@ def drive(conn: sqlite3.Connection, plan: Plan[T], wakes: list[str]) -> T:
             # Rows first: for DML with RETURNING, rowcount is known once they are read.
             rows = cursor.fetchall() if fetch.reads_rows else ()
             final = statement.final
-            statement = plan.send(shape(fetch, rows, cursor.rowcount))
+            statement = plan.send(shape(fetch, rows, cursor.rowcount, cursor.lastrowid))
             if final:
                 plan.close()
                 raise FinalStatementError(statement)
