@@ -81,6 +81,11 @@ WHITE_BOX: dict[str, set[str]] = {
     "test_wal_bounded.py": {"alkstore.engines.sqlite.control"},
     # libpq pipelining and LISTEN on one raw connection
     "test_pipeline.py": {"alkstore.protocol.plan", "alkstore.runner.postgres.conn"},
+    # the prepared-statement bookkeeping, and one-statement plans on a raw connection
+    "test_prepared.py": {
+        "alkstore.protocol.plan", "alkstore.runner.postgres.conn",
+        "alkstore.runner.postgres.prepared",
+    },
     "test_listen_race.py": {"alkstore.runner.postgres.conn"},
     # a cancelled round trip on one raw connection, before the pool drops it
     "test_cancellation.py": {

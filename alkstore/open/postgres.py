@@ -36,6 +36,7 @@ async def open_postgres_store(
         size=opts.pool_size,
         connect_timeout=opts.connect_timeout,
         response_timeout=opts.response_timeout,
+        prepare_threshold=opts.prepare_threshold,
     )
     try:
         async with pool.connection() as conn:

@@ -51,7 +51,9 @@ def open_postgres_blocking(
     read_only: bool = False,
 ) -> Iterator[Store]:
     opts, target, read_only = pg_opening.resolve(dsn, options, read_only)
-    executor = PgBlocking(target, PostgresDialect(opts.schema), opts.connect_timeout)
+    executor = PgBlocking(
+        target, PostgresDialect(opts.schema), opts.connect_timeout, opts.prepare_threshold
+    )
     try:
         if read_only:
             # Checked, never migrated (no advisory lock, no DDL).

@@ -119,6 +119,11 @@ class Dialect(Protocol):
     def enqueue(self, job: NewJob, now_us: int) -> Statement:
         """Insert ``job``; its result is the new id (``Fetch.INSERTED_ID``)."""
         ...
+    def enqueue_waking(self, job: NewJob, channel: str, origin: str, now_us: int) -> Statement:
+        """``enqueue``, also waking ``channel`` once it commits, in this
+        process (the statement's ``wakes``) and in others (as
+        ``notify_new_jobs`` does): one statement."""
+        ...
     def enqueue_many(self, jobs: Sequence[NewJob], now_us: int) -> Statement:
         """One statement inserting every job (at most ``ENQUEUE_CHUNK``),
         each with its headers and concurrency key; its rows are the new ids,

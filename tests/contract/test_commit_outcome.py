@@ -47,12 +47,15 @@ def slow_commits(schema: str, seconds: float) -> None:
 
 
 def commit_in_flight(store: Store) -> int | None:
-    """The backend of ``store`` sleeping in a slow COMMIT, if any (not one of
-    an earlier test, still sleeping after its client went away)."""
+    """The backend of ``store`` sleeping in a slow commit, if any (not one of
+    an earlier test, still sleeping after its client went away). The
+    trigger is deferred, so it sleeps only while a transaction commits: at
+    its COMMIT, or at the end of a statement that ran as a transaction of
+    its own (a single enqueue, whose query is then the INSERT)."""
     pids = list(store._core.executor._pool.backend_pids)  # type: ignore[attr-defined]
     with psycopg.connect(PG_DSN, autocommit=True) as conn:
         row = conn.execute(
-            "SELECT pid FROM pg_stat_activity WHERE state = 'active' AND query = 'COMMIT' "
+            "SELECT pid FROM pg_stat_activity WHERE state = 'active' "
             "AND wait_event = 'PgSleep' AND pid = ANY(%s)",
             (pids,),
         ).fetchone()

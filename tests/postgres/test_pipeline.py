@@ -29,7 +29,7 @@ def _roundtrips(store) -> int:  # type: ignore[no-untyped-def]
 
 
 async def test_an_enqueue_is_one_round_trip(schema: str) -> None:
-    """BEGIN, the pg_notify, the INSERT (the plan's last) and COMMIT: one trip."""
+    """The INSERT carrying its pg_notify, alone (no BEGIN or COMMIT): one trip."""
     async with open_pg(schema, pool_size=1) as store:
         q = store.queue("q")
         await q.enqueue("warm")  # the pool's connection exists now

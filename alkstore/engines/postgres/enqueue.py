@@ -11,6 +11,7 @@ from ...protocol.dialect import STATE_PROCESSING
 from ...protocol.plan import Fetch, Statement
 from ...protocol.values.types import NewJob
 from ..sql import Sql, Variants
+from .names import channel_identifier
 from .spelling import RULES
 from .tables import HISTORY, JOBS, QUEUES
 
@@ -18,12 +19,27 @@ _COLUMNS = "queue, payload, priority, max_attempts, run_at, created_at, expires_
 _VALUES = ":queue, :payload, :priority, :max_attempts, :run_at, :now, :expires_at, :run_at"
 
 
-def _one(headers: bool, key: bool) -> Sql:
+def _insert(headers: bool, key: bool) -> str:
     """The single insert, with the optional columns the job has a value for."""
     columns = _COLUMNS + (", headers" if headers else "") + (", concurrency_key" if key else "")
     values = _VALUES + (", :headers" if headers else "") + (", :key" if key else "")
-    return Sql(f"INSERT INTO {JOBS} ({columns}) VALUES ({values}) RETURNING id",
-               Fetch.INSERTED_ID)  # fmt: skip
+    return f"INSERT INTO {JOBS} ({columns}) VALUES ({values}) RETURNING id"
+
+
+def _one(headers: bool, key: bool) -> Sql:
+    return Sql(_insert(headers, key), Fetch.INSERTED_ID)
+
+
+def _one_waking(headers: bool, key: bool) -> Sql:
+    # The insert and its wake in one statement, so that a single enqueue is
+    # one statement, which runs as a transaction of its own (no BEGIN or
+    # COMMIT to send, parse and answer). The uncorrelated subquery in FROM
+    # runs once; pg_notify is delivered at commit, as a NOTIFY statement's.
+    return Sql(
+        f"WITH j AS ({_insert(headers, key)}) "
+        "SELECT j.id FROM j, (SELECT pg_notify(:channel::text, '')) AS n",
+        Fetch.INSERTED_ID,
+    )
 
 
 def _many(headers: bool, keys: bool) -> Sql:
@@ -48,6 +64,9 @@ def _many(headers: bool, keys: bool) -> Sql:
 
 
 class Enqueue:
+    # The schema of a store outside the default one (as ``Wakes``'s).
+    _channel_scope: str
+
     # A job leaves out the columns it has no value for (the usual job: no
     # headers, nothing instrumented; no concurrency key): binding NULLs cost
     # measurably on the single insert. Keyed by (headers?, concurrency key?).
@@ -59,6 +78,19 @@ class Enqueue:
             queue=job.queue, payload=job.payload_json, priority=job.priority,
             max_attempts=job.max_attempts, run_at=job.run_at_us, now=now_us,
             expires_at=job.expires_at_us, headers=job.headers, key=key,
+        )  # fmt: skip
+
+    _enqueue_waking = Variants({
+        (h, k): _one_waking(h, k) for h in (False, True) for k in (False, True)
+    })  # fmt: skip
+
+    def enqueue_waking(self, job: NewJob, channel: str, origin: str, now_us: int) -> Statement:
+        key = job.concurrency_key
+        return self._enqueue_waking[job.headers is not None, key is not None].bind(
+            queue=job.queue, payload=job.payload_json, priority=job.priority,
+            max_attempts=job.max_attempts, run_at=job.run_at_us, now=now_us,
+            expires_at=job.expires_at_us, headers=job.headers, key=key,
+            channel=channel_identifier(channel, self._channel_scope), wakes=(channel,),
         )  # fmt: skip
 
     # Keyed by (any job has headers?, any job has a concurrency key?). A

@@ -42,6 +42,16 @@ class Enqueue:
             expires_at=job.expires_at_us, headers=job.headers, key=key,
         )  # fmt: skip
 
+    def enqueue_waking(self, job: NewJob, channel: str, origin: str, now_us: int) -> Statement:
+        # Other processes' watchers find the new job in the jobs table
+        # (Wakes.pending_job_after): the wake is this process's alone.
+        key = job.concurrency_key
+        return self._enqueue[job.headers is not None, key is not None].bind(
+            queue=job.queue, payload=job.payload_json, priority=job.priority,
+            max_attempts=job.max_attempts, run_at=job.run_at_us, now=now_us,
+            expires_at=job.expires_at_us, headers=job.headers, key=key, wakes=(channel,),
+        )  # fmt: skip
+
     def enqueue_many(self, jobs: Sequence[NewJob], now_us: int) -> Statement:
         # The optional columns go in only when some job has a value for them
         # (a job's concurrency key with it: no second statement).

@@ -27,15 +27,10 @@ from ..values.types import Enqueued, JobInfo, NewJob, QueueLimits, QueueStats, R
 
 
 def enqueue(d: Dialect, job: NewJob, origin: str, now_us: int) -> Plan[int]:
-    # Wake workers of this queue, here and in other processes, after commit:
-    # first, so that the insert is the plan's last statement and may carry
-    # the COMMIT (either order commits the same).
-    channel = queue_channel(job.queue)
-    insert = d.enqueue(job, now_us)
-    wake = d.notify_new_jobs(channel, origin, now_us)
-    if wake is None:
-        return (yield from fetch_inserted_id(last(insert, channel)))
-    yield wake
+    # One statement that also wakes workers of this queue, here and in
+    # other processes, once it commits: a plan of one last statement, which
+    # a driver may run as a transaction of its own (no BEGIN, no COMMIT).
+    insert = d.enqueue_waking(job, queue_channel(job.queue), origin, now_us)
     return (yield from fetch_inserted_id(last(insert)))
 
 

@@ -35,6 +35,7 @@ from ...engines.postgres import control
 from ...protocol.plan import Fetch, Statement
 from ...protocol.values.errors import DatabaseError
 from ..runtime import Runtime
+from . import prepared
 from .wire import OK_STATUSES, Wire, check, error_from_result
 
 # Longest a cancelled task waits for the server to stop and roll back.
@@ -42,6 +43,14 @@ CANCEL_TIMEOUT = 5.0
 
 # Transaction states in which the server still holds the transaction's locks.
 _OPEN = (pq.TransactionStatus.INTRANS, pq.TransactionStatus.INERROR)
+
+# What one send put in the pipeline, a mark per command: None for a
+# statement or command of the caller's, whose results the round trip
+# returns; a name for the prepare of that name, ``_CLOSE`` for the close of
+# an evicted one (the connection's own bookkeeping, never returned).
+Marks = tuple["bytes | None", ...]
+_MINE: Marks = (None,)
+_CLOSE = b""
 
 
 class PgConnection:
@@ -56,7 +65,10 @@ class PgConnection:
         self.in_transaction = False
         # Pipeline mode: statements sent with the next round trip, unanswered.
         self.pipelined = False
-        self._deferred: list[Callable[[], None]] = []
+        self._deferred: list[Callable[[], Marks]] = []
+        # The statements prepared on this connection (pipeline mode only;
+        # None: none are, ``PostgresOptions.prepare_threshold``).
+        self._prepared: prepared.Prepared | None = None
         # The last round trip failed in a deferred statement, so the server
         # skipped its own statement (a COMMIT among them: not committed).
         self.skipped_last = False
@@ -74,7 +86,13 @@ class PgConnection:
 
     @classmethod
     async def connect(
-        cls, runtime: Runtime, dsn: str, *, timeout: float, pipeline: bool = False
+        cls,
+        runtime: Runtime,
+        dsn: str,
+        *,
+        timeout: float,
+        pipeline: bool = False,
+        prepare_threshold: int | None = None,
     ) -> PgConnection:
         pgconn = pq.PGconn.connect_start(dsn.encode())
         if pgconn.status == pq.ConnStatus.BAD:
@@ -100,6 +118,11 @@ class PgConnection:
             if pipeline:
                 pgconn.enter_pipeline_mode()
                 conn.pipelined = True
+                if prepare_threshold is not None:
+                    can_close = hasattr(pgconn, "send_close_prepared") and pq.version() >= 170000
+                    conn._prepared = prepared.Prepared(
+                        prepare_threshold, prepared.CAPACITY, can_close=can_close
+                    )
         except BaseException:
             pgconn.finish()
             raise
@@ -111,9 +134,9 @@ class PgConnection:
         ``defer`` (pipeline mode, ``Fetch.NONE`` only): send it with the next
         round trip instead, and return ``None`` now."""
         if defer and self.pipelined and statement.fetch is Fetch.NONE:
-            self._defer(lambda: self.wire.send(statement))
+            self._defer(lambda: self._send(statement))
             return None
-        results = await self._roundtrip(lambda: self.wire.send(statement))
+        results = await self._roundtrip(lambda: self._send(statement))
         return self.wire.result(results[-1], statement.fetch)
 
     async def execute_then(self, statement: Statement, sql: str) -> Any:
@@ -123,7 +146,7 @@ class PgConnection:
         it (``skipped_last``, as for any round trip); ``sql``'s own failure
         raises after it."""
         assert self.pipelined
-        self._defer(lambda: self.wire.send(statement))
+        self._defer(lambda: self._send(statement))
         results = await self._roundtrip(lambda: self._send_command(sql))
         for res in results:
             check(res)
@@ -133,7 +156,7 @@ class PgConnection:
         """A caller's own statement: its rows, or [] when it returns none.
         Not bounded by ``response_timeout``: the caller's query may rightly
         run for as long as it needs."""
-        results = await self._roundtrip(lambda: self.wire.send(statement), bounded=False)
+        results = await self._roundtrip(lambda: self._send_unprepared(statement), bounded=False)
         return self.wire.rows(results[-1])
 
     async def command(self, sql: str, *, bounded: bool = True) -> None:
@@ -156,20 +179,71 @@ class PgConnection:
         self._deferred.clear()
         return had
 
-    def _defer(self, send: Callable[[], None]) -> None:
+    def _defer(self, send: Callable[[], Marks]) -> None:
         if self.broken:
             raise DatabaseError("PostgreSQL: connection is broken")
         self._deferred.append(send)
 
-    def _send_command(self, sql: str) -> None:
+    def _send(self, statement: Statement) -> Marks:
+        """One of alkstore's statements, by the name it is prepared under
+        once it has been sent often enough (``prepared.py``)."""
+        cache = self._prepared
+        if cache is None:
+            return self._send_unprepared(statement)
+        values, types, formats = self.wire.dump(statement.params)
+        use = cache.use((statement.sql, types))
+        if use.name is None:
+            self.wire.send_dumped(statement.sql, values, types, formats)
+            return _MINE
+        pgconn = self.pgconn
+        marks: list[bytes | None] = []
+        if use.close is not None:
+            pgconn.send_close_prepared(use.close)
+            marks.append(_CLOSE)
+        if use.prepare is not None:
+            pgconn.send_prepare(use.prepare, self.wire.encode_sql(statement.sql), types)
+            marks.append(use.prepare)
+        pgconn.send_query_prepared(use.name, values, formats)
+        marks.append(None)
+        return tuple(marks)
+
+    def _send_unprepared(self, statement: Statement) -> Marks:
+        self.wire.send(statement)
+        return _MINE
+
+    def _send_command(self, sql: str) -> Marks:
         if self.pipelined:
             # The simple query protocol is not allowed in pipeline mode.
             self.pgconn.send_query_params(self.wire.encode_sql(sql), None)
         else:
             self.pgconn.send_query(self.wire.encode_sql(sql))
+        return _MINE
+
+    def _mine(self, groups: list[list[pq.abc.PGresult]], marks: list[bytes | None]) -> list[
+        list[pq.abc.PGresult]
+    ]:
+        """The groups of the caller's statements, the connection's own taken
+        out: a prepare that failed (or was skipped after an earlier failure)
+        is forgotten, and its failure raised (the statement it was for was
+        skipped)."""
+        if len(marks) == len(groups) and all(mark is None for mark in marks):
+            return groups
+        mine = []
+        for group, mark in zip(groups, marks, strict=True):
+            if mark is None:
+                mine.append(group)
+                continue
+            failed = next((r for r in group if r.status not in OK_STATUSES), None)
+            if failed is not None and mark != _CLOSE:
+                assert self._prepared is not None
+                self._prepared.lost(mark)
+                if failed.status != pq.ExecStatus.PIPELINE_ABORTED:
+                    self.skipped_last = True
+                    raise error_from_result(failed)
+        return mine
 
     async def _roundtrip(
-        self, send: Callable[[], None], *, bounded: bool = True
+        self, send: Callable[[], Marks], *, bounded: bool = True
     ) -> list[pq.abc.PGresult]:
         if self.broken:
             raise DatabaseError("PostgreSQL: connection is broken")
@@ -181,12 +255,14 @@ class PgConnection:
         deadline = None if bound is None else self._runtime.monotonic() + bound
         try:
             if self.pipelined:
+                marks: list[bytes | None] = []
                 for early in deferred:
-                    early()
-                send()
+                    marks += early()
+                marks += send()
                 pgconn.pipeline_sync()
                 await self._flush(deadline)
-                groups = self._groups = await self._pipeline_results(deadline)
+                groups = await self._pipeline_results(deadline)
+                groups = self._groups = self._mine(groups, marks)
                 for group in groups[:-1]:
                     failed = next((r for r in group if r.status not in OK_STATUSES), None)
                     if failed is not None:

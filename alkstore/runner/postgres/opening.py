@@ -56,6 +56,13 @@ class PostgresOptions:
     # SKIP_LOCKED, whether or not the server's autovacuum is on; False: leave
     # them to autovacuum (docs/engines.md, "Table health").
     vacuum: bool = True
+    # A statement alkstore has sent this many times on a connection is
+    # prepared on the server and run by name from then on (parsed and
+    # planned once: about 100 us less of server time for a single enqueue):
+    # psycopg's prepare_threshold, with its default. None: never, for a
+    # pooler that cannot keep prepared statements across transactions
+    # (PgBouncer in transaction mode before 1.21).
+    prepare_threshold: int | None = 5
 
     def __post_init__(self) -> None:
         self.check()
@@ -76,6 +83,8 @@ class PostgresOptions:
         if self.housekeeping_interval is not None:
             check_seconds(self.housekeeping_interval, "housekeeping_interval")
         check_bool(self.vacuum, "vacuum")
+        if self.prepare_threshold is not None:
+            check_int(self.prepare_threshold, "prepare_threshold", lo=0, hi=2**31 - 1)
 
 
 def with_liveness(dsn: str, dead_peer_timeout: float) -> str:

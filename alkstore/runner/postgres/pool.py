@@ -27,11 +27,13 @@ class PgPool:
         size: int,
         connect_timeout: float,
         response_timeout: float | None = None,
+        prepare_threshold: int | None = None,
     ) -> None:
         self._runtime = runtime
         self._dsn = dsn
         self._connect_timeout = connect_timeout
         self._response_timeout = response_timeout
+        self._prepare_threshold = prepare_threshold
         self._pool: Pool[PgConnection] = Pool(
             runtime, size=size, open=self._connect, discard=self._discard, usable=_alive
         )
@@ -45,7 +47,8 @@ class PgPool:
 
     async def _connect(self) -> PgConnection:
         conn = await PgConnection.connect(
-            self._runtime, self._dsn, timeout=self._connect_timeout, pipeline=True
+            self._runtime, self._dsn, timeout=self._connect_timeout, pipeline=True,
+            prepare_threshold=self._prepare_threshold,
         )
         conn.response_timeout = self._response_timeout
         self.backend_pids.add(conn.backend_pid)

@@ -34,15 +34,20 @@ from .wire import wrap_error
 T = TypeVar("T")
 
 
-def connect(dsn: str, connect_timeout: float) -> psycopg.Connection[Any]:
+def connect(
+    dsn: str, connect_timeout: float, prepare_threshold: int | None = None
+) -> psycopg.Connection[Any]:
     """A sync connection out of autocommit mode; ``connect_timeout`` unless
-    the DSN sets its own."""
+    the DSN sets its own; psycopg prepares what it has sent
+    ``prepare_threshold`` times (``PostgresOptions.prepare_threshold``)."""
     extra = {}
     if "connect_timeout" not in conninfo_to_dict(dsn):
         # libpq's unit is whole seconds (and it treats 1 as 2).
         extra["connect_timeout"] = str(max(2, round(connect_timeout)))
     try:
-        return psycopg.connect(make_conninfo(dsn, **extra), autocommit=False)
+        return psycopg.connect(
+            make_conninfo(dsn, **extra), autocommit=False, prepare_threshold=prepare_threshold
+        )
     except psycopg.Error as exc:
         raise DatabaseError(f"PostgreSQL: cannot connect: {exc}") from exc
 
@@ -124,13 +129,22 @@ class PgTx(Session):
 class PgBlocking:
     """One connection, one thread at a time."""
 
-    def __init__(self, dsn: str, dialect: Dialect, connect_timeout: float) -> None:
+    def __init__(
+        self,
+        dsn: str,
+        dialect: Dialect,
+        connect_timeout: float,
+        prepare_threshold: int | None = None,
+    ) -> None:
         self._dsn = dsn
         self._dialect = dialect
         self._connect_timeout = connect_timeout
+        self._prepare_threshold = prepare_threshold
         self._lock = StoreLock()
         self._lifecycle = Lifecycle("store")
-        self._conn: psycopg.Connection[Any] | None = connect(dsn, connect_timeout)
+        self._conn: psycopg.Connection[Any] | None = connect(
+            dsn, connect_timeout, prepare_threshold
+        )
 
     @property
     def dialect(self) -> Dialect:
@@ -145,7 +159,9 @@ class PgBlocking:
             self._conn = None
             if conn is not None:
                 conn.close()
-            conn = self._conn = connect(self._dsn, self._connect_timeout)
+            conn = self._conn = connect(
+                self._dsn, self._connect_timeout, self._prepare_threshold
+            )
         if conn.read_only != read_only:
             conn.read_only = read_only
             conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ if read_only else None

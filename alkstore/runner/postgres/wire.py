@@ -43,7 +43,10 @@ class Wire:
         sql, params = (
             (statement.sql, statement.params) if isinstance(statement, Statement) else statement
         )
-        values, types, formats = self.dump(params)
+        self.send_dumped(sql, *self.dump(params))
+
+    def send_dumped(self, sql: str, values: Any, types: Any, formats: Any) -> None:
+        """``send`` with the parameters ``dump`` made."""
         self._pgconn.send_query_params(
             self.encode_sql(sql), values, param_types=types, param_formats=formats
         )
