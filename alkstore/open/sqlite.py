@@ -45,7 +45,10 @@ async def open_sqlite_store(
         )
 
     def open_main() -> sqlite3.Connection:
-        return open_main_connection(target, opts, read_only)
+        # Opened (and migrated) with the store's busy timeout, then 0: the
+        # writer thread waits for the lock itself, in finer steps.
+        main = open_main_connection(target, opts, read_only)
+        return sqlite_conn.set_up(main, control.busy_timeout(0))
 
     def open_inline() -> sqlite3.Connection:
         # Set up with the store's busy timeout (another opener may hold the
@@ -86,7 +89,9 @@ async def open_sqlite_store(
         if inline_conn is not None:
             inline_conn.close()
         raise
-    executor = SqliteExecutor(runtime, conn, readers, file, inline_conn, watcher=watcher)
+    executor = SqliteExecutor(
+        runtime, conn, readers, file, inline_conn, watcher=watcher, busy_timeout=opts.busy_timeout
+    )
     core = StoreCore(
         executor=executor, runtime=runtime, clock=clock or SystemClock(), hub=hub, seed=seed,
         read_only=read_only, origin=origin,

@@ -78,6 +78,15 @@ def exact(base_us: int, cap_us: int, factor: float = 2.0) -> Backoff:
 
 # 50 ms, doubling, at most 5 s: a blip costs little, an outage no hot loop.
 ROUND_TRIP_BACKOFF = exact(50_000, 5_000_000)
+# A SQLite writer waiting for another process's write lock tries again after
+# 250 us, doubling, at most 2 ms apart (until the store's busy_timeout): a
+# transaction holds it for a few hundred microseconds to a few ms, and
+# SQLite's own busy handler sleeps 1 ms, then 2, 5, 10, 15 ... so the lock
+# sat free while every waiter slept (four worker processes on one file were
+# slower than one). Shorter pauses hand the lock back and forth more often,
+# and each process then reads again what the others changed: with 50 us,
+# four bare claim/ack loops slowed by a fifth (docs/benchmarks.md).
+LOCK_WAIT_BACKOFF = exact(250, 2_000)
 
 
 @dataclass(frozen=True, slots=True)

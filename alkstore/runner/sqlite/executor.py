@@ -82,12 +82,15 @@ class SqliteExecutor:
         checkpoint_frames: int = control.AUTOCHECKPOINT_PAGES,
         *,
         watcher: SqliteWatcher | None = None,
+        busy_timeout: float = 0.0,
     ) -> None:
         self._runtime = runtime
         # The store's wake source for other processes' commits (its opener
         # runs it; none for a private in-memory database).
         self.watcher = watcher
-        self._writer = SqliteWriter(conn, file=file)
+        # ``conn``'s own busy timeout is 0: the writer waits for the lock
+        # itself, for ``busy_timeout`` (SqliteWriter._waiting_for_the_lock).
+        self._writer = SqliteWriter(conn, file=file, busy_timeout=busy_timeout)
         self._readers = readers
         self._lifecycle = Lifecycle("store")
         self._inline: InlineRunner | None = None

@@ -13,17 +13,22 @@ import contextlib
 import queue
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from ...engines.sqlite import control
 from ...protocol.machines.lifecycle import Lifecycle
 from ...protocol.plan import Plan
-from ...protocol.values.errors import Closed, DatabaseError
+from ...protocol.values.backoff import LOCK_WAIT_BACKOFF, ErrorBackoff
+from ...protocol.values.errors import Closed, DatabaseError, TransactionConflict
+from ...protocol.values.timeconv import US_PER_S
 from ..runtime import Completion
 from . import group as sqlite_group
 from .file import DatabaseFile
+
+T = TypeVar("T")
 
 # Plans committed together at most; bounds the latency a group adds.
 MAX_GROUP = 64
@@ -82,8 +87,12 @@ class SqliteWriter:
         conn: sqlite3.Connection,
         name: str = "alkstore-sqlite-writer",
         file: DatabaseFile | None = None,
+        busy_timeout: float = 0.0,
     ) -> None:
+        # ``busy_timeout``: how long a write waits for another connection's
+        # lock (``conn``'s own busy timeout must be 0: see _waiting_for_the_lock).
         self._conn = conn
+        self._busy_timeout = busy_timeout
         # Checked after every commit: a commit into a deleted file is lost.
         self._file = file
         self._inbox: queue.SimpleQueue[Item] = queue.SimpleQueue()
@@ -175,12 +184,13 @@ class SqliteWriter:
         return None
 
     def _run_group(self, group: list[PlanItem]) -> None:
+        plans = [item.plan for item in group]
         try:
-            outcomes = sqlite_group.run_group(
-                self._conn, [item.plan for item in group], write=True, file=self._file
+            outcomes = self._waiting_for_the_lock(
+                lambda: sqlite_group.run_group(self._conn, plans, write=True, file=self._file)
             )
         except sqlite_group.Busy as busy:
-            # This connection waited its busy timeout for the lock already.
+            # Refused for the whole busy timeout: nothing of the group ran.
             for item in group:
                 item.plan.close()
                 item.done.reject(busy.conflict)
@@ -191,10 +201,28 @@ class SqliteWriter:
             else:
                 item.done.reject(_as_error(outcome.error))
 
+    def _waiting_for_the_lock(self, attempt: Callable[[], T]) -> T:
+        """``attempt`` (which raises ``Busy`` having done nothing while
+        another connection holds the write lock), again and again after
+        ``LOCK_WAIT_BACKOFF``'s short pauses, for up to the busy timeout.
+        The connection's own busy timeout is 0: SQLite's busy handler
+        sleeps whole milliseconds, growing, while the lock goes free in a
+        fraction of one."""
+        deadline = time.monotonic() + self._busy_timeout
+        waits = ErrorBackoff(LOCK_WAIT_BACKOFF)
+        while True:
+            try:
+                return attempt()
+            except (sqlite_group.Busy, TransactionConflict):
+                pause = waits.failed() / US_PER_S
+                if time.monotonic() + pause > deadline:
+                    raise
+                time.sleep(pause)
+
     def _transaction(self, tx: TxItem) -> None:
         caller = sqlite_group.CallerTx(self._conn, self._file)
         try:
-            caller.begin()
+            self._waiting_for_the_lock(caller.begin)
         except BaseException as exc:
             tx.done.reject(exc)
             return
