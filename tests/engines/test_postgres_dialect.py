@@ -358,6 +358,7 @@ def test_every_protocol_method_is_implemented_with_the_same_parameters() -> None
 SAMPLE_CALLS: dict[str, tuple[Any, ...]] = {
     "notify": ("chan", ORIGIN, T0),
     "notify_new_jobs": ("chan", ORIGIN, T0),
+    "enqueue_waking": (new_job(expires=T0 + US), "chan", ORIGIN, T0),
     "enqueue": (new_job(expires=T0 + US), T0),
     "enqueue_many": ([new_job(expires=T0 + US), new_job()], T0),
     "enqueue_unique": (new_job(expires=T0 + US), "k", T0),
@@ -472,6 +473,10 @@ def test_statements_match_sqlite_fetch_kinds_and_bind_every_parameter() -> None:
             # jobs from the jobs table, so it has no statement to run.
             assert other == (None,) and mine == (ours.notify(*args),)
             continue
+        if name == "enqueue_waking":
+            # Both wake the channel here; Postgres's carries its pg_notify.
+            assert mine[0].wakes == other[0].wakes == ("chan",)
+            assert "pg_notify" in mine[0].sql and "notif" not in other[0].sql
         if name in ("claim_prelude", "lock_guard"):
             # Engine-specific settings and locks, whose results nobody reads.
             assert all(st.fetch is Fetch.NONE for st in (*mine, *other))
@@ -484,7 +489,8 @@ def test_statements_match_sqlite_fetch_kinds_and_bind_every_parameter() -> None:
             assert used == set(range(1, len(statement.params) + 1)), name
     # The enqueues of jobs with headers are statements of their own.
     tagged = new_job()._replace(headers='{"k":"v"}')
-    for name, args in (("enqueue", (tagged, T0)), ("enqueue_many", ([new_job(), tagged], T0))):
+    for name, args in (("enqueue", (tagged, T0)), ("enqueue_many", ([new_job(), tagged], T0)),
+                       ("enqueue_waking", (tagged, "chan", ORIGIN, T0))):  # fmt: skip
         mine, other = getattr(ours, name)(*args), getattr(theirs, name)(*args)
         assert "headers" in mine.sql and "headers" in other.sql
         assert mine.fetch is other.fetch

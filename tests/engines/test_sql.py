@@ -108,6 +108,9 @@ def sample_calls(dialect: Dialect) -> list[tuple[str, tuple[Any, ...]]]:
     calls += [("enqueue", (job._replace(concurrency_key="k"), T0)) for job in (new_job(), tagged)]
     calls += [("enqueue_many", ([new_job(), job._replace(concurrency_key="k")], T0))
               for job in (new_job(), tagged)]  # fmt: skip
+    calls += [("enqueue_waking", (job, "chan", "origin", T0))
+              for job in (tagged, new_job()._replace(concurrency_key="k"),
+                          tagged._replace(concurrency_key="k"))]  # fmt: skip
     calls += [("sweep_candidates", (None, T0, 10)), ("purge_dead", ("q", None))]
     calls += [("job_page", ("q", which, 0, 10, T0)) for which in LIVE_FILTERS]
     calls += [(f, (None, 1)) for f in ("get_job", "get_dead", "get_history")]
