@@ -15,7 +15,9 @@ from .api.queue import Queue
 from .api.store import Store
 from .api.stream import EventReceiver, Stream
 from .api.tx import Transaction
+from .api.workflow import Step, StepStatus, Workflow, WorkflowRun, WorkflowStatus
 from .protocol.plans.housekeeping import PruneReport
+from .protocol.plans.workflows import WorkflowSummary
 from .protocol.values.backoff import Backoff
 from .protocol.values.errors import (
     AlkstoreError,
@@ -26,10 +28,13 @@ from .protocol.values.errors import (
     DatabaseError,
     InvalidArgument,
     InvalidName,
+    JobCancelled,
+    JobFailed,
     LockLost,
     LockTimeout,
     PayloadTooLarge,
     ReservedName,
+    ResultTimeout,
     SchemaMismatch,
     TransactionConflict,
     UsageError,
@@ -75,6 +80,8 @@ __all__ = [
     "InvalidArgument",
     "InvalidName",
     "Job",
+    "JobCancelled",
+    "JobFailed",
     "JobInfo",
     "Lock",
     "LockInfo",
@@ -90,8 +97,11 @@ __all__ = [
     "QueueSummary",
     "Rate",
     "ReservedName",
+    "ResultTimeout",
     "ScheduleInfo",
     "SchemaMismatch",
+    "Step",
+    "StepStatus",
     "Store",
     "StoreHandle",
     "Stream",
@@ -105,4 +115,8 @@ __all__ = [
     "Wake",
     "WakeReceiver",
     "WorkerReport",
+    "Workflow",
+    "WorkflowRun",
+    "WorkflowStatus",
+    "WorkflowSummary",
 ]

@@ -90,6 +90,8 @@ class Proxy:
         return call
 
     def _wrap(self, name: str, value: Any) -> Any:
+        if name == "workflow_run":
+            return WorkflowRunProxy(value, None)
         return value
 
 
@@ -112,6 +114,31 @@ class OutboxProxy(Proxy):
     def queue(self) -> QueueProxy:
         side = self._async_side
         return QueueProxy(self._sync.queue, None if side is None else lambda: side().queue)
+
+
+class WorkflowRunProxy(Proxy):
+    _kind = "workflow run"
+
+    @property
+    def id(self) -> int:
+        return int(self._sync.id)
+
+    @property
+    def job_ids(self) -> dict[str, int]:
+        return dict(self._sync.job_ids)
+
+
+class WorkflowProxy(Proxy):
+    """A blocking workflow: ``step`` builds (no IO, as on the async one),
+    ``enqueue`` runs and hands back the run."""
+
+    _kind = "workflow"
+
+    def step(self, *args: Any, **kwargs: Any) -> Any:
+        return self._sync.step(*args, **kwargs)
+
+    def _wrap(self, name: str, value: Any) -> Any:
+        return WorkflowRunProxy(value, None) if name == "enqueue" else value
 
 
 @asynccontextmanager
@@ -148,6 +175,8 @@ class StoreProxy(Proxy):
                 )
 
             return handle
+        if name == "workflow":
+            return lambda *args: WorkflowProxy(self._sync.workflow(*args), None)
         if name in ("transaction", "join"):
             opener = getattr(self._sync, name)
 

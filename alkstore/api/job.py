@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any, Protocol, TypeVar, Unpack
 
 from ..protocol.plan import Plan
-from ..protocol.plans import claim
+from ..protocol.plans import claim, dependencies
 from ..protocol.values import codec
 from ..protocol.values.backoff import Backoff
 from ..protocol.values.ints import check_bool
@@ -253,12 +253,25 @@ class Job:
         return to_datetime(self._record.claim_expires_at_us)
 
     # -- settling ------------------------------------------------------------------
-    async def ack(self) -> bool:
+    async def ack(self, result: Any = None) -> bool:
         """Done: delete the job (into history, outcome ``acked``, when its queue kept history as
-        it was claimed). ``False`` (nothing changed) when this claim no longer owns it."""
+        it was claimed). ``result`` (a JSON value or typed object, as a payload; None: none)
+        is kept as the job's result (``Queue.result``, the dependents'
+        ``dependency_results``) for its queue's results retention. ``False`` (nothing
+        changed) when this claim no longer owns it."""
         core = self._core
-        plan = claim.ack(core.dialect, self._record, core.now_us())
+        encoded = None if result is None else codec.encode(result)
+        plan = claim.ack(core.dialect, self._record, core.now_us(), origin=core.origin,
+                         result=encoded)  # fmt: skip
         return await self._settle("ack", _as(Outcome.ACKED, plan))
+
+    async def dependency_results(self) -> dict[int, codec.JSON]:
+        """What each job this one depends on returned, by job id (None for
+        one that returned nothing, or that failed while this job's policy
+        was to run anyway)."""
+        core = self._core
+        rows = await core.run(dependencies.dependency_results(core.dialect, self.id))
+        return {dep: None if result is None else codec.decode(result) for dep, _, result in rows}
 
     async def retry(
         self, delay: Duration | None = None, error: BaseException | str | None = None
@@ -270,7 +283,7 @@ class Job:
         text = error_text(error)
         plan = claim.retry(
             core.dialect, self._record, core.now_us(), delay_us=delay_us,
-            backoff=self._options.backoff, draw=core.draw(), error=text,
+            backoff=self._options.backoff, draw=core.draw(), error=text, origin=core.origin,
         )  # fmt: skip
         return await self._settle("retry", plan, text)
 
@@ -278,7 +291,7 @@ class Job:
         """Straight to the dead letters, keeping ``error``."""
         core = self._core
         text = error_text(error)
-        plan = claim.fail(core.dialect, self._record, core.now_us(), text)
+        plan = claim.fail(core.dialect, self._record, core.now_us(), text, origin=core.origin)
         return await self._settle("fail", _as(Outcome.DEAD, plan), text)
 
     async def release(self, *, refund: bool = True) -> bool:

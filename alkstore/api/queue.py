@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import datetime
-from typing import Any, Unpack
+from typing import Any, TypeVar, Unpack
 
 from ..protocol.machines.worker import WorkerPolicy, check_worker_id
 from ..protocol.plans import claim, queues
@@ -32,9 +32,12 @@ from .core import ops
 from .core.handle import StoreCore
 from .core.observer import JobObserver
 from .core.ops import INLINE_MAX
+from .core.results import await_result
 from .drain import Drain
 from .job import Job, StoreHandle
 from .tx import run_unique
+
+T = TypeVar("T")
 
 
 class Queue(ops.QueueHandle):
@@ -193,7 +196,8 @@ class Queue(ops.QueueHandle):
         ids = queues.check_job_ids(job_ids)
         core = self._core
         run = core.run(
-            claim.ack_batch(core.dialect, self.name, ids, worker_id, core.now_us()),
+            claim.ack_batch(core.dialect, self.name, ids, worker_id, core.now_us(),
+                            origin=core.origin),  # fmt: skip
             bulk=len(ids) > INLINE_MAX,
         )
         return await core.telemetry.ack_batch(self.name, len(ids), run)
@@ -203,6 +207,23 @@ class Queue(ops.QueueHandle):
         keeps history); ``False`` if there was none (a processing job's worker then gets
         ``False`` when it settles)."""
         return await self._core.run(ops.cancel(self._core, self.name, job_id))
+
+    async def result(
+        self, job_id: int, *, timeout: Duration | None = None, as_type: type[T] | None = None
+    ) -> Any:
+        """The result of job ``job_id`` of this queue once it finished: what
+        its handler returned (``as_type``: decoded into that type, as
+        ``payload_as`` does), or None for a handler that returned nothing.
+        Waits for the job meanwhile, woken when it finishes (in any process),
+        for up to ``timeout`` (None: as long as it takes; ``ResultTimeout``
+        past it). A job that died raises ``JobFailed``, one that was
+        cancelled (or whose dependency failed) ``JobCancelled``; an id no
+        job ever had, ``InvalidArgument``. Results are kept for the queue's
+        results retention (a day by default): past it a finished job reads
+        as None. A job awaited while it runs is kept for it (its finish is
+        recorded even if its handler returns nothing)."""
+        job_id = queues.check_job_id(job_id)
+        return await await_result(self._core, self.name, job_id, timeout, as_type)
 
     async def get_job(self, job_id: int) -> JobInfo | None:
         """Job ``job_id`` of this queue: live (``pending``, ``processing``),
@@ -253,21 +274,30 @@ class Queue(ops.QueueHandle):
     async def _set_paused(self, paused: bool) -> None:
         await self._core.run(ops.set_paused(self._core, self.name, paused))
 
-    async def set_retention(self, *, history: Duration | None, dead: Duration | None) -> None:
+    async def set_retention(
+        self,
+        *,
+        history: Duration | None | ops.Unchanged = ops.UNCHANGED,
+        dead: Duration | None | ops.Unchanged = ops.UNCHANGED,
+        results: Duration | None | ops.Unchanged = ops.UNCHANGED,
+    ) -> None:
         """How long this queue keeps what it is done with, for every process
-        (stored with the queue; its pause flag stays).
+        (stored with the queue; its pause flag stays). Each keyword is
+        optional: a retention not given stays as it is.
 
         ``history``: each acked or cancelled job keeps its record (state,
         attempts, timings, last error, worker) in history for this long;
         ``None`` keeps none (the default). An ack follows the setting as it
         was when its job was claimed. ``dead``: a dead letter buried from now
         on is pruned this long after it died; ``None`` keeps dead letters
-        until purged (the default). Housekeeping does the pruning. Raises
+        until purged (the default). ``results``: how long a kept job's record
+        and result stay (a job with a result, dependencies, dependents or an
+        awaiter; ``None``: a day, the default; the history retention when
+        that is longer). Housekeeping does the pruning. Raises
         ``InvalidArgument`` for a duration that is not positive."""
-        history_us = None if history is None else duration_us(history, "history", allow_zero=False)
-        dead_us = None if dead is None else duration_us(dead, "dead", allow_zero=False)
+        changes = ops.retention_changes(history=history, dead=dead, results=results)
         core = self._core
-        await core.run(queues.set_retention(core.dialect, self.name, history_us, dead_us))
+        await core.run(queues.update_retention(core.dialect, self.name, changes))
 
     async def is_paused(self) -> bool:
         """Whether the queue is paused now."""

@@ -11,11 +11,14 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from ..protocol.plans import inspection
+from ..protocol.plans import inspection, workflows
 from ..protocol.plans import schedule as schedule_plans
 from ..protocol.plans.housekeeping import PruneReport
+from ..protocol.plans.workflows import WorkflowSummary
 from ..protocol.values import codec, schedules
 from ..protocol.values.backoff import Backoff
+from ..protocol.values.errors import InvalidArgument
+from ..protocol.values.ints import check_int
 from ..protocol.values.names import check_identifier, check_name
 from ..protocol.values.timeconv import US_PER_S, Duration, duration_us
 from ..protocol.values.types import (
@@ -36,6 +39,7 @@ from .outbox import Outbox
 from .queue import Queue
 from .stream import Stream
 from .tx import Transaction
+from .workflow import Workflow, WorkflowRun
 
 
 class Store:
@@ -229,6 +233,35 @@ class Store:
     async def run_scheduler(self, *, max_sleep: float = 60.0, task_status: Any = None) -> None:
         """Run the scheduler until cancelled (safe in every process at once)."""
         await scheduler.run_scheduler(self._core, max_sleep=max_sleep, task_status=task_status)
+
+    # -- workflows ---------------------------------------------------------------
+    def workflow(self, name: str) -> Workflow:
+        """A new workflow named ``name`` (names need not be unique: each
+        enqueue is a run with an id of its own). Add steps with
+        ``Workflow.step``, then ``await wf.enqueue()`` (or
+        ``tx.enqueue_workflow(wf)``). No IO."""
+        return Workflow(self._core, name)
+
+    async def workflow_run(self, workflow_id: int) -> WorkflowRun:
+        """The enqueued workflow ``workflow_id``, to read, await or cancel;
+        ``InvalidArgument`` when there is none (or it was pruned)."""
+        core = self._core
+        workflow_id = check_int(workflow_id, "workflow id")
+        status = await core.run(workflows.workflow_status(core.dialect, workflow_id))
+        if status is None:
+            raise InvalidArgument(f"no workflow {workflow_id} (or it was pruned)")
+        ids = {s.name: s.job_id for s in status.steps.values()}
+        return WorkflowRun(core, status.id, status.name, ids)
+
+    async def list_workflows(
+        self, *, before: int | None = None, limit: int = 50
+    ) -> list[WorkflowSummary]:
+        """Workflows with ids below ``before`` (None: from the newest),
+        newest first, at most ``limit``: keyset paging."""
+        core = self._core
+        before = None if before is None else check_int(before, "before", lo=1)
+        limit = check_int(limit, "limit", lo=1, hi=10_000)
+        return await core.run(workflows.list_workflows(core.dialect, before, limit))
 
     # -- inspection ------------------------------------------------------------
     async def list_queues(self) -> list[QueueSummary]:

@@ -20,9 +20,12 @@ from typing import Any, TypeVar, Unpack
 from ..protocol.dialect import Dialect
 from ..protocol.machines.lifecycle import Lifecycle
 from ..protocol.plan import Plan, is_read_only
+from ..protocol.plans import workflows
+from ..protocol.plans.workflows import WorkflowSummary
 from ..protocol.values import codec
 from ..protocol.values.backoff import Backoff
 from ..protocol.values.errors import UsageError
+from ..protocol.values.ints import check_int
 from ..protocol.values.names import check_name, outbox_queue_name
 from ..protocol.values.timeconv import US_PER_S, Duration
 from ..protocol.values.types import (
@@ -42,6 +45,7 @@ from ..protocol.values.types import (
 from ..runner.runtime import Clock
 from ..runner.sync_session import BlockingExecutor, BlockingSession
 from .core import ops
+from . import sync_workflow
 from .core.handle import new_origin
 from .tx import JOINED_FINISH
 
@@ -172,6 +176,25 @@ class Store:
         """Job ``job_id`` in whichever queue holds it: live, dead, or
         finished and kept in its queue's history; ``None`` when none has it."""
         return self._run(ops.get_job(self._core, None, job_id))
+
+    # -- workflows -----------------------------------------------------------------
+    def workflow(self, name: str) -> sync_workflow.Workflow:
+        """A new workflow (``alkstore.Store.workflow``); ``enqueue()`` blocks."""
+        return sync_workflow.Workflow(self._run, self._core, name)
+
+    def list_workflows(
+        self, *, before: int | None = None, limit: int = 50
+    ) -> list[WorkflowSummary]:
+        """``alkstore.Store.list_workflows``."""
+        before = None if before is None else check_int(before, "before", lo=1)
+        limit = check_int(limit, "limit", lo=1, hi=10_000)
+        return self._run(workflows.list_workflows(self._core.dialect, before, limit))
+
+    def workflow_run(self, workflow_id: int) -> sync_workflow.WorkflowRun:
+        """The enqueued workflow ``workflow_id`` (``alkstore.Store.workflow_run``)."""
+        return sync_workflow.workflow_run(
+            self._run, self._core, check_int(workflow_id, "workflow id")
+        )
 
     # -- transactions ----------------------------------------------------------
     @contextmanager
@@ -343,6 +366,16 @@ class Queue(ops.QueueHandle):
         """Delete a pending or processing job; ``False`` if there was none
         (``alkstore.Queue.cancel``)."""
         return self._store._run(ops.cancel(self._store._core, self.name, job_id))
+
+    def result(
+        self, job_id: int, *, timeout: Duration | None = None, as_type: type[T] | None = None
+    ) -> Any:
+        """``alkstore.Queue.result``, blocking: it looks again every few
+        milliseconds, then less often (at most every 200 ms), until the job
+        finished or ``timeout`` passed (``ResultTimeout``)."""
+        store = self._store
+        job_id = check_int(job_id, "job id")
+        return sync_workflow.result(store._run, store._core, self.name, job_id, timeout, as_type)
 
     def requeue_dead(self, job_id: int) -> bool:
         """Move a dead job back to pending, due now, attempts reset; ``False``
@@ -553,6 +586,11 @@ class Transaction:
     def notify(self, channel: str, payload: codec.JSON = None) -> None:
         """``Store.notify`` inside this transaction: the wake fires only after commit."""
         self._run(ops.notify(self._store._core, channel, payload))
+
+    def enqueue_workflow(self, workflow: sync_workflow.Workflow) -> tuple[int, dict[str, int]]:
+        """Enqueue every step of ``workflow`` in this transaction
+        (``alkstore.Transaction.enqueue_workflow``): its id and each step's job id."""
+        return self._run(workflow.plan())
 
     def save_offset(self, stream: str, consumer: str, offset: int) -> None:
         """``Stream.save_offset`` inside this transaction: the checkpoint

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Unpack
+from typing import Any, Protocol, Unpack
 
 from ..protocol.machines.lifecycle import Lifecycle
 from ..protocol.plan import Plan
@@ -18,6 +18,14 @@ from .core.handle import StoreCore
 
 # A joined transaction belongs to the application: the handle refuses to end it.
 JOINED_FINISH = "a joined transaction is the application's: commit or roll back its connection"
+
+
+class WorkflowPlan(Protocol):
+    """A workflow as a transaction enqueues it (an ``alkstore.Workflow``)."""
+
+    def plan(self) -> Plan[tuple[int, dict[str, int]]]:
+        """The plan that enqueues it."""
+        ...
 
 
 class Transaction:
@@ -72,6 +80,14 @@ class Transaction:
         """Run the caller's own SQL (engine placeholders); returns any rows."""
         self._lifecycle.check()
         return await self._session.execute(*ops.check_sql(sql, params))
+
+    async def enqueue_workflow(self, workflow: WorkflowPlan) -> tuple[int, dict[str, int]]:
+        """Enqueue every step of ``workflow`` (a ``Workflow`` of this store)
+        in this transaction: they commit with it or not at all. Returns the
+        workflow's id and each step's job id (``store.workflow_run(id)``
+        reads it back once committed)."""
+        self._lifecycle.check()
+        return await self._run(workflow.plan())  # type: ignore[no-any-return]
 
     async def enqueue(
         self, queue: str | ops.QueueHandle, payload: codec.JSON, **options: Unpack[EnqueueOptions]

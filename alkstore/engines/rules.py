@@ -33,6 +33,7 @@ from typing import Final
 
 from ..protocol.dialect import STATE_PENDING, STATE_PROCESSING
 from ..protocol.values.generation import META_KEY as _GENERATION_KEY
+from ..protocol.values.results import RESULTS_RETENTION_US
 from .spelling import Spelling
 
 
@@ -113,6 +114,48 @@ class Rules:
             f"NOT EXISTS (SELECT 1 FROM {meta} WHERE key = '{_GENERATION_KEY}' "
             f"AND {self.spelling.integer('value')} > {generation})"
         )
+
+    # -- dependencies and kept jobs (workflows) ------------------------------
+    @property
+    def NOT_KEPT(self) -> str:
+        """A live job whose finish needs no record: no dependents, no
+        dependencies, nobody awaiting it. The plain (fast) ack and cancel
+        take only such a job; a kept one goes through the statements that
+        move it into history and settle what depends on it. Model:
+        ``not LiveJob.kept``."""
+        return f"keep = {self.spelling.false}"
+
+    @property
+    def KEEP(self) -> str:
+        """The assignment that marks a live job kept. Model: LiveJob.kept."""
+        return f"keep = {self.spelling.true}"
+
+    @property
+    def EDGE_OPEN(self) -> str:
+        """A dependency whose finish has not been counted yet: a finish
+        counts each edge once. Model: QueueModel.finish_dependency."""
+        return f"done = {self.spelling.false}"
+
+    @property
+    def EDGE_COUNTED(self) -> str:
+        """The assignment that counts an edge's finish."""
+        return f"done = {self.spelling.true}"
+
+    # A waiting job whose every dependency finished: it moves into jobs (or
+    # was cancelled). Model: QueueModel.release.
+    DEPENDENCIES_DONE: Final = "remaining <= 0"
+
+    def kept_prune_at(self, now: str, queues: str, queue: str) -> str:
+        """When a kept job finished at ``now`` leaves history: its queue's
+        results retention (NULL: ``RESULTS_RETENTION_US``, a day) or its
+        history retention, whichever is longer. Inputs: now, queue. Model:
+        QueueModel.kept_prune_at."""
+        history = f"COALESCE((SELECT history_us FROM {queues} WHERE name = {queue}), 0)"
+        results = (
+            f"COALESCE((SELECT results_us FROM {queues} WHERE name = {queue}), "
+            f"{RESULTS_RETENTION_US})"
+        )
+        return f"{now} + {self.spelling.larger(history, results)}"
 
     # -- unique jobs ---------------------------------------------------------
     # A live job holds its unique key: the predicate of the unique index

@@ -13,6 +13,7 @@ from ..protocol.dialect import (
     JOB_COLUMNS,
     JOB_INFO_COLUMNS,
     SCHEDULE_COLUMNS,
+    WAITING_COLUMNS,
     column_list,
 )
 
@@ -24,13 +25,18 @@ HISTORY_COLS = column_list(HISTORY_COLUMNS)
 SCHEDULE_COLS = column_list(SCHEDULE_COLUMNS)
 DUE_SCHEDULE_COLS = column_list(DUE_SCHEDULE_COLUMNS)
 # What the sweep reads of a candidate (protocol.plans.claim.SweepCandidate).
-SWEEP_COLS = "id, state, visible_at, expires_at, attempts, max_attempts"
+SWEEP_COLS = "id, state, visible_at, expires_at, attempts, max_attempts, keep"
 # The columns a finished job's move into history fills (the read shape,
 # HISTORY_COLUMNS, leaves out its metadata and prune time).
 HISTORY_INSERT_COLS = (
     "id, queue, outcome, payload, priority, attempts, max_attempts, run_at, created_at, "
     "finished_at, worker, last_error, headers, prune_at, unique_key, concurrency_key"
 )
+
+
+# A waiting job's row (the ``waiting`` table), as inserted and as the
+# inspection reads it (protocol.dialect.WAITING_COLUMNS).
+WAITING_COLS = column_list(WAITING_COLUMNS)
 
 
 def distinct_names(cte: str, table: str, column: str) -> str:

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 class Spelling:
     # A false boolean, compared with a boolean column.
     false: str
+    # A true boolean, stored in one.
+    true: str
     # Stored text read as an integer (the meta table's values are text).
     integer_cast: str
     # The larger of two values (a scalar function of two arguments).

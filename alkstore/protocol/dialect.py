@@ -41,6 +41,14 @@ EVENT_COLUMNS = ("offset", "stream", "key", "payload", "created_at")
 HISTORY_COLUMNS = (
     "id", "queue", "outcome", "payload", "priority", "attempts", "max_attempts", "run_at",
     "created_at", "finished_at", "worker", "last_error", "unique_key", "concurrency_key",
+    "result",
+)  # fmt: skip
+# Column order of a waiting job's row (its dependencies not all finished):
+# what it needs to become a live job, its unfinished dependencies and what
+# a failed one does to it (0: cancel it, 1: run it anyway).
+WAITING_COLUMNS = (
+    "id", "queue", "payload", "priority", "max_attempts", "run_at", "created_at",
+    "expires_at", "headers", "concurrency_key", "remaining", "on_failure",
 )  # fmt: skip
 # Column order of a schedule row as listed.
 SCHEDULE_COLUMNS = (
@@ -62,7 +70,7 @@ DUE_SCHEDULE_COLUMNS = (
 QUEUE_SUMMARY_COLUMNS = (
     "ready", "scheduled", "processing", "oldest_ready", "dead", "history", "paused",
     "history_us", "dead_us", "concurrency_limit", "rate_limit", "rate_period_us",
-    "key_rate_limit", "key_rate_period_us", "unique_processing",
+    "key_rate_limit", "key_rate_period_us", "unique_processing", "waiting",
 )  # fmt: skip
 # A stream's summary: its counter row (NULLs for a stream without one), its
 # event count and its oldest event (NULLs for none).
@@ -322,13 +330,17 @@ class Dialect(Protocol):
         """Its row is ``(paused,)``, or none for a queue never paused."""
         ...
 
-    def set_retention(self, queue: str, history_us: int | None, dead_us: int | None) -> Statement:
-        """Record how long ``queue`` keeps finished jobs and dead letters
-        (None: none kept / until purged); its pause flag stays."""
+    def set_retention(
+        self, queue: str, history_us: int | None, dead_us: int | None, results_us: int | None
+    ) -> Statement:
+        """Record how long ``queue`` keeps finished jobs, dead letters and
+        kept jobs' results (None: none kept / until purged / a day); its
+        pause flag stays."""
         ...
 
     def queue_retention(self, queue: str) -> Statement:
-        """Its row is ``(history_us, dead_us)``, or none for a queue never configured."""
+        """Its row is ``(history_us, dead_us, results_us)``, or none for a
+        queue never configured."""
         ...
 
     def dead_count(self, queue: str) -> Statement: ...
@@ -520,6 +532,145 @@ class Dialect(Protocol):
 
     def set_token_floor(self, token: int) -> Statement:
         """Store ``token`` as the floor (the caller holds the exclusive guard)."""
+        ...
+
+
+    # dependencies, results and workflows (a job's graph; docs/workflows.md)
+    def allocate_job_ids(self, n: int) -> tuple[Statement, ...]:
+        """Take ``n`` fresh ids from the jobs' own sequence (ids no job was
+        or will be given); the last statement's rows are the ids ``(id,)``."""
+        ...
+    def enqueue_waiting(
+        self,
+        jobs: Sequence[NewJob],
+        ids: Sequence[int],
+        remaining: int,
+        on_failure: int,
+        now_us: int,
+    ) -> Statement:
+        """Insert ``jobs`` (at most ``ENQUEUE_CHUNK``) as waiting jobs under
+        ``ids``, each with ``remaining`` unfinished dependencies and the
+        policy ``on_failure`` (``ON_FAILURE_CANCEL``, ``ON_FAILURE_RUN``)."""
+        ...
+    def keep_jobs(self, job_ids: Sequence[int]) -> Statement:
+        """Mark the live jobs among ``job_ids`` kept; its rows are ``(id,)``
+        of those marked. On an engine with concurrent writers the rows stay
+        locked until commit, so an ack running meanwhile sees the mark."""
+        ...
+    def dependency_states(self, job_ids: Sequence[int]) -> Statement:
+        """Rows ``(id, kind, detail)`` for those of ``job_ids`` that are not
+        live: ``waiting``, a history outcome (``acked``, ``cancelled``, with
+        the last error), or ``dead`` with its reason."""
+        ...
+    def add_dependencies(self, edges: Sequence[tuple[int, int, bool]]) -> Statement:
+        """Record each (dependency, dependent, counted) edge; ``counted``:
+        the dependency has finished already and is not counted again."""
+        ...
+    def count_finished(self, dep_ids: Sequence[int]) -> Statement:
+        """Count each of ``dep_ids`` finished, once: mark their uncounted
+        edges counted; its rows are ``(dependent id, dependency id)``, one
+        per edge counted."""
+        ...
+    def waiting_policies(self, job_ids: Sequence[int]) -> Statement:
+        """Rows ``(id, on_failure)`` of those of ``job_ids`` still waiting."""
+        ...
+    def decrement_waiting(self, job_ids: Sequence[int], n: int) -> Statement:
+        """``n`` more dependencies of each waiting job of ``job_ids``
+        finished; rows ``(id, remaining)``."""
+        ...
+    def release_waiting(self, job_ids: Sequence[int], now_us: int) -> tuple[Statement, ...]:
+        """Move the waiting jobs of ``job_ids`` whose dependencies all
+        finished into jobs, pending, due at their run_at or now, kept; the
+        first statement's rows are ``(id, queue)`` of those moved."""
+        ...
+    def cancel_waiting(
+        self, job_ids: Sequence[int], reason: str | None, now_us: int
+    ) -> tuple[Statement, ...]:
+        """Move the waiting jobs of ``job_ids`` into history as cancelled,
+        ``reason`` as their last error; first statement's rows ``(id, queue)``."""
+        ...
+    def get_waiting(self, queue: str | None, job_id: int) -> Statement:
+        """The waiting job's row (``WAITING_COLUMNS``), if it waits (in ``queue``)."""
+        ...
+    def waiting_count(self, queue: str) -> Statement:
+        """Its row is ``(count,)`` of ``queue``'s waiting jobs."""
+        ...
+    def waiting_page(self, queue: str, after: int, limit: int) -> Statement:
+        """Waiting jobs (``WAITING_COLUMNS``) of ``queue`` with ids above
+        ``after``, ascending, at most ``limit``."""
+        ...
+    def ack_kept(
+        self,
+        worker: str,
+        items: Sequence[tuple[int, int | None, str | None]],
+        now_us: int,
+        queue: str | None = None,
+    ) -> tuple[Statement, ...]:
+        """Move the jobs of ``items`` (id, claim number or None for the
+        worker's live claim, result JSON or None) that ``worker`` owns (of
+        ``queue``, when given) into history as acked with their results,
+        kept for their queue's results retention (``rules.kept_prune_at``);
+        the first statement's rows are ``(id, queue)`` of those moved. Items
+        all have claim numbers or none."""
+        ...
+    def cancel_kept(
+        self, queue: str, job_id: int, reason: str | None, now_us: int
+    ) -> tuple[Statement, ...]:
+        """Move the live job into history as cancelled (``reason`` as its
+        last error, if given), kept for the results retention; the first
+        statement's rows are ``(id, queue)``."""
+        ...
+    def job_outcome(self, job_id: int) -> Statement:
+        """Its row says where the job is, and its queue: ``('live', state,
+        None, None, queue)``, ``('waiting', None, None, None, queue)``,
+        ``('history', outcome, result, last error, queue)``, ``('dead',
+        reason, None, last error, queue)``; none: nowhere."""
+        ...
+    def job_id_high(self) -> Statement:
+        """Its row is ``(the highest job id ever handed out,)``."""
+        ...
+    def dependency_results(self, job_id: int) -> Statement:
+        """Rows ``(dependency id, outcome, result)`` of the job's
+        dependencies (outcome and result NULL for one not finished or not kept)."""
+        ...
+    def dependencies(self, job_id: int) -> Statement:
+        """Rows ``(dependency id, counted)``, ascending."""
+        ...
+    def dependents(self, job_id: int) -> Statement:
+        """Rows ``(dependent id, counted)``, ascending."""
+        ...
+    def forget_dependencies(self, job_ids: Sequence[int]) -> Statement:
+        """Delete the edges of the dependents ``job_ids`` (their records are gone)."""
+        ...
+    def create_workflow(self, name: str, now_us: int) -> Statement:
+        """Its result is the new workflow's id (``Fetch.INSERTED_ID``)."""
+        ...
+    def add_workflow_steps(self, workflow_id: int, steps: Sequence[tuple[str, int]]) -> Statement:
+        """Record each (step name, job id) of the workflow."""
+        ...
+    def workflow(self, workflow_id: int) -> Statement:
+        """Its row is ``(id, name, created_at)``, if there is one."""
+        ...
+    def workflow_steps(self, workflow_id: int) -> Statement:
+        """Rows ``(step, job id, where, state or outcome or reason, result,
+        last error, queue)``: ``where`` as ``job_outcome``'s (None: gone)."""
+        ...
+    def workflow_edges(self, workflow_id: int) -> Statement:
+        """Rows ``(dependency id, dependent id)`` of the workflow's steps."""
+        ...
+    def workflow_of(self, job_id: int) -> Statement:
+        """Its row is ``(workflow id, step, workflow name)``, if the job is a step."""
+        ...
+    def workflow_page(self, before: int, limit: int) -> Statement:
+        """Rows ``(id, name, created_at, steps)`` of workflows with ids below
+        ``before``, newest first, at most ``limit``."""
+        ...
+    def stale_workflows(self, cutoff_us: int, limit: int) -> Statement:
+        """Rows ``(id,)`` of workflows created before ``cutoff_us`` none of
+        whose steps is live or waiting, oldest first, at most ``limit``."""
+        ...
+    def forget_workflows(self, workflow_ids: Sequence[int]) -> tuple[Statement, ...]:
+        """Delete the workflows and their steps; the last statement counts them."""
         ...
 
 

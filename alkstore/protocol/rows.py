@@ -25,6 +25,7 @@ from .dialect import (
     STATE_PENDING,
     STATE_PROCESSING,
     STREAM_SUMMARY_COLUMNS,
+    WAITING_COLUMNS,
 )
 from .plan import Row
 from .values import codec
@@ -185,7 +186,7 @@ _POSITIONS: dict[tuple[str, ...], dict[str, int]] = {
     for columns in (
         JOB_COLUMNS, JOB_INFO_COLUMNS, CLAIM_COLUMNS, DEAD_COLUMNS, EVENT_COLUMNS, HISTORY_COLUMNS,
         SCHEDULE_COLUMNS, QUEUE_SUMMARY_COLUMNS, STREAM_SUMMARY_COLUMNS, CONSUMER_COLUMNS,
-        LOCK_COLUMNS,
+        LOCK_COLUMNS, WAITING_COLUMNS,
     )
 }  # fmt: skip
 
@@ -285,6 +286,32 @@ def history_info(row: Row) -> JobInfo:
         finished_at=f.instant("finished_at"),
         unique_key=f.opt_text("unique_key"),
         concurrency_key=f.opt_text("concurrency_key"),
+        result=result_value(f.opt_text("result")),
+    )
+
+
+def result_value(text: str | None) -> codec.JSON:
+    """A stored result (JSON text, None for none) decoded."""
+    return None if text is None else codec.decode(text)
+
+
+def waiting_info(row: Row) -> JobInfo:
+    """A waiting job's row (``WAITING_COLUMNS``): not claimable until its
+    dependencies finished; never attempted."""
+    f = _Fields(row, WAITING_COLUMNS, "waiting job")
+    return JobInfo(
+        id=f.integer("id"),
+        queue=f.text("queue"),
+        payload=f.payload(),
+        priority=f.integer("priority"),
+        attempts=0,
+        max_attempts=f.integer("max_attempts"),
+        **_times(f),
+        state="waiting",
+        claimed_by=None,
+        claim_expires_at=None,
+        last_error=None,
+        concurrency_key=f.opt_text("concurrency_key"),
     )
 
 
@@ -306,6 +333,7 @@ def queue_summary(name: str, outbox: str | None, row: Row) -> QueueSummary:
         limits=_limits(*(f.opt_integer(c) for c in _LIMIT_FIELDS)),
         # NULL (never set) or true: a processing job keeps its key.
         unique_processing_blocks=f.opt_flag("unique_processing", default=True),
+        waiting=f.integer("waiting"),
     )
 
 

@@ -12,9 +12,13 @@ from .runtime import Runtime, Signal
 class Mailbox:
     """One receiver's pending-wake flag. Wakes coalesce: many become one."""
 
-    def __init__(self, runtime: Runtime, receiver_id: int, channel: str) -> None:
+    def __init__(
+        self, runtime: Runtime, receiver_id: int, channel: str, also: tuple[str, ...] = ()
+    ) -> None:
         self.id = receiver_id
         self.channel = channel
+        # Every channel it hears (an internal receiver may hear several).
+        self.channels = (channel, *also)
         self.pending = False
         # Set when the wake source reconnected: wakes may have been missed.
         self.reconnected = False
@@ -60,13 +64,16 @@ class WakeHub:
         self._ids = itertools.count(1)
         self.closed = False
 
-    def open(self, channel: str) -> Mailbox:
-        box = Mailbox(self._runtime, next(self._ids), channel)
+    def open(self, channel: str, *also: str) -> Mailbox:
+        """A mailbox for ``channel``'s wakes (and ``also``'s: one box that
+        any of them wakes)."""
+        box = Mailbox(self._runtime, next(self._ids), channel, also)
         if self.closed:
             box.close()
             return box
         self._boxes[box.id] = box
-        self._router.add(channel, box.id)
+        for each in box.channels:
+            self._router.add(each, box.id)
         return box
 
     def channels(self) -> set[str]:
@@ -79,7 +86,8 @@ class WakeHub:
         return not self._boxes
 
     def discard(self, box: Mailbox) -> None:
-        self._router.remove(box.channel, box.id)
+        for each in box.channels:
+            self._router.remove(each, box.id)
         self._boxes.pop(box.id, None)
 
     def wake(self, channels: Iterable[str]) -> None:

@@ -71,8 +71,11 @@ async def prune(core: StoreCore) -> hk.PruneReport:
         notifications = await _drain(core, lambda: hk.prune_notifications(rows, before))
     cutoff = now - locks.PRUNE_GRACE_US
     pruned_locks = await _drain(core, lambda: locks.prune(d, cutoff, hk.PRUNE_BATCH))
+    workflows = await _drain(core, lambda: hk.prune_workflows(d, now))
     vacuumed = await _vacuum(core) if core.vacuum else 0
-    return hk.PruneReport(history, dead, events, notifications, pruned_locks, vacuumed)
+    return hk.PruneReport(
+        history, dead, events, notifications, pruned_locks, vacuumed, workflows
+    )
 
 
 async def _vacuum(core: StoreCore) -> int:

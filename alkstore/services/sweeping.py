@@ -18,7 +18,9 @@ async def sweep_queue(core: StoreCore, queue: str) -> int:
     """Sweep ``queue`` until a page comes back short; how many it buried."""
     total = 0
     while True:
-        buried = await core.run(sweep(core.dialect, queue, core.now_us()), bulk=True)
+        buried = await core.run(
+            sweep(core.dialect, queue, core.now_us(), origin=core.origin), bulk=True
+        )
         total += len(buried)
         if buried:
             log_buried(queue, buried)

@@ -25,6 +25,9 @@ from .choices import Chooser
 from .config import Config
 from .sim_backend import SimConn
 
+# Every simulated actor is one store: the origin its wakes carry.
+SIM_ORIGIN = "sim"
+
 if TYPE_CHECKING:
     from .invariants import Ledger
 
@@ -162,7 +165,7 @@ class Programs:
                 action = "ack"
             if action == "ack":
                 plan: Callable[[int], list[Plan[Any]]] = lambda now: [  # noqa: E731
-                    claim.ack(self.d, job, now)
+                    claim.ack(self.d, job, now, origin=SIM_ORIGIN)
                 ]
             elif action == "retry":
                 plan = lambda now: [  # noqa: E731
@@ -174,10 +177,11 @@ class Programs:
                         backoff=self.options.backoff,
                         draw=0.0,
                         error="sim",
+                        origin=SIM_ORIGIN,
                     )
                 ]
             elif action == "fail":
-                plan = lambda now: [claim.fail(self.d, job, now, "sim")]  # noqa: E731
+                plan = lambda now: [claim.fail(self.d, job, now, "sim", origin=SIM_ORIGIN)]  # noqa: E731
             else:
                 plan = lambda now: [claim.release(self.d, job, now, refund=True)]  # noqa: E731
             yield Op(action, plan, meta={"job": job})

@@ -35,7 +35,7 @@ from ..protocol.values import codec, schedules
 from ..protocol.values.errors import AlkstoreError, DatabaseError
 from ..protocol.values.names import check_name
 from ..protocol.values.types import QueueLimits, QueueOptions, Rate
-from .actors import US, WAIT, Actor, Op, Program, Programs
+from .actors import SIM_ORIGIN, US, WAIT, Actor, Op, Program, Programs
 from .choices import Chooser
 from .config import Config
 from .invariants import Ledger, SimulationFailure, _Violation
@@ -520,7 +520,7 @@ class Simulation(Programs):
         """After the run: time passes, the sweep and a fresh worker finish
         everything; then no committed job may be left anywhere."""
         self.now += 3600 * US
-        self._run_alone(Op("sweep", lambda now: [claim.sweep(self.d, None, now)]), "drainer")
+        self._run_alone(Op("sweep", lambda now: [claim.sweep(self.d, None, now, origin=SIM_ORIGIN)]), "drainer")
         for _ in range(10 * max(1, self.config.jobs)):
             self.now += round(self.options.visibility_timeout_us * 2)
             op = Op("claim", lambda now: [claim.claim(self.d, self.queue, "drainer", 10, now, US)])
@@ -528,9 +528,9 @@ class Simulation(Programs):
             if not jobs:
                 break
             for job in jobs:
-                ack = Op("ack", lambda now: [claim.ack(self.d, job, now)], meta={"job": job})
+                ack = Op("ack", lambda now: [claim.ack(self.d, job, now, origin=SIM_ORIGIN)], meta={"job": job})
                 self._run_alone(ack, "drainer")
-        self._run_alone(Op("sweep", lambda now: [claim.sweep(self.d, None, now)]), "drainer")
+        self._run_alone(Op("sweep", lambda now: [claim.sweep(self.d, None, now, origin=SIM_ORIGIN)]), "drainer")
         self._check_store()
         live = self.db.live_job_ids()
         # nothing is stranded: after the drain every job is acked or dead

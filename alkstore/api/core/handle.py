@@ -183,9 +183,10 @@ class StoreCore:
         return self.executor.join(connection)
 
     # -- wakes -----------------------------------------------------------------------
-    def subscribe(self, channel: str) -> WakeReceiver:
-        """A receiver on any channel, internal ones included (no name check)."""
-        return WakeReceiver(self.hub, channel, self.executor, self.lifecycle)
+    def subscribe(self, channel: str, *also: str) -> WakeReceiver:
+        """A receiver on any channel, internal ones included (no name check),
+        and on ``also``'s: any of them wakes it."""
+        return WakeReceiver(self.hub, channel, self.executor, self.lifecycle, also=also)
 
     # -- lifecycle -------------------------------------------------------------------
     async def close(self) -> bool:

@@ -17,17 +17,25 @@ thread), it returns ``(plan, bulk)``. Nothing here runs anything.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol, TypeVar, cast
 
 from ...protocol.dialect import Dialect
 from ...protocol.plan import Plan
-from ...protocol.plans import inspection, queues, streams
+from ...protocol.plans import dependencies, inspection, queues, streams
 from ...protocol.plans import wakes as wake_plans
 from ...protocol.plans.queues import check_limit
 from ...protocol.values import codec
-from ...protocol.values.errors import InvalidArgument, PayloadTooLarge, UsageError, brief
+from ...protocol.values.errors import (
+    InvalidArgument,
+    JobCancelled,
+    JobFailed,
+    PayloadTooLarge,
+    UsageError,
+    brief,
+)
 from ...protocol.values.ints import check_int
 from ...protocol.values.names import check_identifier, check_key, check_name, outbox_queue_name
 from ...protocol.values.timeconv import Duration, duration_us, instant_us
@@ -114,7 +122,15 @@ new_job = resolve_enqueue
 
 def insert(ctx: OpContext, job: NewJob, now_us: int) -> Plan[int]:
     """The plan inserting ``job`` (made by ``new_job`` at ``now_us``)."""
+    if job.depends_on:
+        return _first(dependencies.enqueue_dependent(
+            ctx.dialect, [job], job.depends_on, job.on_dependency_failure, ctx.origin, now_us
+        ))  # fmt: skip
     return queues.enqueue(ctx.dialect, job, ctx.origin, now_us)
+
+
+def _first(plan: Plan[list[int]]) -> Plan[int]:
+    return (yield from plan)[0]
 
 
 def new_jobs(
@@ -129,7 +145,14 @@ def new_jobs(
 
 
 def insert_many(ctx: OpContext, jobs: list[NewJob], now_us: int) -> Call[list[int]]:
-    """The plan inserting ``jobs`` (non-empty), and whether it is bulk."""
+    """The plan inserting ``jobs`` (non-empty, the same options each), and
+    whether it is bulk."""
+    first = jobs[0]
+    if first.depends_on:
+        plan = dependencies.enqueue_dependent(
+            ctx.dialect, jobs, first.depends_on, first.on_dependency_failure, ctx.origin, now_us
+        )
+        return plan, len(jobs) > INLINE_MAX
     return queues.enqueue_many(ctx.dialect, jobs, ctx.origin, now_us), len(jobs) > INLINE_MAX
 
 
@@ -379,3 +402,50 @@ def check_sql(sql: object, params: object) -> tuple[str, Sequence[Any] | dict[st
     if isinstance(params, str | bytes) or not isinstance(params, Sequence | dict):
         raise InvalidArgument(f"params must be a sequence or a dict, got {brief(params)}")
     return sql, params
+
+
+# -- results ---------------------------------------------------------------------------
+# How often a caller awaiting a result looks again with no wake (a wake lost
+# to a dropped listening connection, say): wakes do the real work.
+RESULT_BACKSTOP_S = 5.0
+
+
+def finished_value(job_id: int, end: dependencies.JobEnd, as_type: type[T] | None) -> Any:
+    """What ``Queue.result`` gives for a job that finished: its result
+    (decoded; into ``as_type`` when given), None for one that kept no
+    record, or the error its end calls for."""
+    if end.where == "acked":
+        value = None if end.result is None else codec.decode(end.result)
+        return value if as_type is None or value is None else codec.convert(value, as_type)
+    if end.where == "gone":
+        return None
+    if end.where == "cancelled":
+        raise JobCancelled(job_id, end.reason)
+    if end.where == "dead":
+        raise JobFailed(job_id, end.reason or "failed", end.error)
+    raise InvalidArgument(f"no job has id {job_id}")
+
+
+def check_result_queue(job_id: int, end: dependencies.JobEnd, queue: str) -> None:
+    """``Queue.result`` reads its own queue's jobs."""
+    if end.queue is not None and end.queue != queue:
+        raise InvalidArgument(f"job {job_id} is a job of queue {end.queue!r}, not of {queue!r}")
+
+
+# -- retention -------------------------------------------------------------------------
+class Unchanged(enum.Enum):
+    """A setting left as it is (``Queue.set_retention``'s default)."""
+
+    UNCHANGED = "unchanged"
+
+
+UNCHANGED = Unchanged.UNCHANGED
+
+
+def retention_changes(**given: Duration | None | Unchanged) -> dict[str, int | None]:
+    """The retentions given (each a positive duration, or None), in microseconds."""
+    return {
+        what: None if value is None else duration_us(value, what, allow_zero=False)
+        for what, value in given.items()
+        if value is not UNCHANGED
+    }

@@ -32,11 +32,15 @@ class WakeReceiver:
         channel: str,
         source: WakeSource,
         store: Lifecycle | None = None,
+        *,
+        also: tuple[str, ...] = (),
     ) -> None:
         self._hub = hub
         self._source = source
         self._store = store if store is not None else Lifecycle("store")
         self.channel = channel
+        # More channels whose wakes it receives too (internal receivers only).
+        self._also = also
         self._box: Mailbox | None = None
         self._exited = False
         self._listening = False
@@ -45,15 +49,18 @@ class WakeReceiver:
         if self._box is not None or self._exited:
             raise Closed("a WakeReceiver can be entered once")
         self._store.check()
-        self._box = self._hub.open(self.channel)
+        self._box = self._hub.open(self.channel, *self._also)
         try:
             # On Postgres this LISTENs before returning, so no notify that
             # commits after entering is missed.
-            await self._source.listen(self.channel)
+            for channel in (self.channel, *self._also):
+                await self._source.listen(channel)
+                self._listening = True
         except BaseException:
             self.close()
+            if self._listening:
+                await self._unlisten()
             raise
-        self._listening = True
         return self
 
     async def __aexit__(
@@ -61,8 +68,12 @@ class WakeReceiver:
     ) -> None:
         self.close()
         if self._listening:
-            self._listening = False
-            await self._source.unlisten(self.channel)
+            await self._unlisten()
+
+    async def _unlisten(self) -> None:
+        self._listening = False
+        for channel in (self.channel, *self._also):
+            await self._source.unlisten(channel)
 
     def close(self) -> None:
         """Stop receiving: ``recv`` returns ``None``, ``try_recv`` raises ``Closed``."""

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 
 from ..sql import render_statements
 from .claims import Claims
+from .dependencies import Dependencies
 from .enqueue import Enqueue
 from .inspection import Inspection
 from .locks import Locks
@@ -51,7 +52,8 @@ if TYPE_CHECKING:
 
 
 class PostgresDialect(
-    Wakes, Enqueue, Claims, Settling, Queues, Inspection, Streams, Schedules, Locks, Vacuum
+    Wakes, Enqueue, Claims, Settling, Queues, Inspection, Streams, Schedules, Locks,
+    Dependencies, Vacuum,
 ):
     """Statement builders for one Postgres schema. Pure: every method only
     builds a ``Statement``."""

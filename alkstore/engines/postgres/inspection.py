@@ -9,7 +9,7 @@ from ...protocol.plan import Fetch, Statement
 from ..shapes import DEAD_COLS, HISTORY_COLS, JOB_INFO_COLS, distinct_names
 from ..sql import Sql, Variants
 from .spelling import RULES
-from .tables import DEAD, HISTORY, JOBS, QUEUES
+from .tables import DEAD, HISTORY, JOBS, QUEUES, WAITING
 
 
 def _page_of(state: int, also: str = "") -> Sql:
@@ -25,8 +25,10 @@ class Inspection:
     _queue_names = Sql(
         f"WITH RECURSIVE {distinct_names('live', JOBS, 'queue')}, "
         f"{distinct_names('buried', DEAD, 'queue')}, "
-        f"{distinct_names('finished', HISTORY, 'queue')} "
+        f"{distinct_names('finished', HISTORY, 'queue')}, "
+        f"{distinct_names('waits', WAITING, 'queue')} "
         "SELECT name FROM live WHERE name IS NOT NULL "
+        "UNION SELECT name FROM waits WHERE name IS NOT NULL "
         "UNION SELECT name FROM buried WHERE name IS NOT NULL "
         "UNION SELECT name FROM finished WHERE name IS NOT NULL "
         f"UNION SELECT name FROM {QUEUES} ORDER BY name",
@@ -44,7 +46,8 @@ class Inspection:
         f"(SELECT COUNT(*) FROM {DEAD} WHERE queue = :queue), "
         f"(SELECT COUNT(*) FROM {HISTORY} WHERE queue = :queue), "
         "q.paused, q.history_us, q.dead_us, q.concurrency_limit, q.rate_limit, "
-        "q.rate_period_us, q.key_rate_limit, q.key_rate_period_us, q.unique_processing "
+        "q.rate_period_us, q.key_rate_limit, q.key_rate_period_us, q.unique_processing, "
+        f"(SELECT COUNT(*) FROM {WAITING} WHERE queue = :queue) "
         "FROM (SELECT "
         f"COUNT(*) FILTER (WHERE state = {STATE_PENDING} AND {RULES.claimable(':now')}) AS ready, "
         f"COUNT(*) FILTER (WHERE state = {STATE_PENDING} AND {RULES.hidden(':now')}) "
@@ -124,8 +127,9 @@ class Inspection:
     # SKIP LOCKED: concurrent prunes take disjoint batches.
     _prune_history = Sql(
         f"DELETE FROM {HISTORY} WHERE id IN (SELECT id FROM {HISTORY} "
-        f"WHERE {RULES.prune_due(':now')} ORDER BY prune_at LIMIT :limit FOR UPDATE SKIP LOCKED)",
-        Fetch.ROWCOUNT,
+        f"WHERE {RULES.prune_due(':now')} ORDER BY prune_at LIMIT :limit FOR UPDATE SKIP LOCKED) "
+        "RETURNING id",
+        Fetch.ALL,
     )
 
     def prune_history(self, now_us: int, limit: int) -> Statement:
@@ -133,8 +137,9 @@ class Inspection:
 
     _prune_dead = Sql(
         f"DELETE FROM {DEAD} WHERE id IN (SELECT id FROM {DEAD} "
-        f"WHERE {RULES.prune_due(':now')} ORDER BY prune_at LIMIT :limit FOR UPDATE SKIP LOCKED)",
-        Fetch.ROWCOUNT,
+        f"WHERE {RULES.prune_due(':now')} ORDER BY prune_at LIMIT :limit FOR UPDATE SKIP LOCKED) "
+        "RETURNING id",
+        Fetch.ALL,
     )
 
     def prune_dead(self, now_us: int, limit: int) -> Statement:

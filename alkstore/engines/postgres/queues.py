@@ -120,16 +120,21 @@ class Queues:
         return self._queue_paused.bind(queue=queue)
 
     _set_retention = Sql(
-        f"INSERT INTO {QUEUES} (name, history_us, dead_us) VALUES (:queue, :history, :dead) "
+        f"INSERT INTO {QUEUES} (name, history_us, dead_us, results_us) "
+        "VALUES (:queue, :history, :dead, :results) "
         "ON CONFLICT (name) DO UPDATE SET history_us = EXCLUDED.history_us, "
-        "dead_us = EXCLUDED.dead_us"
+        "dead_us = EXCLUDED.dead_us, results_us = EXCLUDED.results_us"
     )
 
-    def set_retention(self, queue: str, history_us: int | None, dead_us: int | None) -> Statement:
-        return self._set_retention.bind(queue=queue, history=history_us, dead=dead_us)
+    def set_retention(
+        self, queue: str, history_us: int | None, dead_us: int | None, results_us: int | None
+    ) -> Statement:
+        return self._set_retention.bind(
+            queue=queue, history=history_us, dead=dead_us, results=results_us
+        )
 
     _queue_retention = Sql(
-        f"SELECT history_us, dead_us FROM {QUEUES} WHERE name = :queue", Fetch.ONE
+        f"SELECT history_us, dead_us, results_us FROM {QUEUES} WHERE name = :queue", Fetch.ONE
     )
 
     def queue_retention(self, queue: str) -> Statement:
@@ -170,15 +175,19 @@ class Queues:
 
     # Keyed by whether only the letters that died before ``:before`` go.
     _purge_dead = Variants({
-        False: Sql(f"DELETE FROM {DEAD} WHERE queue = :queue", Fetch.ROWCOUNT),
-        True: Sql(f"DELETE FROM {DEAD} WHERE queue = :queue AND died_at < :before", Fetch.ROWCOUNT),
+        False: Sql(f"DELETE FROM {DEAD} WHERE queue = :queue RETURNING id", Fetch.ALL),
+        True: Sql(
+            f"DELETE FROM {DEAD} WHERE queue = :queue AND died_at < :before RETURNING id",
+            Fetch.ALL,
+        ),
     })  # fmt: skip
 
     def purge_dead(self, queue: str, before_us: int | None) -> Statement:
         return self._purge_dead[before_us is not None].bind(queue=queue, before=before_us)
 
     _purge_dead_ids = Sql(
-        f"DELETE FROM {DEAD} WHERE queue = :queue AND id = ANY(:ids::bigint[])", Fetch.ROWCOUNT
+        f"DELETE FROM {DEAD} WHERE queue = :queue AND id = ANY(:ids::bigint[]) RETURNING id",
+        Fetch.ALL,
     )
 
     def purge_dead_ids(self, queue: str, job_ids: Sequence[int]) -> Statement:

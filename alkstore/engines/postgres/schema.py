@@ -23,7 +23,6 @@ from ...protocol.plan import Fetch, Plan, Statement, fetch_one, reads
 from ...protocol.values import generation
 from ..rules import Rules
 from .names import check_schema, quote_ident
-from .vacuum import CHURN_TABLES
 
 DEFAULT_SCHEMA = "alkstore"
 
@@ -320,7 +319,80 @@ def _v5(schema: str) -> tuple[str, ...]:
     bench/soak.py): storage settings only, no rewrite (the lock a vacuum
     takes, SHARE UPDATE EXCLUSIVE)."""
     s = quote_ident(schema)
-    return tuple(f"ALTER TABLE {s}.{table} SET ({CHURN_STORAGE})" for table in CHURN_TABLES)
+    return tuple(f"ALTER TABLE {s}.{table} SET ({CHURN_STORAGE})" for table in _V5_CHURN_TABLES)
+
+
+# The churning tables of version 5, frozen (CHURN_TABLES grew since).
+_V5_CHURN_TABLES = ("jobs", "claim_log", "locks", "history", "dead")
+
+
+def _v6(schema: str) -> tuple[str, ...]:
+    """Version 6, workflows (issue #26): job dependencies, results and
+    workflows (docs/workflows.md). Tables and columns added, none rewritten
+    (a column with a constant default is added without touching a row)."""
+    s = quote_ident(schema)
+    return (
+        # A job whose dependencies have not all finished waits here, not in
+        # jobs, so claims, their indexes and the sweep never see it; it
+        # moves into jobs, under the id it was given at enqueue (taken from
+        # jobs' identity), when its last dependency finishes (``remaining``
+        # counts those not finished). ``on_failure``: 0, a dependency that
+        # dies or is cancelled cancels it; 1, it runs anyway.
+        f"""CREATE TABLE IF NOT EXISTS {s}.waiting (
+            id              bigint   PRIMARY KEY,
+            queue           text COLLATE "C" NOT NULL,
+            payload         text     NOT NULL,
+            priority        integer  NOT NULL,
+            max_attempts    bigint   NOT NULL,
+            run_at          bigint   NOT NULL,
+            created_at      bigint   NOT NULL,
+            expires_at      bigint,
+            headers         text,
+            concurrency_key text COLLATE "C",
+            remaining       bigint   NOT NULL,
+            on_failure      smallint NOT NULL DEFAULT 0
+        )""",
+        f"""CREATE INDEX IF NOT EXISTS waiting_list ON {s}.waiting (queue, id)""",
+        # One row per dependency: job ``job_id`` waits for job ``dep_id``,
+        # ``done`` once the dependency's finish was counted (so a finish is
+        # counted once, whatever happens to the job after: a dead letter
+        # requeued and acked later counts no more). The key finds a job's
+        # dependents (what its finish releases or cancels); the index, its
+        # dependencies.
+        f"""CREATE TABLE IF NOT EXISTS {s}.deps (
+            dep_id bigint  NOT NULL,
+            job_id bigint  NOT NULL,
+            done   boolean NOT NULL DEFAULT false,
+            PRIMARY KEY (dep_id, job_id)
+        )""",
+        f"""CREATE INDEX IF NOT EXISTS deps_job ON {s}.deps (job_id, dep_id)""",
+        # A live job whose finish must be recorded in history (for the
+        # results retention at least) and may release or cancel others: one
+        # with dependents or dependencies, or one a caller awaits.
+        f"ALTER TABLE {s}.jobs ADD COLUMN IF NOT EXISTS keep boolean NOT NULL DEFAULT false",
+        # The handler's return value (JSON), kept with the finished job.
+        f"ALTER TABLE {s}.history ADD COLUMN IF NOT EXISTS result text",
+        # How long a queue keeps results and the finished jobs of a
+        # dependency graph (NULL: a day).
+        f"ALTER TABLE {s}.queues ADD COLUMN IF NOT EXISTS results_us bigint",
+        f"""CREATE TABLE IF NOT EXISTS {s}.workflows (
+            id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            name       text COLLATE "C" NOT NULL,
+            created_at bigint NOT NULL
+        )""",
+        f"""CREATE INDEX IF NOT EXISTS workflows_age ON {s}.workflows (created_at)""",
+        f"""CREATE TABLE IF NOT EXISTS {s}.workflow_steps (
+            workflow_id bigint NOT NULL,
+            step        text COLLATE "C" NOT NULL,
+            job_id      bigint NOT NULL,
+            PRIMARY KEY (workflow_id, step)
+        )""",
+        f"""CREATE INDEX IF NOT EXISTS workflow_steps_job ON {s}.workflow_steps (job_id)""",
+        # The waiting jobs and the edges churn as jobs do (inserted, counted,
+        # deleted): the same autovacuum settings (CHURN_STORAGE).
+        f"ALTER TABLE {s}.waiting SET ({CHURN_STORAGE})",
+        f"ALTER TABLE {s}.deps SET ({CHURN_STORAGE})",
+    )
 
 
 def migrations(schema: str = DEFAULT_SCHEMA) -> tuple[tuple[int, tuple[str, ...]], ...]:
@@ -332,7 +404,7 @@ def migrations(schema: str = DEFAULT_SCHEMA) -> tuple[tuple[int, tuple[str, ...]
     schema = check_schema(schema)
     return (
         (1, _v1(schema)), (2, _v2(schema)), (3, _v3(schema)), (4, _v4(schema)),
-        (5, _v5(schema)),
+        (5, _v5(schema)), (6, _v6(schema)),
     )  # fmt: skip
 
 

@@ -17,6 +17,11 @@ from .tables import DEAD, HISTORY, JOBS, QUEUES
 _OWNED = RULES.owned(":worker", ":claim", ":now")
 # The batch forms have no claim numbers: the worker's live claim.
 _OWNED_NOW = RULES.owned(":worker", None, ":now")
+# The acks and cancels here take only jobs whose finish needs no record; a
+# kept one is left for the moves of .dependencies (ack_kept, cancel_kept).
+# A concurrent mark (keep_jobs) is seen: the delete re-checks the row it
+# waited for.
+_PLAIN = RULES.NOT_KEPT
 # What a finished job takes from its live row into history.
 _FINISHED = (
     "id", "queue", "payload", "priority", "attempts", "max_attempts", "run_at", "created_at",
@@ -37,7 +42,7 @@ _BURIED = (
 _ACK_CLAIMS = (
     f"DELETE FROM {JOBS} j WHERE j.id = ANY(:ids::bigint[]) "
     "AND (j.id || '/' || j.claims) = ANY(:keys::text[]) "
-    f"AND {RULES.owned(':worker', None, ':now', row='j')}"
+    f"AND {RULES.owned(':worker', None, ':now', row='j')} AND j.{_PLAIN}"
 )
 
 
@@ -62,7 +67,7 @@ def _to_history(delete: str, outcome: str, *, row: str = "") -> str:
 
 
 class Settling:
-    _ack = Sql(f"DELETE FROM {JOBS} WHERE id = :job_id AND {_OWNED}", Fetch.ROWCOUNT)
+    _ack = Sql(f"DELETE FROM {JOBS} WHERE id = :job_id AND {_OWNED} AND {_PLAIN}", Fetch.ROWCOUNT)
 
     def ack(self, job_id: int, worker: str, claim: int, now_us: int) -> Statement:
         return self._ack.bind(job_id=job_id, worker=worker, claim=claim, now=now_us)
@@ -81,7 +86,8 @@ class Settling:
     # A list is dumped as an int2/int4/int8 array by its largest element; the
     # cast makes it bigint[] whatever psycopg picked ('{}' included).
     _ack_batch = Sql(
-        f"DELETE FROM {JOBS} WHERE id = ANY(:ids::bigint[]) AND queue = :queue AND {_OWNED_NOW}",
+        f"DELETE FROM {JOBS} WHERE id = ANY(:ids::bigint[]) AND queue = :queue AND {_OWNED_NOW} "
+        f"AND {_PLAIN}",
         Fetch.ROWCOUNT,
     )
 
@@ -122,7 +128,8 @@ class Settling:
     # retry and fail read the row, decide, then write: the row lock taken
     # here keeps a concurrent reclaim or cancel from slipping in between.
     _owned = Sql(
-        f"SELECT attempts, max_attempts FROM {JOBS} WHERE id = :job_id AND {_OWNED} FOR UPDATE",
+        f"SELECT attempts, max_attempts, keep FROM {JOBS} WHERE id = :job_id AND {_OWNED} "
+        "FOR UPDATE",
         Fetch.ONE,
     )
 
@@ -192,13 +199,16 @@ class Settling:
     # The row lock holds the job from this read to the delete: a claim
     # between the two cannot change what the cancel removes.
     _cancel_target = Sql(
-        f"SELECT state FROM {JOBS} WHERE id = :job_id AND queue = :queue FOR UPDATE", Fetch.ONE
+        f"SELECT state, keep FROM {JOBS} WHERE id = :job_id AND queue = :queue FOR UPDATE",
+        Fetch.ONE,
     )
 
     def cancel_target(self, queue: str, job_id: int) -> Statement:
         return self._cancel_target.bind(job_id=job_id, queue=queue)
 
-    _cancel = Sql(f"DELETE FROM {JOBS} WHERE id = :job_id AND queue = :queue", Fetch.ROWCOUNT)
+    _cancel = Sql(
+        f"DELETE FROM {JOBS} WHERE id = :job_id AND queue = :queue AND {_PLAIN}", Fetch.ROWCOUNT
+    )
 
     def cancel(self, queue: str, job_id: int) -> Statement:
         return self._cancel.bind(job_id=job_id, queue=queue)

@@ -6,6 +6,7 @@ from ..rules import Rules
 from ..spelling import Spelling
 
 SPELLING = Spelling(
+    true="true",
     false="false",
     integer_cast="{}::bigint",
     greatest="GREATEST({}, {})",

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from ..sql import render_statements
 from .claims import Claims
+from .dependencies import Dependencies
 from .enqueue import Enqueue
 from .inspection import Inspection
 from .locks import Locks
@@ -35,7 +36,8 @@ if TYPE_CHECKING:
 
 
 class SqliteDialect(
-    Wakes, Enqueue, Claims, Settling, Queues, Inspection, Streams, Schedules, Locks
+    Wakes, Enqueue, Claims, Settling, Queues, Inspection, Streams, Schedules, Locks,
+    Dependencies,
 ):
     """Statement builders for SQLite. Pure: every method only builds a
     ``Statement``."""

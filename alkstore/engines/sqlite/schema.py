@@ -257,13 +257,72 @@ _V5 = (
     "DROP INDEX IF EXISTS __alkstore_notifications_age",
 )
 
+_V6 = (
+    # v6, workflows (issue #26; docs/workflows.md). A job whose dependencies
+    # have not all finished waits here, not in jobs, so claims, their
+    # indexes and the sweep never see it; it moves into jobs, under the id
+    # it was given at enqueue (taken from jobs' AUTOINCREMENT sequence),
+    # when its last dependency finishes (``remaining`` counts those not
+    # finished). ``on_failure``: 0, a dependency that dies or is cancelled
+    # cancels it; 1, it runs anyway.
+    """CREATE TABLE IF NOT EXISTS __alkstore_waiting (
+        id              INTEGER PRIMARY KEY,
+        queue           TEXT    NOT NULL,
+        payload         TEXT    NOT NULL,
+        priority        INTEGER NOT NULL,
+        max_attempts    INTEGER NOT NULL,
+        run_at          INTEGER NOT NULL,
+        created_at      INTEGER NOT NULL,
+        expires_at      INTEGER,
+        headers         TEXT,
+        concurrency_key TEXT,
+        remaining       INTEGER NOT NULL,
+        on_failure      INTEGER NOT NULL DEFAULT 0
+    )""",
+    """CREATE INDEX IF NOT EXISTS __alkstore_waiting_list ON __alkstore_waiting (queue, id)""",
+    # One row per dependency: job ``job_id`` waits for job ``dep_id``,
+    # ``done`` once the dependency's finish was counted (once, whatever
+    # happens to the job after). The key finds a job's dependents; the
+    # index, its dependencies.
+    """CREATE TABLE IF NOT EXISTS __alkstore_deps (
+        dep_id INTEGER NOT NULL,
+        job_id INTEGER NOT NULL,
+        done   INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (dep_id, job_id)
+    ) WITHOUT ROWID""",
+    """CREATE INDEX IF NOT EXISTS __alkstore_deps_job ON __alkstore_deps (job_id, dep_id)""",
+    # A live job whose finish must be recorded in history (for the results
+    # retention at least) and may release or cancel others: one with
+    # dependents or dependencies, or one a caller awaits.
+    "ALTER TABLE __alkstore_jobs ADD COLUMN keep INTEGER NOT NULL DEFAULT 0",
+    # The handler's return value (JSON), kept with the finished job.
+    "ALTER TABLE __alkstore_history ADD COLUMN result TEXT",
+    # How long a queue keeps results and the finished jobs of a dependency
+    # graph (NULL: a day).
+    "ALTER TABLE __alkstore_queues ADD COLUMN results_us INTEGER",
+    """CREATE TABLE IF NOT EXISTS __alkstore_workflows (
+        id         INTEGER PRIMARY KEY AUTOINCREMENT,
+        name       TEXT    NOT NULL,
+        created_at INTEGER NOT NULL
+    )""",
+    """CREATE INDEX IF NOT EXISTS __alkstore_workflows_age ON __alkstore_workflows (created_at)""",
+    """CREATE TABLE IF NOT EXISTS __alkstore_workflow_steps (
+        workflow_id INTEGER NOT NULL,
+        step        TEXT    NOT NULL,
+        job_id      INTEGER NOT NULL,
+        PRIMARY KEY (workflow_id, step)
+    ) WITHOUT ROWID""",
+    """CREATE INDEX IF NOT EXISTS __alkstore_workflow_steps_job
+        ON __alkstore_workflow_steps (job_id)""",
+)
+
 # (version, statements). Append only: a released migration never changes.
 # Its partial-index predicates come from engines/rules.py, where the
 # statements that must use those indexes take them too;
 # tests/engines/test_migrations.py pins the text, so a rule edit cannot
 # change a released migration unnoticed.
 MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
-    (1, _V1), (2, _V2), (3, _V3), (4, _V4), (5, _V5),
+    (1, _V1), (2, _V2), (3, _V3), (4, _V4), (5, _V5), (6, _V6),
 )  # fmt: skip
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

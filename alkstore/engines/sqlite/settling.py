@@ -20,9 +20,13 @@ from .tables import DEAD, HISTORY, JOBS, QUEUES
 _OWNED = RULES.owned(":worker", ":claim", ":now")
 # The batch forms have no claim numbers: the worker's live claim.
 _OWNED_NOW = RULES.owned(":worker", None, ":now")
+# The acks and cancels here take only jobs whose finish needs no record; a
+# kept one is left for the moves of .dependencies (ack_kept, cancel_kept).
+_PLAIN = RULES.NOT_KEPT
 # The (id, claim number) pairs are matched by the row-value IN.
 _OWNED_CLAIMS = (
-    f"(id, claims) IN (SELECT value ->> 0, value ->> 1 FROM json_each(:pairs)) AND {_OWNED_NOW}"
+    f"(id, claims) IN (SELECT value ->> 0, value ->> 1 FROM json_each(:pairs)) AND {_OWNED_NOW} "
+    f"AND {_PLAIN}"
 )
 
 
@@ -39,12 +43,14 @@ def _to_history(outcome: str, where: str, returning: str = "") -> str:
 
 
 class Settling:
-    _ack = Sql(f"DELETE FROM {JOBS} WHERE id = :job_id AND {_OWNED}", Fetch.ROWCOUNT)
+    _ack = Sql(f"DELETE FROM {JOBS} WHERE id = :job_id AND {_OWNED} AND {_PLAIN}", Fetch.ROWCOUNT)
 
     def ack(self, job_id: int, worker: str, claim: int, now_us: int) -> Statement:
         return self._ack.bind(job_id=job_id, worker=worker, claim=claim, now=now_us)
 
-    _ack_history = Sql(_to_history("acked", f"id = :job_id AND {_OWNED}"), Fetch.ROWCOUNT)
+    _ack_history = Sql(
+        _to_history("acked", f"id = :job_id AND {_OWNED} AND {_PLAIN}"), Fetch.ROWCOUNT
+    )
     # The copy counted what the delete takes.
     _ack_moved = Sql(_ack.text)
 
@@ -60,7 +66,7 @@ class Settling:
 
     _ack_batch = Sql(
         f"DELETE FROM {JOBS} WHERE id IN (SELECT value FROM json_each(:ids)) "
-        f"AND queue = :queue AND {_OWNED_NOW}",
+        f"AND queue = :queue AND {_OWNED_NOW} AND {_PLAIN}",
         Fetch.ROWCOUNT,
     )
 
@@ -71,7 +77,8 @@ class Settling:
     _ack_batch_history = Sql(
         _to_history(
             "acked",
-            f"id IN (SELECT value FROM json_each(:ids)) AND queue = :queue AND {_OWNED_NOW}",
+            f"id IN (SELECT value FROM json_each(:ids)) AND queue = :queue AND {_OWNED_NOW} "
+            f"AND {_PLAIN}",
         ),
         Fetch.ROWCOUNT,
     )
@@ -115,7 +122,8 @@ class Settling:
 
     # retry and fail read the row, decide, then write, all under the write lock.
     _owned = Sql(
-        f"SELECT attempts, max_attempts FROM {JOBS} WHERE id = :job_id AND {_OWNED}", Fetch.ONE
+        f"SELECT attempts, max_attempts, keep FROM {JOBS} WHERE id = :job_id AND {_OWNED}",
+        Fetch.ONE,
     )
 
     def owned(self, job_id: int, worker: str, claim: int, now_us: int) -> Statement:
@@ -188,19 +196,21 @@ class Settling:
 
     # The single writer holds the job from this read to the delete.
     _cancel_target = Sql(
-        f"SELECT state FROM {JOBS} WHERE id = :job_id AND queue = :queue", Fetch.ONE
+        f"SELECT state, keep FROM {JOBS} WHERE id = :job_id AND queue = :queue", Fetch.ONE
     )
 
     def cancel_target(self, queue: str, job_id: int) -> Statement:
         return self._cancel_target.bind(job_id=job_id, queue=queue)
 
-    _cancel = Sql(f"DELETE FROM {JOBS} WHERE id = :job_id AND queue = :queue", Fetch.ROWCOUNT)
+    _cancel = Sql(
+        f"DELETE FROM {JOBS} WHERE id = :job_id AND queue = :queue AND {_PLAIN}", Fetch.ROWCOUNT
+    )
 
     def cancel(self, queue: str, job_id: int) -> Statement:
         return self._cancel.bind(job_id=job_id, queue=queue)
 
     _cancel_history = Sql(
-        _to_history("cancelled", "id = :job_id AND queue = :queue"), Fetch.ROWCOUNT
+        _to_history("cancelled", f"id = :job_id AND queue = :queue AND {_PLAIN}"), Fetch.ROWCOUNT
     )
     _cancel_moved = Sql(_cancel.text)
 

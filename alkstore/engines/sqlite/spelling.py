@@ -6,6 +6,7 @@ from ..rules import Rules
 from ..spelling import Spelling
 
 SPELLING = Spelling(
+    true="1",
     false="0",
     integer_cast="CAST({} AS INTEGER)",
     greatest="MAX({}, {})",

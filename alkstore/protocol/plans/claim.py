@@ -8,7 +8,7 @@ nothing and gets ``False``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ..dialect import STATE_PENDING, Dialect
@@ -16,9 +16,11 @@ from ..plan import Plan, Row, Statement, fetch_all, fetch_count, fetch_one, fetc
 from ..rows import _int, _opt_int, _shape, job_record, queue_limits
 from ..values import generation
 from ..values.backoff import Backoff
+from ..values.names import done_channel
 from ..values.outcomes import Outcome
 from ..values.timeconv import MAX_INSTANT_US, held_until_us, until_us
 from ..values.types import DeadReason, JobRecord, QueueLimits
+from . import dependencies
 from .queues import check_limit, kept_until, moved, moved_rows, retention
 
 
@@ -171,57 +173,131 @@ def release(d: Dialect, job: JobRecord, now_us: int, *, refund: bool) -> Plan[bo
     return bool(count)
 
 
-def ack(d: Dialect, job: JobRecord, now_us: int) -> Plan[bool]:
+def ack(
+    d: Dialect, job: JobRecord, now_us: int, *, origin: str, result: str | None = None
+) -> Plan[bool]:
     """Done: delete the job, or move it into history when its queue kept
-    history at its claim (``JobRecord.history_us``), in one transaction."""
-    if job.history_us is None:
-        count = yield from fetch_count(d.ack(job.id, job.claimed_by, job.claims, now_us))
-        return bool(count)
-    moves = d.ack_history(job.id, job.claimed_by, job.claims, now_us,
-                          kept_until(now_us, job.history_us))  # fmt: skip
-    count = yield from moved(moves)
-    return bool(count)
+    history at its claim (``JobRecord.history_us``), in one transaction. A
+    kept job (one with dependencies or dependents, or awaited), or one with
+    a ``result`` (JSON), moves into history with its result instead, and its
+    dependents are settled (``dependencies.settle_dependents``)."""
+    if result is None:
+        if job.history_us is None:
+            count = yield from fetch_count(d.ack(job.id, job.claimed_by, job.claims, now_us))
+        else:
+            moves = d.ack_history(job.id, job.claimed_by, job.claims, now_us,
+                                  kept_until(now_us, job.history_us))  # fmt: skip
+            count = yield from moved(moves)
+        if count:
+            return True
+    acked = yield from ack_kept(d, job.claimed_by, [(job.id, job.claims, result)], origin, now_us)
+    return bool(acked)
 
 
 def ack_batch(
-    d: Dialect, queue: str, job_ids: Sequence[int], worker: str, now_us: int
+    d: Dialect, queue: str, job_ids: Sequence[int], worker: str, now_us: int, *, origin: str
 ) -> Plan[int]:
     """Ack the listed jobs ``worker`` still owns; they move into history when
     the queue keeps it now (the batch form carries no claims: the setting is
-    read in the same transaction)."""
+    read in the same transaction). Kept jobs move with their records and
+    settle their dependents."""
     if not job_ids:
         return 0
-    history_us, _ = yield from retention(d, queue)
+    history_us, _, _ = yield from retention(d, queue)
     if history_us is None:
         count = yield from fetch_count(d.ack_batch(queue, job_ids, worker, now_us))
-        return int(count)
-    moves = d.ack_batch_history(queue, job_ids, worker, now_us, kept_until(now_us, history_us))
-    return (yield from moved(moves))
+    else:
+        moves = d.ack_batch_history(queue, job_ids, worker, now_us, kept_until(now_us, history_us))
+        count = yield from moved(moves)
+    if count < len(job_ids):
+        # Some were kept (or not this worker's): the kept ones move now.
+        count += len((yield from ack_kept(
+            d, worker, [(job_id, None, None) for job_id in job_ids], origin, now_us, queue=queue
+        )))  # fmt: skip
+    return int(count)
 
 
-def ack_many(d: Dialect, worker: str, jobs: Sequence[JobRecord], now_us: int) -> Plan[set[int]]:
+def ack_many(
+    d: Dialect,
+    worker: str,
+    jobs: Sequence[JobRecord],
+    now_us: int,
+    *,
+    origin: str,
+    results: Mapping[int, str] | None = None,
+) -> Plan[set[int]]:
     """Ack every job ``worker`` still owns by its claim (number); returns the
     ids acked (the others had lost their claims and are left alone). Jobs
     whose queue kept history at their claim move into history: one statement
-    (or move) per retention among them, one statement in all when none does."""
+    (or move) per retention among them, one statement in all when none does.
+    A job with a result (``results``: id to JSON) or kept (dependencies,
+    dependents, awaited) moves into history with its result and settles its
+    dependents: only those take the statements beyond the first."""
     if not jobs:
         return set()
-    if all(j.history_us is None for j in jobs):  # the common case, the hot path
-        rows = yield from fetch_all(d.ack_claims(worker, [(j.id, j.claims) for j in jobs], now_us))
-        return {int(r[0]) for r in rows}
-    groups: dict[int | None, list[tuple[int, int]]] = {}
-    for j in jobs:
-        groups.setdefault(j.history_us, []).append((j.id, j.claims))
+    results = results or {}
+    plain = [j for j in jobs if j.id not in results]
     acked: set[int] = set()
-    for history_us, pairs in groups.items():
-        if history_us is None:
-            rows = yield from fetch_all(d.ack_claims(worker, pairs, now_us))
-        else:
-            rows = yield from moved_rows(
-                d.ack_claims_history(worker, pairs, now_us, kept_until(now_us, history_us))
-            )
-        acked.update(int(r[0]) for r in rows)
+    if plain and all(j.history_us is None for j in plain):  # the common case, the hot path
+        rows = yield from fetch_all(
+            d.ack_claims(worker, [(j.id, j.claims) for j in plain], now_us)
+        )
+        acked = {int(r[0]) for r in rows}
+    elif plain:
+        groups: dict[int | None, list[tuple[int, int]]] = {}
+        for j in plain:
+            groups.setdefault(j.history_us, []).append((j.id, j.claims))
+        for history_us, pairs in groups.items():
+            if history_us is None:
+                rows = yield from fetch_all(d.ack_claims(worker, pairs, now_us))
+            else:
+                rows = yield from moved_rows(
+                    d.ack_claims_history(worker, pairs, now_us, kept_until(now_us, history_us))
+                )
+            acked.update(int(r[0]) for r in rows)
+    rest = [(j.id, j.claims, results.get(j.id)) for j in jobs if j.id not in acked]
+    if rest:
+        acked.update((yield from ack_kept(d, worker, rest, origin, now_us)))
     return acked
+
+
+def ack_kept(
+    d: Dialect,
+    worker: str,
+    items: Sequence[tuple[int, int | None, str | None]],
+    origin: str,
+    now_us: int,
+    *,
+    queue: str | None = None,
+) -> Plan[list[int]]:
+    """Move the owned jobs of ``items`` (id, claim number or None, result
+    JSON) into history as acked, with their results; settle their
+    dependents and wake whoever awaits them. The ids moved (of ``queue``
+    only, when given)."""
+    first, *rest = d.ack_kept(worker, items, now_us, queue)
+    rows = yield from fetch_all(first)
+    if rows:
+        for statement in rest:
+            yield statement
+    moved_ = [(int(r[0]), str(r[1])) for r in rows]
+    if moved_:
+        yield from dependencies.settle_dependents(
+            d, [job_id for job_id, _ in moved_], [], origin, now_us
+        )
+        for q in dict.fromkeys(q for _, q in moved_):
+            yield d.notify(done_channel(q), origin, now_us)
+    return [job_id for job_id, _ in moved_]
+
+
+def failed_kept(
+    d: Dialect, job_id: int, queue: str, reason: str, origin: str, now_us: int
+) -> Plan[None]:
+    """A kept job died (``reason``): cancel (or count as finished, by their
+    policy) what waits for it, and wake whoever awaits it."""
+    yield from dependencies.settle_dependents(
+        d, [], [(job_id, f"dependency job {job_id} died ({reason})")], origin, now_us
+    )
+    yield d.notify(done_channel(queue), origin, now_us)
 
 
 def heartbeat_many(
@@ -279,6 +355,7 @@ def retry(
     backoff: Backoff,
     draw: float,
     error: str | None,
+    origin: str,
 ) -> Plan[Outcome | None]:
     """A failed attempt of an owned job: back to pending after ``delay_us``
     (None: the backoff's), or to the dead letters when its attempts are
@@ -291,11 +368,13 @@ def retry(
     row = yield from fetch_one(d.owned(job.id, job.claimed_by, job.claims, now_us))
     if row is None:
         return None
-    attempts, max_attempts = int(row[0]), int(row[1])
+    attempts, max_attempts, kept = int(row[0]), int(row[1]), bool(row[2])
     reason = retry_decision(attempts, max_attempts)
     if reason is not None:
         for statement in d.bury(job.id, reason, error, now_us):
             yield statement
+        if kept:
+            yield from failed_kept(d, job.id, job.queue, reason, origin, now_us)
         return Outcome.DEAD
     if delay_us is None:
         # The backoff's own delay (capped by its cap) is capped like a claim.
@@ -306,13 +385,17 @@ def retry(
     return Outcome.RETRIED
 
 
-def fail(d: Dialect, job: JobRecord, now_us: int, error: str | None) -> Plan[bool]:
+def fail(
+    d: Dialect, job: JobRecord, now_us: int, error: str | None, *, origin: str
+) -> Plan[bool]:
     error = storable_error(error)
     row = yield from fetch_one(d.owned(job.id, job.claimed_by, job.claims, now_us))
     if row is None:
         return False
     for statement in d.bury(job.id, "failed", error, now_us):
         yield statement
+    if bool(row[2]):
+        yield from failed_kept(d, job.id, job.queue, "failed", origin, now_us)
     return True
 
 
@@ -324,11 +407,13 @@ class SweepCandidate:
     expires_at_us: int | None
     attempts: int
     max_attempts: int
+    # Its death settles what depends on it (and wakes whoever awaits it).
+    kept: bool = False
 
 
 def sweep_candidate(row: Row) -> SweepCandidate:
     """A ``sweep_candidates`` row; a malformed one raises ``CodecError``."""
-    _shape(row, 6, "sweep candidate")
+    _shape(row, 7, "sweep candidate")
     return SweepCandidate(
         id=_int(row[0], "id"),
         state=_int(row[1], "state"),
@@ -336,6 +421,7 @@ def sweep_candidate(row: Row) -> SweepCandidate:
         expires_at_us=_opt_int(row[3], "expires_at"),
         attempts=_int(row[4], "attempts"),
         max_attempts=_int(row[5], "max_attempts"),
+        kept=bool(row[6]),
     )
 
 
@@ -362,9 +448,10 @@ SWEEP_PAGE = 1000
 
 
 def sweep(
-    d: Dialect, queue: str | None, now_us: int, limit: int = SWEEP_PAGE
+    d: Dialect, queue: str | None, now_us: int, limit: int = SWEEP_PAGE, *, origin: str
 ) -> Plan[list[tuple[int, DeadReason]]]:
-    """Bury what the sweep rules say; returns the buried jobs and why."""
+    """Bury what the sweep rules say; returns the buried jobs and why. A
+    kept job's burial settles what depends on it."""
     rows = yield from fetch_all(d.sweep_candidates(queue, now_us, limit))
     buried: list[tuple[int, DeadReason]] = []
     for row in rows:
@@ -374,5 +461,13 @@ def sweep(
             continue
         for statement in d.bury(candidate.id, reason, None, now_us):
             yield statement
+        if candidate.kept:
+            job_queue = yield from _queue_of_dead(d, candidate.id)
+            yield from failed_kept(d, candidate.id, job_queue, reason, origin, now_us)
         buried.append((candidate.id, reason))
     return sorted(buried)
+
+
+def _queue_of_dead(d: Dialect, job_id: int) -> Plan[str]:
+    row = yield from fetch_row(d.get_dead(None, job_id))
+    return str(row[1])

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 
 from ..dialect import Dialect, NotificationLog, Vacuuming
 from ..plan import Plan, fetch_all, fetch_count, reads
+from ..values.results import RESULTS_RETENTION_US
+from .queues import forget_edges
 
 # Rows one statement deletes at most.
 PRUNE_BATCH = 1000
@@ -37,8 +39,9 @@ NOTIFICATION_RETENTION_S = 60.0
 class PruneReport:
     """What one housekeeping pass (``Store.prune``) removed, in rows:
     finished jobs from ``history``, ``dead`` letters, stream ``events``,
-    SQLite ``notifications`` (always 0 on Postgres) and ``locks``; and how
-    many tables it ``vacuumed`` (Postgres; always 0 on SQLite)."""
+    SQLite ``notifications`` (always 0 on Postgres), ``locks`` and
+    finished ``workflows``; and how many tables it ``vacuumed`` (Postgres;
+    always 0 on SQLite)."""
 
     history: int = 0
     dead: int = 0
@@ -46,18 +49,36 @@ class PruneReport:
     notifications: int = 0
     locks: int = 0
     vacuumed: int = 0
+    workflows: int = 0
 
 
 def prune_history(d: Dialect, now_us: int, limit: int = PRUNE_BATCH) -> Plan[int]:
-    """One batch of finished jobs whose prune time has come."""
-    count = yield from fetch_count(d.prune_history(now_us, limit))
-    return int(count)
+    """One batch of finished jobs whose prune time has come (with the
+    dependency edges of those that waited for others)."""
+    rows = yield from fetch_all(d.prune_history(now_us, limit))
+    yield from forget_edges(d, rows)
+    return len(rows)
 
 
 def prune_dead(d: Dialect, now_us: int, limit: int = PRUNE_BATCH) -> Plan[int]:
     """One batch of dead letters whose prune time (their queue's dead
     retention after they died) has come; letters without one stay."""
-    count = yield from fetch_count(d.prune_dead(now_us, limit))
+    rows = yield from fetch_all(d.prune_dead(now_us, limit))
+    yield from forget_edges(d, rows)
+    return len(rows)
+
+
+def prune_workflows(d: Dialect, now_us: int, limit: int = PRUNE_BATCH) -> Plan[int]:
+    """One batch of workflows older than the results retention none of
+    whose steps is still live or waiting (their steps' records go with
+    their own retention)."""
+    rows = yield from fetch_all(d.stale_workflows(now_us - RESULTS_RETENTION_US, limit))
+    if not rows:
+        return 0
+    *rest, last = d.forget_workflows([int(r[0]) for r in rows])
+    for statement in rest:
+        yield statement
+    count = yield from fetch_count(last)
     return int(count)
 
 
@@ -100,5 +121,6 @@ __all__ = [
     "prune_dead",
     "prune_history",
     "prune_notifications",
+    "prune_workflows",
     "vacuum_due",
 ]

@@ -22,6 +22,7 @@ from ..rows import (
     queue_summary,
     stream_event,
     stream_info,
+    waiting_info,
 )
 from ..values.errors import InvalidArgument, brief
 from ..values.ints import check_int
@@ -33,9 +34,9 @@ from .queues import check_limit
 # The states ``list_jobs`` filters by: the live ones (``LIVE_FILTERS``:
 # pending is ready and scheduled together), dead letters, and the finished
 # jobs a queue's history keeps.
-JOB_STATES: Final = (*LIVE_FILTERS, "dead", "acked", "cancelled")
-# What ``list_jobs`` lists without a state: live jobs and dead letters.
-_EVERY_STATE: Final = ("pending", "processing", "dead")
+JOB_STATES: Final = (*LIVE_FILTERS, "waiting", "dead", "acked", "cancelled")
+# What ``list_jobs`` lists without a state: live, waiting and dead jobs.
+_EVERY_STATE: Final = ("pending", "processing", "waiting", "dead")
 # The offset ``list_events`` starts below when given none: above every
 # offset a stream can hand out (a signed 64-bit column on both engines).
 NEWEST: Final = 2**63 - 1
@@ -61,8 +62,8 @@ def check_after(after: object) -> int:
 
 def sources(state: str | None) -> tuple[str, ...]:
     """The tables (and filters) a listing of ``state`` reads, one page each:
-    a filter of ``LIVE_FILTERS`` (live jobs), ``dead``, or an outcome of the
-    history (``acked``, ``cancelled``)."""
+    a filter of ``LIVE_FILTERS`` (live jobs), ``waiting``, ``dead``, or an
+    outcome of the history (``acked``, ``cancelled``)."""
     return _EVERY_STATE if state is None else (state,)
 
 
@@ -108,6 +109,9 @@ def list_jobs(
         elif source == "dead":
             rows = yield from fetch_all(d.dead_page(queue, after, limit))
             pages.append([dead_info(r) for r in rows])
+        elif source == "waiting":
+            rows = yield from fetch_all(d.waiting_page(queue, after, limit))
+            pages.append([waiting_info(r) for r in rows])
         else:
             rows = yield from fetch_all(d.history_page(queue, source, after, limit))
             pages.append([history_info(r) for r in rows])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 
 from ..dialect import STATE_PROCESSING, Dialect
 from ..plan import (
@@ -18,12 +19,24 @@ from ..plan import (
     reads,
     waking,
 )
-from ..rows import _int, _opt_int, _shape, dead_info, history_info, job_info, queue_limits
+from ..rows import (
+    _bool,
+    _int,
+    _opt_int,
+    _shape,
+    dead_info,
+    history_info,
+    job_info,
+    queue_limits,
+    waiting_info,
+)
 from ..values.errors import DatabaseError, InvalidArgument, brief
 from ..values.ints import check_int
-from ..values.names import cancel_channel, queue_channel
+from ..values.names import cancel_channel, done_channel, queue_channel
 from ..values.timeconv import held_until_us
 from ..values.types import Enqueued, JobInfo, NewJob, QueueLimits, QueueStats, Rate
+from . import dependencies
+from .chunks import ENQUEUE_CHUNK, chunks
 
 
 def enqueue(d: Dialect, job: NewJob, origin: str, now_us: int) -> Plan[int]:
@@ -34,9 +47,6 @@ def enqueue(d: Dialect, job: NewJob, origin: str, now_us: int) -> Plan[int]:
     return (yield from fetch_inserted_id(last(insert)))
 
 
-# Jobs per INSERT: well under SQLite's 32,766 bound parameters (nine a job)
-# and a statement size Postgres parses quickly.
-ENQUEUE_CHUNK = 1000
 
 
 def enqueue_many(d: Dialect, jobs: list[NewJob], origin: str, now_us: int) -> Plan[list[int]]:
@@ -112,7 +122,7 @@ def enqueue_unique_many(
 def check_unique_for(d: Dialect, queue: str, unique_for_us: int) -> Plan[None]:
     """``unique_for`` needs the acked jobs kept in history at least that long:
     the key is looked up there once its job is gone."""
-    history_us, _ = yield from retention(d, queue)
+    history_us, _, _ = yield from retention(d, queue)
     if history_us is None:
         raise InvalidArgument(
             f"unique_for needs queue {queue!r} to keep history: "
@@ -183,13 +193,33 @@ def set_unique_processing(d: Dialect, queue: str, blocks: bool) -> Plan[None]:
 @reads
 def get_job(d: Dialect, queue: str | None, job_id: int) -> Plan[JobInfo | None]:
     """The job ``job_id`` of ``queue`` (None: of any queue) where it is now:
-    live, dead, or finished and kept in its queue's history; None when it is
-    in none of them (never enqueued, or finished with no history kept). One
-    read transaction, so a job moving meanwhile is seen in one place."""
+    live, waiting, dead, or finished and kept in its queue's history; None
+    when it is in none of them (never enqueued, or finished with no history
+    kept). With its dependencies, dependents and workflow step. One read
+    transaction, so a job moving meanwhile is seen in one place."""
     job_id = check_job_id(job_id)
+    info = yield from _where(d, queue, job_id)
+    if info is None:
+        return None
+    deps = yield from fetch_all(d.dependencies(job_id))
+    dependents = yield from fetch_all(d.dependents(job_id))
+    step = yield from fetch_one(d.workflow_of(job_id))
+    return replace(
+        info,
+        dependencies=tuple(_int(r[0], "dep_id") for r in deps),
+        dependents=tuple(_int(r[0], "job_id") for r in dependents),
+        workflow_id=None if step is None else _int(step[0], "workflow_id"),
+        step=None if step is None else str(step[1]),
+    )
+
+
+def _where(d: Dialect, queue: str | None, job_id: int) -> Plan[JobInfo | None]:
     row = yield from fetch_one(d.get_job(queue, job_id))
     if row is not None:
         return job_info(row)
+    row = yield from fetch_one(d.get_waiting(queue, job_id))
+    if row is not None:
+        return waiting_info(row)
     row = yield from fetch_one(d.get_dead(queue, job_id))
     if row is not None:
         return dead_info(row)
@@ -198,26 +228,48 @@ def get_job(d: Dialect, queue: str | None, job_id: int) -> Plan[JobInfo | None]:
 
 
 def cancel(d: Dialect, queue: str, job_id: int, origin: str, now_us: int) -> Plan[bool]:
-    """Remove a live job (pending or processing); a worker's later ack
-    returns False. The job moves into history (outcome ``cancelled``) when
-    its queue keeps history, read in the same transaction. A job removed
-    notifies the queue's cancel channel when it was processing: a worker
-    running it (here or in another process) looks, finds it gone, and
-    cancels its handler. A pending job is nobody's, so its cancel wakes no
-    worker (and, on a full database, needs no new row to free space)."""
+    """Remove a live or waiting job; a worker's later ack returns False. The
+    job moves into history (outcome ``cancelled``) when its queue keeps
+    history, read in the same transaction, or when it is kept (a job in a
+    dependency graph, or awaited), whose cancel then cancels what waits for
+    it (``dependencies.settle_dependents``). A job removed notifies the
+    queue's cancel channel when it was processing: a worker running it (here
+    or in another process) looks, finds it gone, and cancels its handler. A
+    pending job is nobody's, so its cancel wakes no worker (and, on a full
+    database, needs no new row to free space)."""
     job_id = check_job_id(job_id)
     target = yield from fetch_one(d.cancel_target(queue, job_id))
     if target is None:
-        return False
-    history_us, _ = yield from retention(d, queue)
-    if history_us is None:
-        count = yield from fetch_count(d.cancel(queue, job_id))
+        waiting = yield from fetch_one(d.get_waiting(queue, job_id))
+        if waiting is None:
+            return False
+        cancelled = yield from dependencies.cancel_waiting_jobs(d, [job_id], None, now_us)
+        if not cancelled:
+            return False
+        yield from _cancelled_kept(d, queue, job_id, origin, now_us)
+        return True
+    if _bool(target[1], "keep"):
+        first, *rest = d.cancel_kept(queue, job_id, None, now_us)
+        count = len((yield from moved_rows([first, *rest])))
     else:
-        moves = d.cancel_history(queue, job_id, now_us, kept_until(now_us, history_us))
-        count = yield from moved(moves)
+        history_us, _, _ = yield from retention(d, queue)
+        if history_us is None:
+            count = yield from fetch_count(d.cancel(queue, job_id))
+        else:
+            moves = d.cancel_history(queue, job_id, now_us, kept_until(now_us, history_us))
+            count = yield from moved(moves)
     if count and _int(target[0], "state") == STATE_PROCESSING:
         yield d.notify(cancel_channel(queue), origin, now_us)
+    if count and _bool(target[1], "keep"):
+        yield from _cancelled_kept(d, queue, job_id, origin, now_us)
     return bool(count)
+
+
+def _cancelled_kept(d: Dialect, queue: str, job_id: int, origin: str, now_us: int) -> Plan[None]:
+    """A kept job was cancelled: cancel what waits for it, wake its awaiters."""
+    why = f"dependency job {job_id} was cancelled"
+    yield from dependencies.settle_dependents(d, [], [(job_id, why)], origin, now_us)
+    yield d.notify(done_channel(queue), origin, now_us)
 
 
 @reads
@@ -270,23 +322,44 @@ def moved_rows(statements: Sequence[Statement]) -> Plan[list[Row]]:
 
 
 def set_retention(
-    d: Dialect, queue: str, history_us: int | None, dead_us: int | None
+    d: Dialect,
+    queue: str,
+    history_us: int | None,
+    dead_us: int | None,
+    results_us: int | None = None,
 ) -> Plan[None]:
-    """Record how long ``queue`` keeps finished jobs and dead letters, for
-    every process (its pause flag stays)."""
-    yield d.set_retention(queue, history_us, dead_us)
+    """Record how long ``queue`` keeps finished jobs, dead letters and kept
+    jobs' results, for every process (its pause flag stays)."""
+    yield d.set_retention(queue, history_us, dead_us, results_us)
+
+
+RETENTIONS = ("history", "dead", "results")
+
+
+def update_retention(d: Dialect, queue: str, changes: dict[str, int | None]) -> Plan[None]:
+    """Set the retentions named in ``changes`` (``RETENTIONS``), keeping
+    the others as they are, in one transaction."""
+    unknown = set(changes) - set(RETENTIONS)
+    if unknown:
+        raise InvalidArgument(f"unknown retention {min(unknown)!r}")
+    current = yield from retention(d, queue)
+    merged = dict(zip(RETENTIONS, current, strict=True)) | changes
+    yield d.set_retention(queue, merged["history"], merged["dead"], merged["results"])
 
 
 @reads
-def retention(d: Dialect, queue: str) -> Plan[tuple[int | None, int | None]]:
-    """``queue``'s (history, dead) retention in microseconds (None: finished
-    jobs are not kept / dead letters stay until purged; so for a queue never
-    configured)."""
+def retention(d: Dialect, queue: str) -> Plan[tuple[int | None, int | None, int | None]]:
+    """``queue``'s (history, dead, results) retention in microseconds (None:
+    finished jobs are not kept / dead letters stay until purged / results
+    are kept ``RESULTS_RETENTION_US``; so for a queue never configured)."""
     row = yield from fetch_one(d.queue_retention(queue))
     if row is None:
-        return None, None
-    _shape(row, 2, "queue retention")
-    return _opt_int(row[0], "history_us"), _opt_int(row[1], "dead_us")
+        return None, None, None
+    _shape(row, 3, "queue retention")
+    return (
+        _opt_int(row[0], "history_us"), _opt_int(row[1], "dead_us"),
+        _opt_int(row[2], "results_us"),
+    )  # fmt: skip
 
 
 @reads
@@ -294,7 +367,9 @@ def stats(d: Dialect, queue: str, now_us: int) -> Plan[QueueStats]:
     ready, scheduled, processing = yield from fetch_row(d.queue_counts(queue, now_us))
     (dead,) = yield from fetch_row(d.dead_count(queue))
     paused = yield from is_paused(d, queue)
-    return QueueStats(int(ready), int(scheduled), int(processing), int(dead), paused)
+    (waiting,) = yield from fetch_row(d.waiting_count(queue))
+    return QueueStats(int(ready), int(scheduled), int(processing), int(dead), paused,
+                      int(waiting))  # fmt: skip
 
 
 @reads
@@ -349,8 +424,16 @@ def requeue_dead(d: Dialect, queue: str, job_id: int, origin: str, now_us: int) 
 
 
 def purge_dead(d: Dialect, queue: str, before_us: int | None) -> Plan[int]:
-    count = yield from fetch_count(d.purge_dead(queue, before_us))
-    return int(count)
+    rows = yield from fetch_all(d.purge_dead(queue, before_us))
+    yield from forget_edges(d, rows)
+    return len(rows)
+
+
+def forget_edges(d: Dialect, rows: Sequence[Row]) -> Plan[None]:
+    """The jobs of ``rows`` (``(id,)``: records just deleted) no longer wait
+    for anything: their dependency edges go too."""
+    for chunk in chunks([_int(r[0], "id") for r in rows]):
+        yield d.forget_dependencies(chunk)
 
 
 def purge_dead_ids(d: Dialect, queue: str, job_ids: list[int]) -> Plan[int]:
@@ -358,8 +441,9 @@ def purge_dead_ids(d: Dialect, queue: str, job_ids: list[int]) -> Plan[int]:
     not, live jobs included, are left alone); returns how many."""
     if not job_ids:
         return 0
-    count = yield from fetch_count(d.purge_dead_ids(queue, job_ids))
-    return int(count)
+    rows = yield from fetch_all(d.purge_dead_ids(queue, job_ids))
+    yield from forget_edges(d, rows)
+    return len(rows)
 
 
 def check_job_id(job_id: object) -> int:

@@ -165,3 +165,36 @@ class LockTimeout(AlkstoreError, TimeoutError):
         self.name = name
         self.timeout = timeout
         super().__init__(f"lock {name!r} not acquired within {timeout} s")
+
+
+class JobFailed(AlkstoreError):
+    """The job awaited (``Queue.result``, a workflow's ``wait``) died: it
+    is a dead letter (``reason``: ``failed``, ``max_attempts``,
+    ``expired``, ``claim_expired``; ``error``: its last error)."""
+
+    def __init__(self, job_id: int, reason: str, error: str | None) -> None:
+        self.job_id = job_id
+        self.reason = reason
+        self.error = error
+        detail = f": {error}" if error else ""
+        super().__init__(f"job {job_id} died ({reason}){detail}")
+
+
+class JobCancelled(AlkstoreError):
+    """The job awaited was cancelled (``Queue.cancel``, or a dependency of
+    it died or was cancelled: ``reason`` says which)."""
+
+    def __init__(self, job_id: int, reason: str | None) -> None:
+        self.job_id = job_id
+        self.reason = reason
+        detail = f" ({reason})" if reason else ""
+        super().__init__(f"job {job_id} was cancelled{detail}")
+
+
+class ResultTimeout(AlkstoreError, TimeoutError):
+    """``Queue.result(..., timeout=...)`` (or a workflow's ``wait``): the
+    job had not finished in time. Also a ``TimeoutError``."""
+
+    def __init__(self, what: str, timeout: float) -> None:
+        self.timeout = timeout
+        super().__init__(f"{what} not finished within {timeout} s")

@@ -25,7 +25,11 @@ from .errors import ClaimRulesChanged, DatabaseError, brief
 
 # The claim rules this code knows. 1: priority order, visibility, deadlines,
 # pausing, unique keys, per-key concurrency limits, rates (release 0.1).
-CLAIM_GENERATION: int = 1
+# 2: dependencies (release 0.2): a job that finishes settles the jobs that
+# wait for it (released in its ack's transaction, or cancelled), and an ack
+# takes a kept job only into history; code before it would delete a kept
+# job and strand what waits for it.
+CLAIM_GENERATION: int = 2
 # The meta row a store keeps it in.
 META_KEY = "claim_generation"
 

@@ -83,3 +83,10 @@ def cancel_channel(queue: str) -> str:
 def stream_channel(stream: str) -> str:
     """Internal wake channel that publishes to ``stream`` notify."""
     return f"{RESERVED_PREFIX}s:{stream}"
+
+
+def done_channel(queue: str) -> str:
+    """Internal wake channel that the finish of a kept job of ``queue``
+    notifies (an ack recording a result, a death, a cancel): callers
+    awaiting a result (``Queue.result``) look again."""
+    return f"{RESERVED_PREFIX}d:{queue}"

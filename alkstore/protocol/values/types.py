@@ -12,6 +12,7 @@ from .backoff import Backoff
 from .errors import InvalidArgument
 from .ints import check_int
 from .names import check_identifier
+from .results import OnDependencyFailure, check_dependencies, on_failure_code
 from .timeconv import (
     Duration,
     check_instant_us,
@@ -23,7 +24,7 @@ from .timeconv import (
 
 T = TypeVar("T")
 
-JobState = Literal["pending", "processing", "dead", "acked", "cancelled"]
+JobState = Literal["pending", "processing", "waiting", "dead", "acked", "cancelled"]
 DeadReason = Literal["failed", "max_attempts", "expired", "claim_expired"]
 
 
@@ -82,10 +83,17 @@ class JobRecord(NamedTuple):
 class JobInfo:
     """A job's state for inspection (``get_job``, ``dead_letters``, ``list_jobs``).
 
-    ``state`` is ``pending`` or ``processing`` for a live job, ``dead`` for a
-    dead letter (``dead_reason``, ``died_at``), and ``acked`` or
-    ``cancelled`` for a finished job kept in its queue's history
-    (``finished_at``; ``claimed_by`` is the worker that acked it).
+    ``state`` is ``pending`` or ``processing`` for a live job, ``waiting``
+    for one whose dependencies have not all finished, ``dead`` for a dead
+    letter (``dead_reason``, ``died_at``), and ``acked`` or ``cancelled``
+    for a finished job kept in its queue's history (``finished_at``;
+    ``claimed_by`` is the worker that acked it; ``result``, what its handler
+    returned; ``last_error`` says why a job a failed dependency cancelled was).
+
+    ``dependencies`` and ``dependents``: the ids of the jobs it waits (or
+    waited) for and of those waiting for it; ``workflow_id`` and ``step``:
+    the workflow it is a step of. ``get_job`` fills them; the pages of
+    ``list_jobs`` leave them empty.
 
     ``unique_key``: the key it was enqueued with by ``enqueue_unique`` (a
     processing job that gave its key up still shows it), kept in history;
@@ -111,6 +119,11 @@ class JobInfo:
     finished_at: datetime | None = None
     unique_key: str | None = None
     concurrency_key: str | None = None
+    result: codec.JSON = None
+    dependencies: tuple[int, ...] = ()
+    dependents: tuple[int, ...] = ()
+    workflow_id: int | None = None
+    step: str | None = None
 
     def payload_as(self, target: type[T]) -> T:
         """The payload decoded into ``target`` (a dataclass, attrs class, ``msgspec.Struct``,
@@ -194,6 +207,8 @@ class QueueStats:
     processing: int  # claimed (including claims that have expired but not been reclaimed)
     dead: int
     paused: bool = False
+    # Waiting for dependencies that have not all finished (not claimable).
+    waiting: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,6 +240,7 @@ class QueueSummary:
     outbox: str | None = None
     limits: QueueLimits = QueueLimits()
     unique_processing_blocks: bool = True
+    waiting: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -411,6 +427,10 @@ class NewJob(NamedTuple):
     headers: str | None = None
     # The key its queue's per-key concurrency limit counts it under (None: unlimited).
     concurrency_key: str | None = None
+    # The jobs it waits for (none: it may run at once) and what a failed one
+    # does to it (``results.ON_FAILURE_CANCEL`` or ``ON_FAILURE_RUN``).
+    depends_on: tuple[int, ...] = ()
+    on_dependency_failure: int = 0
 
 
 class Enqueued(NamedTuple):
@@ -447,7 +467,11 @@ class EnqueueOptions(TypedDict, total=False):
     (higher first, default 0), ``max_attempts`` (default: the queue's),
     ``expires`` (a deadline for its first claim, or a duration from now),
     ``concurrency_key`` (the key its queue's per-key concurrency limit
-    counts it under: ``Queue.set_limits``; None, the default: not limited)."""
+    counts it under: ``Queue.set_limits``; None, the default: not limited),
+    ``depends_on`` (job ids of this store, of any queue, that must all
+    finish before it may run: it waits meanwhile; docs/workflows.md) and
+    ``on_dependency_failure`` (``"cancel"``, the default: a dependency that
+    dies or is cancelled cancels it; ``"run"``: it runs anyway)."""
 
     delay: Duration | None
     run_at: datetime | None
@@ -455,6 +479,8 @@ class EnqueueOptions(TypedDict, total=False):
     max_attempts: int | None
     expires: datetime | Duration | None
     concurrency_key: str | None
+    depends_on: Iterable[int] | None
+    on_dependency_failure: OnDependencyFailure
 
 
 _ENQUEUE_OPTIONS = frozenset(EnqueueOptions.__optional_keys__)
@@ -504,8 +530,11 @@ def resolve_enqueue(
     key = options.get("concurrency_key")
     if key is not None:
         key = check_identifier(key, "concurrency_key")
+    depends_on = options.get("depends_on")
+    deps = () if depends_on is None else check_dependencies(depends_on)
+    policy = on_failure_code(options.get("on_dependency_failure", "cancel"))
     return NewJob(queue, codec.encode(payload), check_priority(priority), at, attempts, expires_us,
-                  None, key)  # fmt: skip
+                  None, key, deps, policy)  # fmt: skip
 
 
 def resolve_enqueue_many(
@@ -521,7 +550,8 @@ def resolve_enqueue_many(
     encode = codec.encode
     return [
         NewJob(queue, encode(p), first.priority, first.run_at_us, first.max_attempts,
-               first.expires_at_us, None, first.concurrency_key)
+               first.expires_at_us, None, first.concurrency_key, first.depends_on,
+               first.on_dependency_failure)
         for p in payloads
     ]  # fmt: skip
 

@@ -80,7 +80,9 @@ class Settler(Generic[J]):
         (None: no answer)."""
         ctx = self.ctx
         core, state = ctx.core, ctx.state
-        plan = ack_many(core.dialect, ctx.worker_id, [h.record for h in jobs], core.now_us())
+        results = {h.id: h.result for h in jobs if h.result is not None}
+        plan = ack_many(core.dialect, ctx.worker_id, [h.record for h in jobs], core.now_us(),
+                        origin=core.origin, results=results)  # fmt: skip
         run = core.run(plan, bulk=len(jobs) > INLINE_MAX)
         acked: set[int] | None = await guard(
             ctx.telemetry.acked([(h.record, h.trace) for h in jobs], run), "ack"
@@ -101,7 +103,7 @@ class Settler(Generic[J]):
         core, record = ctx.core, held.record
         plan = retry(
             core.dialect, record, core.now_us(), delay_us=None, backoff=ctx.options.backoff,
-            draw=core.draw(), error=error_text(error),
+            draw=core.draw(), error=error_text(error), origin=core.origin,
         )  # fmt: skip
         try:
             outcome = await core.telemetry.settle("retry", record, held.trace, core.run(plan))

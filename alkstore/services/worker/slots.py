@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Generic, TypeVar
 
 from ...api.core.telemetry import Trace
+from ...protocol.values import codec
 from ...protocol.values.outcomes import Outcome
 from .context import WorkerContext
 from .settler import Settler
@@ -122,9 +123,13 @@ class Slots(Generic[J]):
         ctx = self.ctx
         error: Exception | None = None
 
-        def run(trace: Trace) -> Awaitable[Any]:
+        async def run(trace: Trace) -> None:
             held.trace = trace
-            return self.handler(held.job)
+            returned = await self.handler(held.job)
+            if returned is not None:
+                # Encoded here, as the handler's own act: a value the codec
+                # refuses fails the attempt (retried) rather than the ack.
+                held.result = codec.encode(returned)
 
         try:
             await ctx.telemetry.process(held.record, held.trace, run)

@@ -52,6 +52,8 @@ class Held(Generic[J]):
     # ``Queue.cancel`` took it while its handler ran: the handler was
     # cancelled, and the job counts as cancelled by request.
     revoked: bool = False
+    # What its handler returned, as JSON (None: nothing): kept by the ack.
+    result: str | None = None
 
     @property
     def id(self) -> int:

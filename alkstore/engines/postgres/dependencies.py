@@ -1,0 +1,380 @@
+"""Job dependencies, results and workflows on PostgreSQL: the waiting table
+and its edges, the kept jobs' moves into history, the reads of a job's
+outcome and of a workflow.
+
+Concurrent finishes are ordered by row locks: counting an edge updates its
+row, and the decrement of a waiting job updates the job's, so two
+dependencies acked at once in two processes take turns on it and the second
+sees the first's count (READ COMMITTED re-reads the row it waited for): the
+job is released exactly once. A dependent enqueued while its dependency is
+being acked marks the dependency kept first (``keep_jobs``), and the ack's
+plain delete, which takes only unkept jobs, re-checks the row after the
+mark's commit and leaves it to the kept path. Statements match ids with
+``= ANY(array)`` (a primary-key probe each, or a hashed filter) rather than
+joining an unnested array: a join the planner may run as a nested loop
+over every row of the table it scans."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import orjson
+
+from ...protocol.dialect import STATE_PENDING
+from ...protocol.plan import Fetch, Statement
+from ...protocol.values.types import NewJob
+from ..shapes import HISTORY_INSERT_COLS, WAITING_COLS
+from ..sql import SCHEMA, Sql, Variants
+from .spelling import RULES
+from .tables import DEAD, DEPS, HISTORY, JOBS, QUEUES, WAITING, WORKFLOW_STEPS, WORKFLOWS
+
+_IDS = "ANY(:ids::bigint[])"
+_GONE = (
+    "id, queue, payload, priority, attempts, max_attempts, run_at, created_at, claimed_by, "
+    "last_error, headers, unique_key, concurrency_key"
+)
+
+
+def _to_history(outcome: str, gone: str, result: str, error: str = "last_error") -> str:
+    """Insert the rows of CTE ``gone`` into history as ``outcome``, pruned
+    per their queue's results retention (rules.kept_prune_at); rows
+    (id, queue)."""
+    return (
+        f"INSERT INTO {HISTORY} ({HISTORY_INSERT_COLS}, result) "
+        f"SELECT id, queue, '{outcome}', payload, priority, attempts, max_attempts, run_at, "
+        f"created_at, :now::bigint, claimed_by, {error}, headers, "
+        f"{RULES.kept_prune_at(':now::bigint', QUEUES, f'{gone}.queue')}, unique_key, "
+        f"concurrency_key, {result} FROM {gone} RETURNING id, queue"
+    )
+
+
+def _ack_kept(claims: bool) -> Sql:
+    # Owned under the claim number each item names (matched as 'id/claims'
+    # keys, hashed), or, without claim numbers, under the worker's live claim.
+    match = "AND (id || '/' || claims) = ANY(:keys::text[]) " if claims else ""
+    return Sql(
+        f"WITH gone AS (DELETE FROM {JOBS} WHERE id = {_IDS} {match}"
+        "AND (:queue::text IS NULL OR queue = :queue) "
+        f"AND {RULES.owned(':worker', None, ':now')} RETURNING {_GONE}) "
+        + _to_history("acked", "gone", "(:results::jsonb ->> gone.id::text)"),
+        Fetch.ALL,
+    )
+
+
+class Dependencies:
+    # Ids from the jobs' own identity: never handed out again.
+    _allocate_job_ids = Sql(
+        f"SELECT nextval('{SCHEMA}.\"jobs_id_seq\"'::regclass) FROM generate_series(1, :n)",
+        Fetch.ALL,
+    )
+
+    def allocate_job_ids(self, n: int) -> tuple[Statement, ...]:
+        return (self._allocate_job_ids.bind(n=n),)
+
+    _enqueue_waiting = Sql(
+        f"INSERT INTO {WAITING} ({WAITING_COLS}) "
+        "SELECT (e->>0)::bigint, e->>1, e->>2, (e->>3)::int, (e->>4)::bigint, (e->>5)::bigint, "
+        ":now::bigint, (e->>6)::bigint, e->>7, e->>8, :remaining::bigint, :on_failure::smallint "
+        "FROM json_array_elements(:jobs::text::json) AS e"
+    )
+
+    def enqueue_waiting(
+        self,
+        jobs: Sequence[NewJob],
+        ids: Sequence[int],
+        remaining: int,
+        on_failure: int,
+        now_us: int,
+    ) -> Statement:
+        rows = [
+            (job_id, j.queue, j.payload_json, j.priority, j.max_attempts, j.run_at_us,
+             j.expires_at_us, j.headers, j.concurrency_key)
+            for j, job_id in zip(jobs, ids, strict=True)
+        ]  # fmt: skip
+        return self._enqueue_waiting.bind(
+            jobs=orjson.dumps(rows).decode(), remaining=remaining, on_failure=on_failure,
+            now=now_us,
+        )  # fmt: skip
+
+    # The mark's row lock orders it against a concurrent ack (see above).
+    _keep_jobs = Sql(f"UPDATE {JOBS} SET {RULES.KEEP} WHERE id = {_IDS} RETURNING id", Fetch.ALL)
+
+    def keep_jobs(self, job_ids: Sequence[int]) -> Statement:
+        return self._keep_jobs.bind(ids=list(job_ids))
+
+    _dependency_states = Sql(
+        f"SELECT id, 'waiting', NULL::text FROM {WAITING} WHERE id = {_IDS} "
+        f"UNION ALL SELECT id, outcome, last_error FROM {HISTORY} WHERE id = {_IDS} "
+        f"UNION ALL SELECT id, 'dead', reason FROM {DEAD} WHERE id = {_IDS}",
+        Fetch.ALL,
+    )
+
+    def dependency_states(self, job_ids: Sequence[int]) -> Statement:
+        return self._dependency_states.bind(ids=list(job_ids))
+
+    _add_dependencies = Sql(
+        f"INSERT INTO {DEPS} (dep_id, job_id, done) "
+        "SELECT * FROM unnest(:deps::bigint[], :jobs::bigint[], :done::boolean[])"
+    )
+
+    def add_dependencies(self, edges: Sequence[tuple[int, int, bool]]) -> Statement:
+        return self._add_dependencies.bind(
+            deps=[d for d, _, _ in edges], jobs=[j for _, j, _ in edges],
+            done=[bool(done) for _, _, done in edges],
+        )  # fmt: skip
+
+    _count_finished = Sql(
+        f"UPDATE {DEPS} SET {RULES.EDGE_COUNTED} WHERE dep_id = {_IDS} AND {RULES.EDGE_OPEN} "
+        "RETURNING job_id, dep_id",
+        Fetch.ALL,
+    )
+
+    def count_finished(self, dep_ids: Sequence[int]) -> Statement:
+        return self._count_finished.bind(ids=list(dep_ids))
+
+    _waiting_policies = Sql(f"SELECT id, on_failure FROM {WAITING} WHERE id = {_IDS}", Fetch.ALL)
+
+    def waiting_policies(self, job_ids: Sequence[int]) -> Statement:
+        return self._waiting_policies.bind(ids=list(job_ids))
+
+    _decrement_waiting = Sql(
+        f"UPDATE {WAITING} SET remaining = remaining - :n WHERE id = {_IDS} "
+        "RETURNING id, remaining",
+        Fetch.ALL,
+    )
+
+    def decrement_waiting(self, job_ids: Sequence[int], n: int) -> Statement:
+        return self._decrement_waiting.bind(ids=list(job_ids), n=n)
+
+    # Into jobs under its own id, due when its run_at comes, kept (its
+    # finish is recorded and settles its dependents).
+    _release_waiting = Sql(
+        f"WITH r AS (DELETE FROM {WAITING} WHERE id = {_IDS} AND {RULES.DEPENDENCIES_DONE} "
+        f"RETURNING {WAITING_COLS}) "
+        f"INSERT INTO {JOBS} (id, queue, payload, priority, max_attempts, run_at, created_at, "
+        "expires_at, visible_at, state, headers, concurrency_key, keep) OVERRIDING SYSTEM VALUE "
+        f"SELECT id, queue, payload, priority, max_attempts, "
+        f"{RULES.spelling.larger('run_at', ':now::bigint')}, created_at, expires_at, "
+        f"{RULES.spelling.larger('run_at', ':now::bigint')}, {STATE_PENDING}, headers, "
+        f"concurrency_key, {RULES.spelling.true} FROM r RETURNING id, queue",
+        Fetch.ALL,
+    )
+
+    def release_waiting(self, job_ids: Sequence[int], now_us: int) -> tuple[Statement, ...]:
+        return (self._release_waiting.bind(ids=list(job_ids), now=now_us),)
+
+    _cancel_waiting = Sql(
+        f"WITH c AS (DELETE FROM {WAITING} WHERE id = {_IDS} RETURNING id, queue, payload, "
+        "priority, 0::bigint AS attempts, max_attempts, run_at, created_at, "
+        "NULL::text AS claimed_by, :reason::text AS last_error, headers, "
+        "NULL::text AS unique_key, concurrency_key) "
+        + _to_history("cancelled", "c", "NULL"),
+        Fetch.ALL,
+    )
+
+    def cancel_waiting(
+        self, job_ids: Sequence[int], reason: str | None, now_us: int
+    ) -> tuple[Statement, ...]:
+        return (self._cancel_waiting.bind(ids=list(job_ids), reason=reason, now=now_us),)
+
+    _get_waiting = Variants({
+        False: Sql(f"SELECT {WAITING_COLS} FROM {WAITING} WHERE id = :job_id", Fetch.ONE),
+        True: Sql(
+            f"SELECT {WAITING_COLS} FROM {WAITING} WHERE id = :job_id AND queue = :queue",
+            Fetch.ONE,
+        ),
+    })  # fmt: skip
+
+    def get_waiting(self, queue: str | None, job_id: int) -> Statement:
+        return self._get_waiting[queue is not None].bind(job_id=job_id, queue=queue)
+
+    _waiting_count = Sql(f"SELECT COUNT(*) FROM {WAITING} WHERE queue = :queue", Fetch.ONE)
+
+    def waiting_count(self, queue: str) -> Statement:
+        return self._waiting_count.bind(queue=queue)
+
+    _waiting_page = Sql(
+        f"SELECT {WAITING_COLS} FROM {WAITING} WHERE queue = :queue AND id > :after "
+        "ORDER BY id LIMIT :limit",
+        Fetch.ALL,
+    )
+
+    def waiting_page(self, queue: str, after: int, limit: int) -> Statement:
+        return self._waiting_page.bind(queue=queue, after=after, limit=limit)
+
+    # Keyed by whether the items carry claim numbers.
+    _ack_kept = Variants({True: _ack_kept(True), False: _ack_kept(False)})
+
+    def ack_kept(
+        self,
+        worker: str,
+        items: Sequence[tuple[int, int | None, str | None]],
+        now_us: int,
+        queue: str | None = None,
+    ) -> tuple[Statement, ...]:
+        claims = items[0][1] is not None if items else False
+        keys = [f"{job_id}/{claim}" for job_id, claim, _ in items] if claims else None
+        results = {str(job_id): result for job_id, _, result in items if result is not None}
+        return (
+            self._ack_kept[claims].bind(
+                ids=[job_id for job_id, _, _ in items], keys=keys, worker=worker, now=now_us,
+                results=orjson.dumps(results).decode(), queue=queue,
+            ),
+        )  # fmt: skip
+
+    _cancel_kept = Sql(
+        f"WITH gone AS (DELETE FROM {JOBS} WHERE id = :job_id AND queue = :queue "
+        f"RETURNING {_GONE}) "
+        + _to_history("cancelled", "gone", "NULL", "COALESCE(:reason::text, last_error)"),
+        Fetch.ALL,
+    )
+
+    def cancel_kept(
+        self, queue: str, job_id: int, reason: str | None, now_us: int
+    ) -> tuple[Statement, ...]:
+        return (self._cancel_kept.bind(job_id=job_id, queue=queue, reason=reason, now=now_us),)
+
+    _job_outcome = Sql(
+        f"SELECT 'live', state::text, NULL::text, NULL::text, queue FROM {JOBS} "
+        "WHERE id = :job_id "
+        f"UNION ALL SELECT 'waiting', NULL, NULL, NULL, queue FROM {WAITING} WHERE id = :job_id "
+        f"UNION ALL SELECT 'history', outcome, result, last_error, queue FROM {HISTORY} "
+        "WHERE id = :job_id "
+        f"UNION ALL SELECT 'dead', reason, NULL, last_error, queue FROM {DEAD} "
+        "WHERE id = :job_id",
+        Fetch.ONE,
+    )
+
+    def job_outcome(self, job_id: int) -> Statement:
+        return self._job_outcome.bind(job_id=job_id)
+
+    _job_id_high = Sql(
+        f"SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM {SCHEMA}.\"jobs_id_seq\"",
+        Fetch.ONE,
+    )
+
+    def job_id_high(self) -> Statement:
+        return self._job_id_high.bind()
+
+    _dependency_results = Sql(
+        f"SELECT d.dep_id, h.outcome, h.result FROM {DEPS} AS d "
+        f"LEFT JOIN {HISTORY} AS h ON h.id = d.dep_id WHERE d.job_id = :job_id ORDER BY d.dep_id",
+        Fetch.ALL,
+    )
+
+    def dependency_results(self, job_id: int) -> Statement:
+        return self._dependency_results.bind(job_id=job_id)
+
+    _dependencies = Sql(
+        f"SELECT dep_id, done FROM {DEPS} WHERE job_id = :job_id ORDER BY dep_id", Fetch.ALL
+    )
+
+    def dependencies(self, job_id: int) -> Statement:
+        return self._dependencies.bind(job_id=job_id)
+
+    _dependents = Sql(
+        f"SELECT job_id, done FROM {DEPS} WHERE dep_id = :job_id ORDER BY job_id", Fetch.ALL
+    )
+
+    def dependents(self, job_id: int) -> Statement:
+        return self._dependents.bind(job_id=job_id)
+
+    _forget_dependencies = Sql(f"DELETE FROM {DEPS} WHERE job_id = {_IDS}")
+
+    def forget_dependencies(self, job_ids: Sequence[int]) -> Statement:
+        return self._forget_dependencies.bind(ids=list(job_ids))
+
+    # -- workflows ------------------------------------------------------------
+    _create_workflow = Sql(
+        f"INSERT INTO {WORKFLOWS} (name, created_at) VALUES (:name, :now) RETURNING id",
+        Fetch.INSERTED_ID,
+    )
+
+    def create_workflow(self, name: str, now_us: int) -> Statement:
+        return self._create_workflow.bind(name=name, now=now_us)
+
+    _add_workflow_steps = Sql(
+        f"INSERT INTO {WORKFLOW_STEPS} (workflow_id, step, job_id) "
+        "SELECT :workflow, * FROM unnest(:steps::text[], :jobs::bigint[])"
+    )
+
+    def add_workflow_steps(
+        self, workflow_id: int, steps: Sequence[tuple[str, int]]
+    ) -> Statement:
+        return self._add_workflow_steps.bind(
+            workflow=workflow_id, steps=[s for s, _ in steps], jobs=[j for _, j in steps]
+        )
+
+    _workflow = Sql(
+        f"SELECT id, name, created_at FROM {WORKFLOWS} WHERE id = :workflow", Fetch.ONE
+    )
+
+    def workflow(self, workflow_id: int) -> Statement:
+        return self._workflow.bind(workflow=workflow_id)
+
+    # Each step with where its job is (the shape of job_outcome's row).
+    _workflow_steps = Sql(
+        "SELECT s.step, s.job_id, "
+        "CASE WHEN j.id IS NOT NULL THEN 'live' WHEN w.id IS NOT NULL THEN 'waiting' "
+        "WHEN h.id IS NOT NULL THEN 'history' WHEN d.id IS NOT NULL THEN 'dead' END, "
+        "COALESCE(j.state::text, h.outcome, d.reason), h.result, "
+        "COALESCE(h.last_error, d.last_error), COALESCE(j.queue, w.queue, h.queue, d.queue) "
+        f"FROM {WORKFLOW_STEPS} AS s "
+        f"LEFT JOIN {JOBS} AS j ON j.id = s.job_id "
+        f"LEFT JOIN {WAITING} AS w ON w.id = s.job_id "
+        f"LEFT JOIN {HISTORY} AS h ON h.id = s.job_id "
+        f"LEFT JOIN {DEAD} AS d ON d.id = s.job_id "
+        "WHERE s.workflow_id = :workflow ORDER BY s.job_id",
+        Fetch.ALL,
+    )
+
+    def workflow_steps(self, workflow_id: int) -> Statement:
+        return self._workflow_steps.bind(workflow=workflow_id)
+
+    _workflow_edges = Sql(
+        f"SELECT d.dep_id, d.job_id FROM {WORKFLOW_STEPS} AS s "
+        f"JOIN {DEPS} AS d ON d.job_id = s.job_id WHERE s.workflow_id = :workflow "
+        "ORDER BY d.job_id, d.dep_id",
+        Fetch.ALL,
+    )
+
+    def workflow_edges(self, workflow_id: int) -> Statement:
+        return self._workflow_edges.bind(workflow=workflow_id)
+
+    _workflow_of = Sql(
+        f"SELECT s.workflow_id, s.step, w.name FROM {WORKFLOW_STEPS} AS s "
+        f"JOIN {WORKFLOWS} AS w ON w.id = s.workflow_id WHERE s.job_id = :job_id",
+        Fetch.ONE,
+    )
+
+    def workflow_of(self, job_id: int) -> Statement:
+        return self._workflow_of.bind(job_id=job_id)
+
+    _workflow_page = Sql(
+        f"SELECT w.id, w.name, w.created_at, (SELECT COUNT(*) FROM {WORKFLOW_STEPS} AS s "
+        "WHERE s.workflow_id = w.id) "
+        f"FROM {WORKFLOWS} AS w WHERE w.id < :before ORDER BY w.id DESC LIMIT :limit",
+        Fetch.ALL,
+    )
+
+    def workflow_page(self, before: int, limit: int) -> Statement:
+        return self._workflow_page.bind(before=before, limit=limit)
+
+    _stale_workflows = Sql(
+        f"SELECT w.id FROM {WORKFLOWS} AS w WHERE w.created_at < :cutoff "
+        f"AND NOT EXISTS (SELECT 1 FROM {WORKFLOW_STEPS} AS s WHERE s.workflow_id = w.id AND "
+        f"(EXISTS (SELECT 1 FROM {JOBS} WHERE id = s.job_id) "
+        f"OR EXISTS (SELECT 1 FROM {WAITING} WHERE id = s.job_id))) "
+        "ORDER BY w.created_at LIMIT :limit FOR UPDATE SKIP LOCKED",
+        Fetch.ALL,
+    )
+
+    def stale_workflows(self, cutoff_us: int, limit: int) -> Statement:
+        return self._stale_workflows.bind(cutoff=cutoff_us, limit=limit)
+
+    _forget_workflow_steps = Sql(f"DELETE FROM {WORKFLOW_STEPS} WHERE workflow_id = {_IDS}")
+    _forget_workflows = Sql(f"DELETE FROM {WORKFLOWS} WHERE id = {_IDS}", Fetch.ROWCOUNT)
+
+    def forget_workflows(self, workflow_ids: Sequence[int]) -> tuple[Statement, ...]:
+        ids = list(workflow_ids)
+        return self._forget_workflow_steps.bind(ids=ids), self._forget_workflows.bind(ids=ids)
