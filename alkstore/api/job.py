@@ -271,7 +271,7 @@ class Job:
         was to run anyway)."""
         core = self._core
         rows = await core.run(dependencies.dependency_results(core.dialect, self.id))
-        return {dep: None if result is None else codec.decode(result) for dep, _, result in rows}
+        return {r.id: None if r.result is None else codec.decode(r.result) for r in rows}
 
     async def retry(
         self, delay: Duration | None = None, error: BaseException | str | None = None

@@ -49,6 +49,7 @@ class WorkflowSteps:
 
     @property
     def steps(self) -> list[Step]:
+        """The steps added so far, in the order they were added."""
         return list(self._steps.values())
 
     def step(

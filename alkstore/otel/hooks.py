@@ -32,6 +32,7 @@ from opentelemetry.util.types import AttributeValue
 
 from ..api.core.handle import StoreCore
 from ..api.core.telemetry import Trace
+from ..protocol.plans import dependencies as dependency_plans
 from ..protocol.plans import queues as queue_plans
 from ..protocol.plans import streams as stream_plans
 from ..protocol.plans.worker import ClaimResult
@@ -79,6 +80,11 @@ def _base(operation_type: str, operation: str, destination: str) -> Attributes:
 
 def _valid(value: object) -> SpanContext | None:
     return value if isinstance(value, SpanContext) and value.is_valid else None
+
+
+# The OpenTelemetry SDK keeps 128 links a span by default: a fan-in's run
+# points at that many of its dependencies' runs, not at ten thousand.
+MAX_DEPENDENCY_LINKS = 128
 
 
 def producer_context(record: JobRecord) -> Context:
@@ -226,14 +232,17 @@ class StoreHooks:
         attrs[n.JOB_ATTEMPT] = record.attempts
         if worker is not None:
             attrs[n.CLIENT_ID] = worker
-        links = [Link(claim)] if claim is not None else None
+        links = [Link(claim)] if claim is not None else []
+        if record.kept:
+            links += await self._dependency_links(record)
         runtime = self._core.runtime
         started = runtime.monotonic()
         metric: Attributes = {n.SYSTEM: n.SYSTEM_NAME, n.DESTINATION: record.queue}
         try:
             context = producer_context(record)
             with self._span(
-                f"process {record.queue}", SpanKind.CONSUMER, attrs, context=context, links=links
+                f"process {record.queue}", SpanKind.CONSUMER, attrs, context=context,
+                links=links or None,
             ) as span:
                 await run(span.get_span_context())
         except BaseException as exc:
@@ -241,6 +250,33 @@ class StoreHooks:
             raise
         finally:
             self._m.duration.record(max(0.0, runtime.monotonic() - started), metric)
+
+    async def _dependency_links(self, record: JobRecord) -> list[Link]:
+        """Links to the runs of the job's dependencies (their finishes
+        recorded each run's context): a dependent's run points at what it
+        waited for. A read that fails leaves the links out, not the run."""
+        core = self._core
+        try:
+            finished = await core.run(dependency_plans.dependency_results(core.dialect, record.id))
+        except Closed:
+            raise
+        except AlkstoreError:
+            log.warning("reading the dependencies of job %d failed", record.id, exc_info=True)
+            return []
+        links: list[Link] = []
+        for dep in finished:
+            if dep.headers is None:
+                continue
+            ran = _valid(
+                trace.get_current_span(
+                    propagate.extract(decode_headers(dep.headers), context=Context())
+                ).get_span_context()
+            )
+            if ran is not None:
+                links.append(Link(ran, {n.MESSAGE_ID: str(dep.id)}))
+                if len(links) >= MAX_DEPENDENCY_LINKS:
+                    break
+        return links
 
     def _settle_context(self, job_trace: Trace) -> Context | None:
         """Where a settling span goes. A worker's job that has run: under its
@@ -507,6 +543,15 @@ class WorkerHooks:
             span.set_attribute(n.ACKED_COUNT, len(acked))
         store.acked(queue, len(acked))
         return acked
+
+    def finish_headers(self, trace_: Trace) -> str | None:
+        """The run's context, as headers: its dependents' runs link to it."""
+        ran = _valid(trace_)
+        if ran is None:
+            return None
+        carrier: dict[str, str] = {}
+        propagate.inject(carrier, context=trace.set_span_in_context(NonRecordingSpan(ran)))
+        return encode_headers(carrier)
 
     def stopped(self) -> None:
         self._store._unwatch_queue(self._queue)

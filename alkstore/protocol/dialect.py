@@ -20,8 +20,9 @@ JOB_COLUMNS = (
     "headers",
 )  # fmt: skip
 # Column order of a claimed job row: a live job row, then how long its queue
-# keeps finished jobs (``history_us``: None keeps none), which the ack obeys.
-CLAIM_COLUMNS = (*JOB_COLUMNS, "history_us")
+# keeps finished jobs (``history_us``: None keeps none), which the ack obeys,
+# and whether it is kept (its finish recorded and settling its dependents).
+CLAIM_COLUMNS = (*JOB_COLUMNS, "history_us", "keep")
 # Column order of a live job row as the inspection reads it (``get_job``,
 # ``job_page``): a live job row, then its flow-control keys.
 JOB_INFO_COLUMNS = (*JOB_COLUMNS, "unique_key", "concurrency_key")
@@ -602,13 +603,14 @@ class Dialect(Protocol):
     def ack_kept(
         self,
         worker: str,
-        items: Sequence[tuple[int, int | None, str | None]],
+        items: Sequence[tuple[int, int | None, str | None, str | None]],
         now_us: int,
         queue: str | None = None,
     ) -> tuple[Statement, ...]:
         """Move the jobs of ``items`` (id, claim number or None for the
-        worker's live claim, result JSON or None) that ``worker`` owns (of
-        ``queue``, when given) into history as acked with their results,
+        worker's live claim, result JSON or None, headers JSON or None) that
+        ``worker`` owns (of ``queue``, when given) into history as acked
+        with their results (and the headers given, in place of the job's),
         kept for their queue's results retention (``rules.kept_prune_at``);
         the first statement's rows are ``(id, queue)`` of those moved. Items
         all have claim numbers or none."""
@@ -630,8 +632,8 @@ class Dialect(Protocol):
         """Its row is ``(the highest job id ever handed out,)``."""
         ...
     def dependency_results(self, job_id: int) -> Statement:
-        """Rows ``(dependency id, outcome, result)`` of the job's
-        dependencies (outcome and result NULL for one not finished or not kept)."""
+        """Rows ``(dependency id, outcome, result, headers)`` of the job's
+        dependencies (NULLs for one not finished or not kept)."""
         ...
     def dependencies(self, job_id: int) -> Statement:
         """Rows ``(dependency id, counted)``, ascending."""

@@ -116,7 +116,7 @@ def job_record(row: Row) -> JobRecord:
     if type(row) is tuple and len(row) == len(CLAIM_COLUMNS):
         (id_, queue, text, priority, attempts, max_attempts, run_at, created_at, expires_at,
          claimed_by, visible_at, _state, _error, claims, headers,
-         history_us) = row  # fmt: skip
+         history_us, keep) = row  # fmt: skip
         if (
             type(id_) is int and type(queue) is str and type(text) is str
             and type(priority) is int and type(attempts) is int and type(max_attempts) is int
@@ -125,11 +125,12 @@ def job_record(row: Row) -> JobRecord:
             and type(claimed_by) is str and type(visible_at) is int and type(claims) is int
             and (headers is None or type(headers) is str)
             and (history_us is None or type(history_us) is int)
+            and (keep is True or keep is False or keep == 0 or keep == 1)
         ):  # fmt: skip
             payload = codec.decode(text)
             return JobRecord(id_, queue, payload, priority, attempts, max_attempts, run_at,
                              created_at, expires_at, claimed_by, visible_at, claims,
-                             headers, history_us)  # fmt: skip
+                             headers, history_us, bool(keep))  # fmt: skip
     return _job_record_checked(row)
 
 
@@ -215,6 +216,7 @@ def _job_record_checked(row: Row) -> JobRecord:
         claims=f.integer("claims"),
         headers=f.opt_text("headers"),
         history_us=f.opt_integer("history_us"),
+        kept=f.flag("keep"),
     )
 
 

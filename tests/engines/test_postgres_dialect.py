@@ -175,8 +175,9 @@ def test_migrate_creates_the_schema_and_is_idempotent(schema: str) -> None:
             schema,
         )
         assert [t for (t,) in tables] == [
-            "claim_log", "dead", "events", "history", "jobs", "locks", "meta", "offsets",
-            "queues", "schedules", "streams",
+            "claim_log", "dead", "deps", "events", "history", "jobs", "locks", "meta",
+            "offsets", "queues", "schedules", "streams", "waiting", "workflow_steps",
+            "workflows",
         ]  # fmt: skip
         indexes = dict(
             c.sql("SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = $1", schema)
@@ -404,7 +405,7 @@ SAMPLE_CALLS: dict[str, tuple[Any, ...]] = {
     "prune_claim_log": ("q", T0),
     "set_paused": ("q", True),
     "queue_paused": ("q",),
-    "set_retention": ("q", US, None),
+    "set_retention": ("q", US, None, None),
     "queue_retention": ("q",),
     "dead_count": ("q",),
     "dead_letters": ("q", 10),
@@ -455,6 +456,36 @@ SAMPLE_CALLS: dict[str, tuple[Any, ...]] = {
     "prune_locks": (T0, 10),
     "token_floor": (),
     "set_token_floor": (7,),
+    "allocate_job_ids": (3,),
+    "enqueue_waiting": ([new_job(), new_job()], [11, 12], 2, 0, T0),
+    "keep_jobs": ([1, 2],),
+    "dependency_states": ([1, 2],),
+    "add_dependencies": ([(1, 2, False), (1, 3, True)],),
+    "count_finished": ([1, 2],),
+    "waiting_policies": ([1, 2],),
+    "decrement_waiting": ([1, 2], 1),
+    "release_waiting": ([1, 2], T0),
+    "cancel_waiting": ([1, 2], "why", T0),
+    "get_waiting": ("q", 1),
+    "waiting_count": ("q",),
+    "waiting_page": ("q", 0, 10),
+    "ack_kept": ("w", [(1, 2, '"r"'), (3, 4, None)], T0),
+    "cancel_kept": ("q", 1, "why", T0),
+    "job_outcome": (1,),
+    "job_id_high": (),
+    "dependency_results": (1,),
+    "dependencies": (1,),
+    "dependents": (1,),
+    "forget_dependencies": ([1, 2],),
+    "create_workflow": ("wf", T0),
+    "add_workflow_steps": (1, [("a", 1), ("b", 2)]),
+    "workflow": (1,),
+    "workflow_steps": (1,),
+    "workflow_edges": (1,),
+    "workflow_of": (1,),
+    "workflow_page": (10, 5),
+    "stale_workflows": (T0, 10),
+    "forget_workflows": ([1, 2],),
 }
 
 
@@ -477,6 +508,11 @@ def test_statements_match_sqlite_fetch_kinds_and_bind_every_parameter() -> None:
             # Both wake the channel here; Postgres's carries its pg_notify.
             assert mine[0].wakes == other[0].wakes == ("chan",)
             assert "pg_notify" in mine[0].sql and "notif" not in other[0].sql
+        if name == "allocate_job_ids":
+            # SQLite moves its sequence on, then reads the ids; Postgres
+            # reads them from its identity: the last statement's rows.
+            assert mine[-1].fetch is other[-1].fetch is Fetch.ALL
+            continue
         if name in ("claim_prelude", "lock_guard"):
             # Engine-specific settings and locks, whose results nobody reads.
             assert all(st.fetch is Fetch.NONE for st in (*mine, *other))
@@ -885,7 +921,7 @@ def test_owned_locks_the_row_against_a_concurrent_reclaim(pg: Pg, d: PostgresDia
     a, b = Pg(), Pg()
     try:
         a.sql(control.BEGIN, fetch=Fetch.NONE)
-        assert a.execute(d.owned(job.id, "w1", 1, T0 + US)) == (1, 3)
+        assert a.execute(d.owned(job.id, "w1", 1, T0 + US)) == (1, 3, False)
         # A reclaim (the claim lapses at 5 s) cannot take the locked row.
         assert b.run(C.claim(d, "q", "w2", 1, T0 + 5 * US, 5 * US)) == []
         a.execute(d.reschedule(job.id, T0 + 6 * US, "e"))

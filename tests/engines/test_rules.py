@@ -77,6 +77,8 @@ RULE_SHAPED = [
     re.compile(r"\bpriority DESC\b"),
     re.compile(r"\bAND paused\b"),
     re.compile(r"\bprune_at\s*(<=|>=|<|>)"),
+    re.compile(r"(?<!SET )\b(keep|done)\s*=\s*(0|1|false|true)\b"),
+    re.compile(r"\bremaining\s*(<=|>=|<|>)"),
 ]
 
 
@@ -196,7 +198,7 @@ def protocol_methods() -> list[str]:
 
 SECTIONS = [
     "wakes", "enqueue", "claims", "settling", "queues", "inspection", "streams", "schedules",
-    "locks",
+    "locks", "dependencies",
 ]  # fmt: skip
 
 

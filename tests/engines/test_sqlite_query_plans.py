@@ -10,6 +10,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from alkstore.protocol.values.generation import CLAIM_GENERATION
 from alkstore.engines.sqlite import SqliteDialect, migrate
 from alkstore.protocol.dialect import LIVE_FILTERS
 from alkstore.protocol.plan import Statement, run_sync
@@ -147,8 +148,8 @@ def test_a_claim_from_a_queue_that_keeps_history_acks_into_history(tmp_path: Pat
     """The claim's rows carry the queue's history retention, and the moves
     select their rows by primary key."""
     conn = fresh(tmp_path)
-    sqlite_conn.execute(conn, D.set_retention("q", 5_000_000, None))
-    rows = sqlite_conn.execute(conn, D.claim("q", "w", 2, 1_000, 2_000, 1))
+    sqlite_conn.execute(conn, D.set_retention("q", 5_000_000, None, None))
+    rows = sqlite_conn.execute(conn, D.claim("q", "w", 2, 1_000, 2_000, CLAIM_GENERATION))
     assert [r[-1] for r in rows] == [5_000_000, 5_000_000]
     first, delete = D.ack_history(1, "w", 1, 0, 5)
     assert "INTEGER PRIMARY KEY" in plan_of(conn, first)

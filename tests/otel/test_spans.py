@@ -360,3 +360,29 @@ async def test_a_unique_enqueue_carries_the_trace_context_and_its_span(
     for job in jobs:
         context = trace.get_current_span(alkstore.otel.job_context(job)).get_span_context()
         assert context.trace_id == producer.get_span_context().trace_id
+
+
+async def test_a_dependents_run_links_to_the_runs_of_its_dependencies(
+    store: Store, instrumented: alkstore.otel.Telemetry, capture: Capture
+) -> None:
+    # Each finish records its run's context; the dependent's run links to both.
+    q = store.queue("wf")
+    a = await q.enqueue("a")
+    b = await q.enqueue("b")
+    c = await q.enqueue("c", depends_on=[a, b])
+
+    async def handler(job: Job) -> str:
+        return f"{job.payload}!"
+
+    await run_worker(store, capture, "wf", handler,
+                     lambda: len(capture.spans("process wf")) == 3)  # fmt: skip
+    runs = {attrs(s)["messaging.message.id"]: s for s in capture.spans("process wf")}
+    dependent = runs[str(c)]
+    pointed = {
+        (link.context.span_id, dict(link.attributes or {}).get("messaging.message.id"))
+        for link in dependent.links
+    }
+    assert (runs[str(a)].context.span_id, str(a)) in pointed
+    assert (runs[str(b)].context.span_id, str(b)) in pointed
+    # The dependencies' own runs wait on nothing: no such links.
+    assert not any(dict(link.attributes or {}) for link in runs[str(a)].links)

@@ -48,7 +48,7 @@ def job(job_id: int) -> JobInfo:
 
 def test_the_states_a_listing_takes() -> None:
     assert JOB_STATES == (
-        "pending", "ready", "scheduled", "processing", "dead", "acked", "cancelled",
+        "pending", "ready", "scheduled", "processing", "waiting", "dead", "acked", "cancelled",
     )  # fmt: skip
     for state in (*JOB_STATES, None):
         assert check_job_state(state) == state
@@ -62,7 +62,7 @@ def test_the_states_a_listing_takes() -> None:
 
 
 def test_each_state_reads_its_own_table_and_no_state_reads_live_and_dead() -> None:
-    assert sources(None) == ("pending", "processing", "dead")
+    assert sources(None) == ("pending", "processing", "waiting", "dead")
     for state in JOB_STATES:
         assert sources(state) == (state,)
 
@@ -118,6 +118,7 @@ def test_a_listing_asks_for_a_page_of_each_table_it_reads() -> None:
     assert _reads(list_jobs(d, "q", None, 0, 10, T0)) == [
         Statement("job_page", ("q", "pending", 0, 10, T0), Fetch.ALL),
         Statement("job_page", ("q", "processing", 0, 10, T0), Fetch.ALL),
+        Statement("waiting_page", ("q", 0, 10), Fetch.ALL),
         Statement("dead_page", ("q", 0, 10), Fetch.ALL),
     ]
     for which in LIVE_FILTERS:
@@ -134,7 +135,7 @@ def test_a_listing_asks_for_a_page_of_each_table_it_reads() -> None:
 
 
 def test_list_queues_names_an_outbox_by_its_outbox() -> None:
-    summary = (0, 0, 0, None, 0, 0, None, None, None, None, None, None, None, None, None)
+    summary = (0, 0, 0, None, 0, 0, None, None, None, None, None, None, None, None, None, 0)
     answers = {"queue_names": [("__alkstore_outbox:mail",), ("mail",)]}
 
     def execute(statement: Statement) -> Any:
@@ -169,21 +170,25 @@ def test_a_live_job_row_carries_its_flow_control_keys() -> None:
 
 
 def test_a_history_row_is_a_finished_job() -> None:
-    row = (9, "q", "cancelled", '{"a": 1}', 2, 1, 3, T0, T0 - S, T0 + S, None, "why", "k", "c")
+    row = (9, "q", "cancelled", '{"a": 1}', 2, 1, 3, T0, T0 - S, T0 + S, None, "why", "k", "c",
+           None)  # fmt: skip
     info = history_info(row)
     assert info.state == "cancelled" and info.payload == {"a": 1}
     assert info.finished_at == to_datetime(T0 + S) and info.claimed_by is None
     assert info.last_error == "why" and info.expires_at is None and info.died_at is None
-    # History keeps both flow-control keys.
-    assert info.unique_key == "k" and info.concurrency_key == "c"
-    plain = history_info((*row[:-2], None, None))
+    # History keeps both flow-control keys, and the result.
+    assert info.unique_key == "k" and info.concurrency_key == "c" and info.result is None
+    plain = history_info((*row[:-3], None, None, '{"total": 3}'))
     assert plain.unique_key is None and plain.concurrency_key is None
+    assert plain.result == {"total": 3}
     with pytest.raises(CodecError, match="outcome"):
-        history_info((9, "q", "lost", "1", 2, 1, 3, T0, T0, T0, None, None, None, None))
+        history_info((9, "q", "lost", "1", 2, 1, 3, T0, T0, T0, None, None, None, None, None))
     with pytest.raises(CodecError, match="unique_key"):
-        history_info((9, "q", "acked", "1", 2, 1, 3, T0, T0, T0, None, None, 7, None))
+        history_info((9, "q", "acked", "1", 2, 1, 3, T0, T0, T0, None, None, 7, None, None))
     with pytest.raises(CodecError, match="concurrency_key"):
-        history_info((*row[:-1], 7))
+        history_info((*row[:-2], 7, None))
+    with pytest.raises(CodecError):
+        history_info((*row[:-1], "{not json"))
     with pytest.raises(CodecError, match="wrong shape"):
         history_info(row[:-1])
 
@@ -204,8 +209,9 @@ def test_a_dead_letter_row_keeps_its_concurrency_key() -> None:
 
 def test_a_queue_summary_row_reads_flags_and_spans_on_both_engines() -> None:
     limits = (2, 5, 3 * S, None, None)
-    sqlite = queue_summary("q", None, (1, 2, 3, T0, 4, 5, 1, 60 * S, None, *limits, 0))
-    postgres = queue_summary("q", None, (1, 2, 3, T0, 4, 5, True, 60 * S, None, *limits, False))
+    sqlite = queue_summary("q", None, (1, 2, 3, T0, 4, 5, 1, 60 * S, None, *limits, 0, 6))
+    postgres = queue_summary("q", None, (1, 2, 3, T0, 4, 5, True, 60 * S, None, *limits, False, 6))
+    assert sqlite.waiting == 6
     assert sqlite == postgres
     assert sqlite.paused is True and sqlite.history_retention == timedelta(minutes=1)
     assert sqlite.oldest_ready_at == to_datetime(T0) and sqlite.dead_retention is None
@@ -213,17 +219,17 @@ def test_a_queue_summary_row_reads_flags_and_spans_on_both_engines() -> None:
     none = (None,) * 5
     # A policy never set (NULL) or set to block: a processing job keeps its key.
     for blocks in (None, 1, True):
-        row = (1, 2, 3, T0, 4, 5, 1, None, None, *none, blocks)
+        row = (1, 2, 3, T0, 4, 5, 1, None, None, *none, blocks, 0)
         summary = queue_summary("q", None, row)
         assert summary.unique_processing_blocks is True and summary.limits == QueueLimits()
     with pytest.raises(CodecError, match="paused"):
-        queue_summary("q", None, (1, 2, 3, T0, 4, 5, 2, None, None, *none, None))
+        queue_summary("q", None, (1, 2, 3, T0, 4, 5, 2, None, None, *none, None, 0))
     with pytest.raises(CodecError, match="unique_processing"):
-        queue_summary("q", None, (1, 2, 3, T0, 4, 5, 1, None, None, *none, 2))
+        queue_summary("q", None, (1, 2, 3, T0, 4, 5, 1, None, None, *none, 2, 0))
     with pytest.raises(CodecError, match="rate"):
-        queue_summary("q", None, (1, 2, 3, T0, 4, 5, 1, None, None, None, 0, S, None, None, 1))
+        queue_summary("q", None, (1, 2, 3, T0, 4, 5, 1, None, None, None, 0, S, None, None, 1, 0))
     with pytest.raises(CodecError, match="concurrency_limit"):
-        queue_summary("q", None, (1, 2, 3, T0, 4, 5, 1, None, None, "2", *none[1:], None))
+        queue_summary("q", None, (1, 2, 3, T0, 4, 5, 1, None, None, "2", *none[1:], None, 0))
     with pytest.raises(CodecError, match="wrong shape"):
         queue_summary("q", None, (1, 2, 3))
 
@@ -258,13 +264,15 @@ def test_only_a_processing_jobs_cancel_notifies_the_cancel_channel(dialect: Any)
         def execute(statement: Statement, state: int = state, seen: list[Statement] = seen) -> Any:
             seen.append(statement)
             if statement.sql == dialect.cancel_target("q", 1).sql:
-                return (state,)
+                return (state, False)
             return 1 if statement.fetch is Fetch.ROWCOUNT else None
 
         assert run_sync(cancel(dialect, "q", 1, "o", T0), execute) is True
         notified = [s for s in seen if s.wakes == (cancel_channel("q"),)]
         assert bool(notified) is wakes, state
-    # a job that is not there: nothing else runs
+    # a job that is not there (not live, not waiting): nothing else runs
     seen = []
     assert run_sync(cancel(dialect, "q", 1, "o", T0), lambda s: seen.append(s)) is False
-    assert [s.sql for s in seen] == [dialect.cancel_target("q", 1).sql]
+    assert [s.sql for s in seen] == [
+        dialect.cancel_target("q", 1).sql, dialect.get_waiting("q", 1).sql
+    ]

@@ -60,6 +60,12 @@ class WorkerTelemetry(Protocol):
         """One round of acks for jobs whose handlers returned."""
         ...
 
+    def finish_headers(self, trace: Trace) -> str | None:
+        """The headers a kept job's finish records (``Job`` headers, JSON
+        text) so that its dependents' runs can point at its run: the run's
+        trace context; None: nothing to record."""
+        ...
+
     def stopped(self) -> None:
         """The worker has ended."""
         ...
@@ -149,6 +155,9 @@ class _NullWorker:
         self, jobs: Sequence[tuple[JobRecord, Trace]], run: Awaitable[set[int]]
     ) -> Awaitable[set[int]]:
         return run
+
+    def finish_headers(self, trace: Trace) -> str | None:
+        return None
 
     def stopped(self) -> None:
         return None

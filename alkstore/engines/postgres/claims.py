@@ -16,7 +16,9 @@ from .tables import CLAIM_LOG, JOBS, META, QUEUES
 # Claim = pick and update in one statement: ``picked`` is a CTE that picks
 # the jobs and locks them, this takes them, each row with its queue's
 # history retention.
-_TAKEN = f"{column_list(JOB_COLUMNS, table='j')}, {RULES.history_retention(QUEUES, ':queue')}"
+_TAKEN = (
+    f"{column_list(JOB_COLUMNS, table='j')}, {RULES.history_retention(QUEUES, ':queue')}, j.keep"
+)
 _TAKE = f"""UPDATE {JOBS} AS j
             SET state = {STATE_PROCESSING}, attempts = j.attempts + 1, claims = j.claims + 1,
                 claimed_by = :worker, run_at = j.visible_at, visible_at = :until

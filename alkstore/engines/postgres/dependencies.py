@@ -35,14 +35,16 @@ _GONE = (
 )
 
 
-def _to_history(outcome: str, gone: str, result: str, error: str = "last_error") -> str:
+def _to_history(
+    outcome: str, gone: str, result: str, error: str = "last_error", headers: str = "headers"
+) -> str:
     """Insert the rows of CTE ``gone`` into history as ``outcome``, pruned
     per their queue's results retention (rules.kept_prune_at); rows
     (id, queue)."""
     return (
         f"INSERT INTO {HISTORY} ({HISTORY_INSERT_COLS}, result) "
         f"SELECT id, queue, '{outcome}', payload, priority, attempts, max_attempts, run_at, "
-        f"created_at, :now::bigint, claimed_by, {error}, headers, "
+        f"created_at, :now::bigint, claimed_by, {error}, {headers}, "
         f"{RULES.kept_prune_at(':now::bigint', QUEUES, f'{gone}.queue')}, unique_key, "
         f"concurrency_key, {result} FROM {gone} RETURNING id, queue"
     )
@@ -56,7 +58,10 @@ def _ack_kept(claims: bool) -> Sql:
         f"WITH gone AS (DELETE FROM {JOBS} WHERE id = {_IDS} {match}"
         "AND (:queue::text IS NULL OR queue = :queue) "
         f"AND {RULES.owned(':worker', None, ':now')} RETURNING {_GONE}) "
-        + _to_history("acked", "gone", "(:results::jsonb ->> gone.id::text)"),
+        + _to_history(
+            "acked", "gone", "(:results::jsonb ->> gone.id::text)",
+            headers="COALESCE(:headers::jsonb ->> gone.id::text, gone.headers)",
+        ),
         Fetch.ALL,
     )
 
@@ -208,17 +213,19 @@ class Dependencies:
     def ack_kept(
         self,
         worker: str,
-        items: Sequence[tuple[int, int | None, str | None]],
+        items: Sequence[tuple[int, int | None, str | None, str | None]],
         now_us: int,
         queue: str | None = None,
     ) -> tuple[Statement, ...]:
         claims = items[0][1] is not None if items else False
-        keys = [f"{job_id}/{claim}" for job_id, claim, _ in items] if claims else None
-        results = {str(job_id): result for job_id, _, result in items if result is not None}
+        keys = [f"{job_id}/{claim}" for job_id, claim, _, _ in items] if claims else None
+        results = {str(i[0]): i[2] for i in items if i[2] is not None}
+        headers = {str(i[0]): i[3] for i in items if i[3] is not None}
         return (
             self._ack_kept[claims].bind(
-                ids=[job_id for job_id, _, _ in items], keys=keys, worker=worker, now=now_us,
+                ids=[i[0] for i in items], keys=keys, worker=worker, now=now_us,
                 results=orjson.dumps(results).decode(), queue=queue,
+                headers=orjson.dumps(headers).decode(),
             ),
         )  # fmt: skip
 
@@ -257,7 +264,7 @@ class Dependencies:
         return self._job_id_high.bind()
 
     _dependency_results = Sql(
-        f"SELECT d.dep_id, h.outcome, h.result FROM {DEPS} AS d "
+        f"SELECT d.dep_id, h.outcome, h.result, h.headers FROM {DEPS} AS d "
         f"LEFT JOIN {HISTORY} AS h ON h.id = d.dep_id WHERE d.job_id = :job_id ORDER BY d.dep_id",
         Fetch.ALL,
     )

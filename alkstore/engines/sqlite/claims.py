@@ -38,7 +38,7 @@ def _limited_claim(concurrency: bool, key_rate: bool) -> Sql:
             AND {RULES.claim_rules_known(META, ':generation')}{checks}
         ORDER BY {RULES.CLAIM_ORDER}
         LIMIT 1)
-    RETURNING {JOB_COLS}, {RULES.history_retention(QUEUES, ':queue')}""",
+    RETURNING {JOB_COLS}, {RULES.history_retention(QUEUES, ':queue')}, keep""",
         Fetch.ALL,
     )
 
@@ -66,7 +66,7 @@ class Claims:
             AND {RULES.claim_rules_known(META, ':generation')} AND {RULES.claimable(':now')}
         ORDER BY {RULES.CLAIM_ORDER}
         LIMIT :n)
-    RETURNING {JOB_COLS}, {RULES.history_retention(QUEUES, ':queue')}""",
+    RETURNING {JOB_COLS}, {RULES.history_retention(QUEUES, ':queue')}, keep""",
         Fetch.ALL,
     )
 

@@ -21,14 +21,16 @@ _IDS = "(SELECT value FROM json_each(:ids))"
 _SEQUENCE = "(SELECT seq FROM sqlite_sequence WHERE name = '__alkstore_jobs')"
 
 
-def _kept_to_history(outcome: str, source: str, where: str, result: str, error: str) -> str:
+def _kept_to_history(
+    outcome: str, source: str, where: str, result: str, error: str, headers: str = "j.headers"
+) -> str:
     """Copy the rows of jobs ``where`` selects into history as ``outcome``,
     pruned per their queue's results retention (rules.kept_prune_at)."""
     return (
         f"INSERT INTO {HISTORY} ({HISTORY_INSERT_COLS}, result) "
         f"SELECT j.id, j.queue, '{outcome}', j.payload, j.priority, j.attempts, "
         "j.max_attempts, j.run_at, j.created_at, :now, j.claimed_by, "
-        f"{error}, j.headers, {RULES.kept_prune_at(':now', QUEUES, 'j.queue')}, "
+        f"{error}, {headers}, {RULES.kept_prune_at(':now', QUEUES, 'j.queue')}, "
         f"j.unique_key, j.concurrency_key, {result} "
         f"FROM {source} WHERE {where} RETURNING id, queue"
     )
@@ -193,8 +195,9 @@ class Dependencies:
     def waiting_page(self, queue: str, after: int, limit: int) -> Statement:
         return self._waiting_page.bind(queue=queue, after=after, limit=limit)
 
-    # (id, claim number or NULL, result JSON or NULL) items: a NULL claim
-    # number is the worker's live claim, whichever it is (ack_batch's rule).
+    # (id, claim number or NULL, result JSON or NULL, headers or NULL)
+    # items: a NULL claim number is the worker's live claim, whichever it is
+    # (ack_batch's rule).
     _ack_kept_copy = Sql(
         _kept_to_history(
             "acked",
@@ -204,6 +207,7 @@ class Dependencies:
             f"{RULES.owned(':worker', None, ':now', row='j')}",
             "i.value ->> 2",
             "j.last_error",
+            "COALESCE(i.value ->> 3, j.headers)",
         ),
         Fetch.ALL,
     )
@@ -216,7 +220,7 @@ class Dependencies:
     def ack_kept(
         self,
         worker: str,
-        items: Sequence[tuple[int, int | None, str | None]],
+        items: Sequence[tuple[int, int | None, str | None, str | None]],
         now_us: int,
         queue: str | None = None,
     ) -> tuple[Statement, ...]:
@@ -265,7 +269,7 @@ class Dependencies:
         return self._job_id_high.bind()
 
     _dependency_results = Sql(
-        f"SELECT d.dep_id, h.outcome, h.result FROM {DEPS} AS d "
+        f"SELECT d.dep_id, h.outcome, h.result, h.headers FROM {DEPS} AS d "
         f"LEFT JOIN {HISTORY} AS h ON h.id = d.dep_id WHERE d.job_id = :job_id ORDER BY d.dep_id",
         Fetch.ALL,
     )

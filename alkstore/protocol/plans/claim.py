@@ -4,6 +4,10 @@ Ownership is the pair (worker, claim number) while the claim has not lapsed. Eve
 settling plan checks it in the same transaction as the change, so a worker
 whose claim expired (or whose job was reclaimed, acked or cancelled) changes
 nothing and gets ``False``.
+
+A finish that settles other jobs (their release or cancel) wakes their
+queues; ``origin`` is the finishing store's (``StoreCore.origin``), so its
+own watcher skips the echo of a wake it delivered at commit ("" for none).
 """
 
 from __future__ import annotations
@@ -174,14 +178,14 @@ def release(d: Dialect, job: JobRecord, now_us: int, *, refund: bool) -> Plan[bo
 
 
 def ack(
-    d: Dialect, job: JobRecord, now_us: int, *, origin: str, result: str | None = None
+    d: Dialect, job: JobRecord, now_us: int, *, origin: str = "", result: str | None = None
 ) -> Plan[bool]:
     """Done: delete the job, or move it into history when its queue kept
     history at its claim (``JobRecord.history_us``), in one transaction. A
     kept job (one with dependencies or dependents, or awaited), or one with
     a ``result`` (JSON), moves into history with its result instead, and its
     dependents are settled (``dependencies.settle_dependents``)."""
-    if result is None:
+    if result is None and not job.kept:
         if job.history_us is None:
             count = yield from fetch_count(d.ack(job.id, job.claimed_by, job.claims, now_us))
         else:
@@ -190,12 +194,13 @@ def ack(
             count = yield from moved(moves)
         if count:
             return True
-    acked = yield from ack_kept(d, job.claimed_by, [(job.id, job.claims, result)], origin, now_us)
+    items = [(job.id, job.claims, result, None)]
+    acked = yield from ack_kept(d, job.claimed_by, items, origin, now_us)
     return bool(acked)
 
 
 def ack_batch(
-    d: Dialect, queue: str, job_ids: Sequence[int], worker: str, now_us: int, *, origin: str
+    d: Dialect, queue: str, job_ids: Sequence[int], worker: str, now_us: int, *, origin: str = ""
 ) -> Plan[int]:
     """Ack the listed jobs ``worker`` still owns; they move into history when
     the queue keeps it now (the batch form carries no claims: the setting is
@@ -212,7 +217,8 @@ def ack_batch(
     if count < len(job_ids):
         # Some were kept (or not this worker's): the kept ones move now.
         count += len((yield from ack_kept(
-            d, worker, [(job_id, None, None) for job_id in job_ids], origin, now_us, queue=queue
+            d, worker, [(job_id, None, None, None) for job_id in job_ids], origin, now_us,
+            queue=queue,
         )))  # fmt: skip
     return int(count)
 
@@ -223,20 +229,23 @@ def ack_many(
     jobs: Sequence[JobRecord],
     now_us: int,
     *,
-    origin: str,
+    origin: str = "",
     results: Mapping[int, str] | None = None,
+    headers: Mapping[int, str] | None = None,
 ) -> Plan[set[int]]:
     """Ack every job ``worker`` still owns by its claim (number); returns the
     ids acked (the others had lost their claims and are left alone). Jobs
     whose queue kept history at their claim move into history: one statement
     (or move) per retention among them, one statement in all when none does.
     A job with a result (``results``: id to JSON) or kept (dependencies,
-    dependents, awaited) moves into history with its result and settles its
-    dependents: only those take the statements beyond the first."""
+    dependents, awaited) moves into history with its result (and the
+    ``headers`` its finish records, by id: its run's trace context) and
+    settles its dependents: only those take the statements beyond the first."""
     if not jobs:
         return set()
     results = results or {}
-    plain = [j for j in jobs if j.id not in results]
+    # A job known kept at its claim goes straight to the kept path.
+    plain = [j for j in jobs if j.id not in results and not j.kept]
     acked: set[int] = set()
     if plain and all(j.history_us is None for j in plain):  # the common case, the hot path
         rows = yield from fetch_all(
@@ -255,7 +264,9 @@ def ack_many(
                     d.ack_claims_history(worker, pairs, now_us, kept_until(now_us, history_us))
                 )
             acked.update(int(r[0]) for r in rows)
-    rest = [(j.id, j.claims, results.get(j.id)) for j in jobs if j.id not in acked]
+    headers = headers or {}
+    rest = [(j.id, j.claims, results.get(j.id), headers.get(j.id)) for j in jobs
+            if j.id not in acked]  # fmt: skip
     if rest:
         acked.update((yield from ack_kept(d, worker, rest, origin, now_us)))
     return acked
@@ -264,16 +275,16 @@ def ack_many(
 def ack_kept(
     d: Dialect,
     worker: str,
-    items: Sequence[tuple[int, int | None, str | None]],
+    items: Sequence[tuple[int, int | None, str | None, str | None]],
     origin: str,
     now_us: int,
     *,
     queue: str | None = None,
 ) -> Plan[list[int]]:
     """Move the owned jobs of ``items`` (id, claim number or None, result
-    JSON) into history as acked, with their results; settle their
-    dependents and wake whoever awaits them. The ids moved (of ``queue``
-    only, when given)."""
+    JSON, headers JSON to record or None) into history as acked, with their
+    results; settle their dependents and wake whoever awaits them. The ids
+    moved (of ``queue`` only, when given)."""
     first, *rest = d.ack_kept(worker, items, now_us, queue)
     rows = yield from fetch_all(first)
     if rows:
@@ -355,7 +366,7 @@ def retry(
     backoff: Backoff,
     draw: float,
     error: str | None,
-    origin: str,
+    origin: str = "",
 ) -> Plan[Outcome | None]:
     """A failed attempt of an owned job: back to pending after ``delay_us``
     (None: the backoff's), or to the dead letters when its attempts are
@@ -386,7 +397,7 @@ def retry(
 
 
 def fail(
-    d: Dialect, job: JobRecord, now_us: int, error: str | None, *, origin: str
+    d: Dialect, job: JobRecord, now_us: int, error: str | None, *, origin: str = ""
 ) -> Plan[bool]:
     error = storable_error(error)
     row = yield from fetch_one(d.owned(job.id, job.claimed_by, job.claims, now_us))
@@ -448,7 +459,7 @@ SWEEP_PAGE = 1000
 
 
 def sweep(
-    d: Dialect, queue: str | None, now_us: int, limit: int = SWEEP_PAGE, *, origin: str
+    d: Dialect, queue: str | None, now_us: int, limit: int = SWEEP_PAGE, *, origin: str = ""
 ) -> Plan[list[tuple[int, DeadReason]]]:
     """Bury what the sweep rules say; returns the buried jobs and why. A
     kept job's burial settles what depends on it."""

@@ -267,16 +267,32 @@ def await_job(d: Dialect, job_id: int) -> Plan[bool]:
     return bool(rows)
 
 
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """A dependency as its dependent reads it: its outcome (None: not
+    finished, or not recorded), its result and the headers its finish
+    recorded (JSON text each, or None)."""
+
+    id: int
+    outcome: str | None
+    result: str | None
+    headers: str | None
+
+
 @reads
-def dependency_results(d: Dialect, job_id: int) -> Plan[list[tuple[int, str | None, str | None]]]:
-    """(dependency id, outcome, result JSON) of each of the job's dependencies."""
+def dependency_results(d: Dialect, job_id: int) -> Plan[list[Finished]]:
+    """Each of the job's dependencies, as it finished."""
     rows = yield from fetch_all(d.dependency_results(job_id))
-    return [(_int(r[0], "dep_id"), _opt_str(r[1], "outcome"), _opt_str(r[2], "result"))
-            for r in rows]  # fmt: skip
+    return [
+        Finished(_int(r[0], "dep_id"), _opt_str(r[1], "outcome"), _opt_str(r[2], "result"),
+                 _opt_str(r[3], "headers"))
+        for r in rows
+    ]  # fmt: skip
 
 
 __all__ = [
     "Dependency",
+    "Finished",
     "JobEnd",
     "Settled",
     "await_job",

@@ -113,6 +113,7 @@ class StepStatus:
 
     @property
     def finished(self) -> bool:
+        """Not waiting, pending or processing: it will not change again."""
         return self.state not in ("waiting", "pending", "processing")
 
 
@@ -191,6 +192,9 @@ def workflow_status(d: Dialect, workflow_id: int) -> Plan[WorkflowStatus | None]
 
 @dataclass(frozen=True, slots=True)
 class WorkflowSummary:
+    """One workflow run as ``Store.list_workflows`` lists it: its id, name,
+    creation time and number of steps."""
+
     id: int
     name: str
     created_at: datetime

@@ -77,6 +77,10 @@ class JobRecord(NamedTuple):
     # How long the job's queue kept finished jobs when it was claimed
     # (microseconds; None: not kept): its ack moves it to history or deletes it.
     history_us: int | None = None
+    # Kept when claimed (dependencies, dependents, an awaiter): its ack
+    # records it and settles its dependents (it may become kept later too:
+    # the ack finds that out itself).
+    kept: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -81,8 +81,15 @@ class Settler(Generic[J]):
         ctx = self.ctx
         core, state = ctx.core, ctx.state
         results = {h.id: h.result for h in jobs if h.result is not None}
+        # A kept job's finish records its run's trace context, for its
+        # dependents' runs to point at (an instrumented store only).
+        headers = {
+            h.id: header for h in jobs
+            if (h.record.kept or h.result is not None)
+            and (header := ctx.telemetry.finish_headers(h.trace)) is not None
+        }  # fmt: skip
         plan = ack_many(core.dialect, ctx.worker_id, [h.record for h in jobs], core.now_us(),
-                        origin=core.origin, results=results)  # fmt: skip
+                        origin=core.origin, results=results, headers=headers)  # fmt: skip
         run = core.run(plan, bulk=len(jobs) > INLINE_MAX)
         acked: set[int] | None = await guard(
             ctx.telemetry.acked([(h.record, h.trace) for h in jobs], run), "ack"
