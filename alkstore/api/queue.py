@@ -11,7 +11,7 @@ from ..protocol.plans import claim, queues
 from ..protocol.values import codec
 from ..protocol.values.errors import InvalidArgument, brief
 from ..protocol.values.names import check_identifier
-from ..protocol.values.timeconv import Duration, duration_us, to_datetime
+from ..protocol.values.timeconv import Duration, to_datetime
 from ..protocol.values.types import (
     Enqueued,
     EnqueueOptions,
@@ -196,8 +196,9 @@ class Queue(ops.QueueHandle):
         ids = queues.check_job_ids(job_ids)
         core = self._core
         run = core.run(
-            claim.ack_batch(core.dialect, self.name, ids, worker_id, core.now_us(),
-                            origin=core.origin),  # fmt: skip
+            claim.ack_batch(
+                core.dialect, self.name, ids, worker_id, core.now_us(), origin=core.origin
+            ),
             bulk=len(ids) > INLINE_MAX,
         )
         return await core.telemetry.ack_batch(self.name, len(ids), run)
@@ -277,9 +278,9 @@ class Queue(ops.QueueHandle):
     async def set_retention(
         self,
         *,
-        history: Duration | None | ops.Unchanged = ops.UNCHANGED,
-        dead: Duration | None | ops.Unchanged = ops.UNCHANGED,
-        results: Duration | None | ops.Unchanged = ops.UNCHANGED,
+        history: Duration | ops.Unchanged | None = ops.UNCHANGED,
+        dead: Duration | ops.Unchanged | None = ops.UNCHANGED,
+        results: Duration | ops.Unchanged | None = ops.UNCHANGED,
     ) -> None:
         """How long this queue keeps what it is done with, for every process
         (stored with the queue; its pause flag stays). Each keyword is

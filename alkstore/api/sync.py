@@ -44,8 +44,8 @@ from ..protocol.values.types import (
 )
 from ..runner.runtime import Clock
 from ..runner.sync_session import BlockingExecutor, BlockingSession
-from .core import ops
 from . import sync_workflow
+from .core import ops
 from .core.handle import new_origin
 from .tx import JOINED_FINISH
 

@@ -114,17 +114,20 @@ class WorkflowRun:
     ) -> Any:
         if step not in self.job_ids:
             raise InvalidArgument(f"workflow {self.id} has no step {step!r}")
-        queue = self.status().steps[step].queue
+        job_id = self.job_ids[step]
+        queue = self._run_plan(dependencies.job_end(self._ctx.dialect, job_id)).queue
         if queue is None:
-            return None
-        return result(self._run_plan, self._ctx, queue, self.job_ids[step], timeout, as_type)
+            return None  # its record was pruned
+        return result(self._run_plan, self._ctx, queue, job_id, timeout, as_type)
 
     def wait(self, *, timeout: Duration | None = None) -> WorkflowStatus:
-        def look() -> WorkflowStatus | None:
-            status = self.status()
-            return status if status.finished else None
+        # Each look reads which steps are still open (index probes), not
+        # every step's record: the status is read once, at the end.
+        def look() -> bool | None:
+            return None if self._run_plan(plans.open_steps(self._ctx.dialect, self.id)) else True
 
-        return poll(look, timeout, f"workflow {self.id}")
+        poll(look, timeout, f"workflow {self.id}")
+        return self.status()
 
     def cancel(self) -> int:
         cancelled = 0

@@ -2,13 +2,16 @@
 
 The group and ``demo`` live here; each family of commands has its own
 module: ``queues.py`` (queues, jobs, job, cancel, pause, resume),
-``dead.py``, ``streams.py``, ``schedules.py``, ``locks.py``, ``watch.py``,
-``admin.py`` (migrate, prune), ``worker.py`` (with ``handlers.py``
-and ``metrics.py``), ``dashboard.py`` (serves alkstore.dashboard).
-``target.py`` holds the options every command shares and the exit
-codes; ``render.py`` the tables. The documented ``--json`` shapes are in
-``alkstore/shapes.py``, shared with the dashboard. docs/cli.md is the
-reference.
+``dead.py``, ``workflows.py`` (workflows, workflow), ``streams.py``,
+``schedules.py``, ``locks.py``, ``watch.py``, ``admin.py`` (migrate,
+prune), ``worker.py`` (with ``handlers.py`` and ``metrics.py``),
+``dashboard.py`` (serves alkstore.dashboard). ``target.py`` holds the
+options every command shares and the exit codes; ``render.py`` the tables.
+The documented ``--json`` shapes are in ``alkstore/shapes.py``, shared
+with the dashboard; ``queues.py`` adds a queue's ``waiting`` count and
+what ``job`` alone reads (result, dependencies, dependents, workflow
+step), and ``workflows.py`` holds the workflows' documents, which only
+the command line prints. docs/cli.md is the reference.
 """
 
 from __future__ import annotations
@@ -77,11 +80,13 @@ def _register() -> None:
     from .streams import streams_command
     from .watch import watch_command
     from .worker import worker
+    from .workflows import workflow_command, workflows_command
 
     for command in (
         queues_command, jobs_command, job_command, dead_group, pause_command, resume_command,
-        cancel_command, streams_command, schedules_command, locks_command, watch_command,
-        migrate_command, prune_command, worker, dashboard_command,
+        cancel_command, workflows_command, workflow_command, streams_command,
+        schedules_command, locks_command, watch_command, migrate_command, prune_command, worker,
+        dashboard_command,
     ):  # fmt: skip
         main.add_command(command)
 

@@ -64,8 +64,8 @@ def dashboard_command(
     trusted_hosts: tuple[str, ...],
     refresh: float,
 ) -> None:
-    """Serve the web dashboard: queues, jobs, dead letters, streams,
-    schedules and locks, live. Read-only unless --allow-actions; binds
+    """Serve the web dashboard: queues, jobs, dead letters, workflows,
+    streams, schedules and locks, live. Read-only unless --allow-actions; binds
     127.0.0.1 unless --host says otherwise. Stops on Ctrl-C or SIGTERM."""
     try:
         from ..dashboard import create_app

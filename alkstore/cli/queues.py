@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import click
@@ -12,7 +13,16 @@ from ..protocol.values.types import JobInfo, QueueSummary
 from . import render
 from .target import Target, not_found, run, target_options
 
-JOB_STATES = ("ready", "scheduled", "pending", "processing", "dead", "acked", "cancelled")
+JOB_STATES = (
+    "ready", "scheduled", "pending", "processing", "waiting", "dead", "acked", "cancelled",
+)  # fmt: skip
+# The states ``cancel`` takes a job in.
+CANCELLABLE = ("pending", "processing", "waiting")
+# A job's dependencies and dependents whose states ``job`` looks up, at most
+# (one lookup each: a chord's last step may wait for thousands).
+RELATED_LOOKUPS = 50
+# Of those, how many the table names.
+RELATED_SHOWN = 10
 
 
 def now() -> datetime:
@@ -34,6 +44,24 @@ def limits_text(q: QueueSummary) -> str:
     return q.limits.describe()
 
 
+def queue_doc(q: QueueSummary, at: datetime) -> shapes.Doc:
+    """``shapes.queue_doc`` with the queue's ``waiting`` count beside its
+    other counts."""
+    return with_waiting(shapes.queue_doc(q, at), q)
+
+
+def with_waiting(doc: shapes.Doc, q: QueueSummary) -> shapes.Doc:
+    """A queue's document with ``waiting`` (jobs waiting for their
+    dependencies) after ``scheduled``."""
+    out: shapes.Doc = {}
+    for key, value in doc.items():
+        if key != "waiting":
+            out[key] = value
+        if key == "scheduled":
+            out["waiting"] = q.waiting
+    return out
+
+
 def unique_text(q: QueueSummary) -> str:
     """A queue's unique policy for the table: whether a processing job
     keeps its unique key (``blocks``, the default) or yields it."""
@@ -43,12 +71,13 @@ def unique_text(q: QueueSummary) -> str:
 @click.command("queues")
 @target_options
 def queues_command(target: Target) -> None:
-    """Every queue: ready, scheduled, processing and dead jobs, the oldest
-    ready job's age, its limits, its unique policy, and whether it is paused."""
+    """Every queue: ready, scheduled, waiting, processing and dead jobs, the
+    oldest ready job's age, its limits, its unique policy, and whether it is
+    paused."""
     summaries = run(target, lambda store: store.list_queues())
     at = now()
     if target.json:
-        click.echo(shapes.dumps({"queues": [shapes.queue_doc(q, at) for q in summaries]}))
+        click.echo(shapes.dumps({"queues": [queue_doc(q, at) for q in summaries]}))
         return
     out = render.console()
     rows = []
@@ -59,6 +88,7 @@ def queues_command(target: Target) -> None:
                 shown if kind == "queue" else f"{shown} (outbox)",
                 q.ready,
                 q.scheduled,
+                q.waiting,
                 q.processing,
                 q.dead,
                 q.history,
@@ -68,9 +98,9 @@ def queues_command(target: Target) -> None:
                 "paused" if q.paused else "",
             )
         )
-    columns = ("queue", "ready", "scheduled", "processing", "dead", "history", "oldest",
-               "limits", "unique", "")  # fmt: skip
-    numbers = columns[1:7]
+    columns = ("queue", "ready", "scheduled", "waiting", "processing", "dead", "history",
+               "oldest", "limits", "unique", "")  # fmt: skip
+    numbers = columns[1:8]
     out.print(render.table("queues", columns, rows, out=out, right=numbers))
     if not summaries and out.is_terminal:
         out.print("no queues yet")
@@ -135,25 +165,86 @@ def jobs_command(
         out.print(f"more: --after {next_after}")
 
 
+@dataclass(frozen=True, slots=True)
+class Related:
+    """A dependency or dependent of a job, with where it is now: its queue
+    and state (``gone`` once its record was pruned; both None when it was
+    not looked up, past ``RELATED_LOOKUPS``)."""
+
+    id: int
+    queue: str | None
+    state: str | None
+
+    def doc(self) -> shapes.Doc:
+        return {"id": self.id, "queue": self.queue, "state": self.state}
+
+    def text(self) -> str:
+        return str(self.id) if self.state is None else f"{self.id} ({self.state})"
+
+
+async def related(store: Store, ids: tuple[int, ...]) -> list[Related]:
+    """Jobs ``ids`` where they are now, the first ``RELATED_LOOKUPS`` looked up."""
+    found = []
+    for n, job_id in enumerate(ids):
+        if n >= RELATED_LOOKUPS:
+            found.append(Related(job_id, None, None))
+            continue
+        info = await store.get_job(job_id)
+        found.append(Related(job_id, None, "gone") if info is None
+                     else Related(job_id, info.queue, info.state))  # fmt: skip
+    return found
+
+
+def related_text(jobs: list[Related]) -> str:
+    """``8 (acked), 9 (pending)``, the first ``RELATED_SHOWN`` of them (a
+    table's line stays readable; ``--json`` lists them all)."""
+    shown = ", ".join(r.text() for r in jobs[:RELATED_SHOWN])
+    more = len(jobs) - RELATED_SHOWN
+    return shown if more <= 0 else f"{shown} and {more} more"
+
+
+@dataclass(frozen=True, slots=True)
+class JobDetail:
+    info: JobInfo
+    dependencies: list[Related]
+    dependents: list[Related]
+
+    def doc(self) -> shapes.Doc:
+        """``shapes.job_doc`` and what only a lookup of one job fills: its
+        result, dependencies, dependents and workflow step."""
+        info = self.info
+        return shapes.job_doc(info) | {
+            "result": info.result,
+            "dependencies": [r.doc() for r in self.dependencies],
+            "dependents": [r.doc() for r in self.dependents],
+            "workflow_id": info.workflow_id,
+            "step": info.step,
+        }
+
+
 @click.command("job")
 @target_options
 @click.argument("job_id", metavar="ID", type=click.IntRange(1))
 def job_command(target: Target, job_id: int) -> None:
     """Everything about one job: payload, attempts, last error, claim holder
-    and deadline, and what became of it (while its queue keeps history)."""
+    and deadline, what became of it (while its queue keeps history) and its
+    result; the jobs it waits for and those waiting for it, with their
+    states; the workflow step it is."""
 
-    async def work(store: Store) -> JobInfo:
+    async def work(store: Store) -> JobDetail:
         info = await store.get_job(job_id)
         if info is None:
             not_found(
                 f"no job {job_id} (never existed, or acked/cancelled in a queue that keeps no "
                 "history)"
             )
-        return info
+        deps = await related(store, info.dependencies)
+        return JobDetail(info, deps, await related(store, info.dependents))
 
-    info = run(target, work)
+    detail = run(target, work)
+    info = detail.info
     if target.json:
-        click.echo(shapes.dumps({"job": shapes.job_doc(info)}))
+        click.echo(shapes.dumps({"job": detail.doc()}))
         return
     out = render.console()
     at = now()
@@ -183,6 +274,14 @@ def job_command(target: Target, job_id: int) -> None:
     fields.append(("unique key", info.unique_key))
     fields.append(("concurrency key", info.concurrency_key))
     fields.append(("last error", info.last_error))
+    if info.result is not None:
+        fields.append(("result", render.brief_json(info.result, 200)))
+    if info.dependencies:
+        fields.append(("waits for", related_text(detail.dependencies)))
+    if info.dependents:
+        fields.append(("waited on by", related_text(detail.dependents)))
+    if info.workflow_id is not None:
+        fields.append(("workflow", f"{info.workflow_id}, step {info.step!r}"))
     out.print(render.table(None, ("field", "value"), fields, out=out))
     out.print(shapes.dumps(info.payload) if not out.is_terminal else _pretty(info.payload))
 
@@ -191,15 +290,19 @@ def job_command(target: Target, job_id: int) -> None:
 @target_options
 @click.argument("job_id", metavar="ID", type=click.IntRange(1))
 def cancel_command(target: Target, job_id: int) -> None:
-    """Cancel a pending or processing job (a processing job's worker, in any
-    process, is woken and cancels its handler)."""
+    """Cancel a pending, processing or waiting job (a processing job's
+    worker, in any process, is woken and cancels its handler); the jobs
+    waiting for it are cancelled with it."""
 
     async def work(store: Store) -> JobInfo:
         info = await store.get_job(job_id)
         if info is None:
             not_found(f"no job {job_id}")
-        if info.state not in ("pending", "processing"):
-            not_found(f"job {job_id} is {info.state}, not pending or processing: nothing to cancel")
+        if info.state not in CANCELLABLE:
+            not_found(
+                f"job {job_id} is {info.state}, not pending, processing or waiting: "
+                "nothing to cancel"
+            )
         if not await store.queue(info.queue).cancel(job_id):
             not_found(f"job {job_id} finished before it could be cancelled")
         return info

@@ -15,6 +15,7 @@ from .. import shapes
 from ..api.store import Store
 from ..protocol.values.types import LockInfo, QueueSummary, ScheduleInfo, StreamInfo
 from . import render
+from .queues import with_waiting
 from .target import OK, Target, run, target_options
 
 
@@ -27,7 +28,10 @@ class Snapshot:
     locks: list[LockInfo]
 
     def doc(self) -> shapes.Doc:
-        return shapes.overview_doc(self.at, self.queues, self.streams, self.schedules, self.locks)
+        doc = shapes.overview_doc(self.at, self.queues, self.streams, self.schedules, self.locks)
+        doc["queues"] = [with_waiting(d, q) for d, q in zip(doc["queues"], self.queues,
+                                                               strict=True)]  # fmt: skip
+        return doc
 
 
 async def snapshot(store: Store) -> Snapshot:
@@ -47,6 +51,7 @@ def view(snap: Snapshot, where: str) -> Group:
             shapes.queue_kind(q)[1],
             q.ready,
             q.scheduled,
+            q.waiting,
             q.processing,
             q.dead,
             render.duration(shapes.age(q.oldest_ready_at, snap.at)),
@@ -77,10 +82,10 @@ def view(snap: Snapshot, where: str) -> Group:
         title,
         render.table(
             "queues",
-            ("queue", "ready", "scheduled", "processing", "dead", "oldest", ""),
+            ("queue", "ready", "scheduled", "waiting", "processing", "dead", "oldest", ""),
             queues,
             out=out,
-            right=("ready", "scheduled", "processing", "dead", "oldest"),
+            right=("ready", "scheduled", "waiting", "processing", "dead", "oldest"),
         ),
         render.table(
             "streams",

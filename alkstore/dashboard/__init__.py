@@ -1,5 +1,5 @@
-"""alkstore's web dashboard: queues, jobs, dead letters, streams, schedules
-and locks in a browser, live, on either engine (docs/dashboard.md).
+"""alkstore's web dashboard: queues, jobs, dead letters, workflows, streams,
+schedules and locks in a browser, live, on either engine (docs/dashboard.md).
 
 ``create_app(store)`` is a Starlette (ASGI) application over a store you
 opened: serve it, or mount it into your own app. ``alkstore dashboard``
@@ -12,6 +12,7 @@ every route reads: the store, the safety settings, the templates),
 ``views.py`` (what each page reads), ``pages.py`` (rendering, errors),
 ``actions.py`` (the POSTs), ``live.py`` (live updates), ``safety.py``
 (auth, CSRF, headers), ``format.py`` (how values read, the chart),
+``graph.py`` (a workflow run's outcome, levels and drawing),
 ``server.py`` (serving under trio with Hypercorn); ``templates/`` and
 ``static/`` ship in the package.
 """

@@ -181,7 +181,7 @@ async def _job(store: Store, form: FormData) -> tuple[int, str, str]:
 
 async def cancel_job(store: Store, form: FormData) -> Done:
     job_id, queue, state = await _job(store, form)
-    if state not in ("pending", "processing"):
+    if state not in ("pending", "processing", "waiting"):
         return Done(f"job {job_id} is {state}: nothing to cancel", f"/job/{job_id}", True)
     if not await queue_handle(store, queue).cancel(job_id):
         return Done(f"job {job_id} finished before it could be cancelled", f"/job/{job_id}", True)
@@ -200,6 +200,28 @@ async def purge_job(store: Store, form: FormData) -> Done:
     if state != "dead" or not await queue_handle(store, queue).purge_dead(ids=[job_id]):
         return Done(f"job {job_id} is not a dead letter", f"/job/{job_id}", True)
     return Done(f"purged dead letter {job_id} of {queue!r}", f"/queue/dead?name={_q(queue)}")
+
+
+# -- workflows -----------------------------------------------------------------------------------
+async def cancel_workflow(store: Store, form: FormData) -> Done:
+    workflow_id = _form_int(form, "id")
+    if form.get("confirm") != "yes":
+        raise BadRequest(
+            "cancelling a workflow cancels every step not finished yet: tick the confirmation box"
+        )
+    try:
+        run = await store.workflow_run(workflow_id)
+    except InvalidArgument:
+        raise BadRequest(f"no workflow {workflow_id}", 404) from None
+    back = f"/workflow/{workflow_id}"
+    if (await run.status()).finished:
+        return Done(f"workflow {workflow_id} has finished: nothing to cancel", back, True)
+    cancelled = await run.cancel()
+    return Done(
+        f"cancelled workflow {workflow_id} ({run.name!r}): {cancelled} step(s), and the steps "
+        "waiting for them",
+        back,
+    )
 
 
 # -- schedules -----------------------------------------------------------------------------------
@@ -225,6 +247,7 @@ ACTIONS: Final[dict[str, Handler]] = {
     "/action/job/cancel": cancel_job,
     "/action/job/requeue": requeue_job,
     "/action/job/purge": purge_job,
+    "/action/workflow/cancel": cancel_workflow,
     "/action/schedule/pause": pause_schedule,
     "/action/schedule/resume": resume_schedule,
 }

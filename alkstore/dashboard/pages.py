@@ -99,22 +99,39 @@ def page(name: str) -> Callable[[Request], Awaitable[Response]]:
     return endpoint
 
 
-async def job_page(request: Request) -> Response:
-    return await render_view(request, "job", {"id": str(request.path_params["id"])})
+def id_page(name: str) -> Callable[[Request], Awaitable[Response]]:
+    """A page of one thing named by the id in its path (``/job/7``)."""
+
+    async def endpoint(request: Request) -> Response:
+        return await render_view(request, name, {"id": str(request.path_params["id"])})
+
+    endpoint.__name__ = f"{name}_page"
+    return endpoint
 
 
 async def api_overview(request: Request) -> Response:
     """The overview as JSON, in the shapes of ``alkstore watch --json``."""
     store = settings_of(request).store
     at = now(store)
+    queues = await store.list_queues()
     doc = shapes.overview_doc(
-        at,
-        await store.list_queues(),
-        await store.list_streams(),
-        await store.list_schedules(),
+        at, queues, await store.list_streams(), await store.list_schedules(),
         await store.list_locks(),
-    )
+    )  # fmt: skip
+    doc["queues"] = [_with_waiting(d, q.waiting)
+                     for d, q in zip(doc["queues"], queues, strict=True)]  # fmt: skip
     return Response(shapes.dumps(doc), media_type="application/json")
+
+
+def _with_waiting(queue: shapes.Doc, waiting: int) -> shapes.Doc:
+    """A queue's document with its ``waiting`` count after ``scheduled``,
+    where ``alkstore watch --json`` shows it."""
+    out: shapes.Doc = {}
+    for key, value in queue.items():
+        out[key] = value
+        if key == "scheduled":
+            out["waiting"] = waiting
+    return out
 
 
 # -- errors ----------------------------------------------------------------------------

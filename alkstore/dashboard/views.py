@@ -9,7 +9,7 @@ number through the store's read models.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
@@ -17,11 +17,13 @@ from typing import Any, Final
 from ..api.queue import Queue
 from ..api.store import Store
 from ..protocol.plans.inspection import JOB_STATES
+from ..protocol.plans.workflows import WorkflowStatus, WorkflowSummary
 from ..protocol.values.errors import InvalidArgument, InvalidName, ReservedName
 from ..protocol.values.names import (
     MAX_NAME_LENGTH,
     cancel_channel,
     check_identifier,
+    done_channel,
     outbox_of,
     queue_channel,
     stream_channel,
@@ -29,6 +31,7 @@ from ..protocol.values.names import (
 from ..protocol.values.timeconv import to_datetime
 from ..protocol.values.types import JobInfo, QueueSummary, StreamEvent
 from . import format as fmt
+from . import graph
 
 PAGE_SIZES: Final = (25, 50, 100, 200, 500)
 DEFAULT_PAGE: Final = 50
@@ -40,6 +43,10 @@ BUCKET_S: Final = 60.0
 MAX_CHANNELS: Final = 64
 # Schedules shown on the overview (the next to fire first).
 SOON_SCHEDULES: Final = 10
+# A job's dependencies and dependents whose states its page looks up, at
+# most (one lookup each: a chord's last step may wait for thousands; its
+# page lists 200 of them, by id past these).
+RELATED_LOOKUPS: Final = 50
 
 
 class BadRequest(Exception):
@@ -219,19 +226,64 @@ async def dead(store: Store, params: Params) -> Built:
     )
 
 
-async def job(store: Store, params: Params) -> Built:
-    job_id = int_param(params, "id", lo=1)
-    if job_id is None:
+def id_param(params: Params) -> int:
+    found = int_param(params, "id", lo=1)
+    if found is None:
         raise BadRequest("missing parameter 'id'")
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class Related:
+    """A job's dependency or dependent: its id, and its queue and state now
+    (``gone`` once its record was pruned; both None when not looked up,
+    past ``RELATED_LOOKUPS``)."""
+
+    id: int
+    queue: str | None
+    state: str | None
+
+
+async def _related(store: Store, ids: tuple[int, ...]) -> list[Related]:
+    found = []
+    for n, job_id in enumerate(ids):
+        if n >= RELATED_LOOKUPS:
+            found.append(Related(job_id, None, None))
+            continue
+        info = await store.get_job(job_id)
+        found.append(Related(job_id, None, "gone") if info is None
+                     else Related(job_id, info.queue, info.state))  # fmt: skip
+    return found
+
+
+def _channels(queues: Iterable[str]) -> list[str]:
+    """What wakes a page about these queues' jobs: enqueues and releases,
+    cancels, and the finish of a kept job (every workflow step is kept)."""
+    found = [ch for q in dict.fromkeys(queues)
+             for ch in (queue_channel(q), cancel_channel(q), done_channel(q))]  # fmt: skip
+    return found[:MAX_CHANNELS]
+
+
+async def job(store: Store, params: Params) -> Built:
+    job_id = id_param(params)
     info = await store.get_job(job_id)
     if info is None:
         raise not_found(
             f"no job {job_id}: never existed, or acked or cancelled in a queue that keeps no "
             "history"
         )
+    dependencies = await _related(store, info.dependencies)
+    dependents = await _related(store, info.dependents)
+    queues = [info.queue] + [r.queue for r in dependencies + dependents if r.queue]
     return Built(
-        {"now": now(store), "job": info, "timeline": timeline(info)},
-        [queue_channel(info.queue), cancel_channel(info.queue)],
+        {
+            "now": now(store),
+            "job": info,
+            "timeline": timeline(info),
+            "dependencies": dependencies,
+            "dependents": dependents,
+        },
+        _channels(queues),
     )
 
 
@@ -250,6 +302,70 @@ def timeline(info: JobInfo) -> list[tuple[datetime, str]]:
         worker = f" by {info.claimed_by}" if info.claimed_by else ""
         events.append((info.finished_at, f"{info.state}{worker}"))
     return sorted(events, key=lambda e: e[0])
+
+
+async def _status(store: Store, workflow_id: int) -> WorkflowStatus | None:
+    """Run ``workflow_id`` as it stands now; None when there is none (never
+    was, or it was pruned, also while it was being read)."""
+    try:
+        run = await store.workflow_run(workflow_id)
+        return await run.status()
+    except InvalidArgument:
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowRow:
+    summary: WorkflowSummary
+    status: WorkflowStatus | None  # None: pruned since it was listed
+
+    @property
+    def outcome(self) -> str:
+        return "gone" if self.status is None else graph.outcome(self.status)
+
+    @property
+    def counts(self) -> list[tuple[str, int]]:
+        return [] if self.status is None else graph.state_counts(self.status)
+
+
+async def workflows(store: Store, params: Params) -> Built:
+    before, limit = int_param(params, "before", lo=1), limit_param(params)
+    runs = await store.list_workflows(before=before, limit=limit + 1)
+    next_before = runs[limit - 1].id if len(runs) > limit else None
+    rows = [WorkflowRow(w, await _status(store, w.id)) for w in runs[:limit]]
+    queues = [q for r in rows if r.status is not None for q in r.status.queues]
+    return Built(
+        {
+            "now": now(store),
+            "rows": rows,
+            "before": before,
+            "limit": limit,
+            "next_before": next_before,
+            "page_sizes": PAGE_SIZES,
+        },
+        _channels(queues),
+    )
+
+
+async def workflow(store: Store, params: Params) -> Built:
+    workflow_id = id_param(params)
+    status = await _status(store, workflow_id)
+    if status is None:
+        raise not_found(f"no workflow {workflow_id}: never enqueued, or pruned")
+    level = graph.levels(status.steps)
+    return Built(
+        {
+            "now": now(store),
+            "run": status,
+            "outcome": graph.outcome(status),
+            "counts": graph.state_counts(status),
+            "steps": graph.ordered(status),
+            "levels": level,
+            "graph": graph.layout(status),
+            "max_drawn": graph.MAX_DRAWN,
+        },
+        _channels(status.queues),
+    )
 
 
 async def streams(store: Store, params: Params) -> Built:
@@ -315,6 +431,8 @@ VIEWS: Final[dict[str, View]] = {
                   ("name", "state", "after", "limit")),
     "dead": View("dead.html", ("clock", "queue_summary"), dead, ("name", "after", "limit")),
     "job": View("job.html", ("clock", "job"), job, ("id",)),
+    "workflows": View("workflows.html", ("clock", "workflows"), workflows, ("before", "limit")),
+    "workflow": View("workflow.html", ("clock", "workflow"), workflow, ("id",)),
     "streams": View("streams.html", ("clock", "streams"), streams),
     "stream": View("stream.html", ("clock", "stream_summary", "events"), stream,
                    ("name", "before", "limit")),
@@ -325,13 +443,13 @@ VIEWS: Final[dict[str, View]] = {
 
 PATHS: Final = {
     "overview": "/", "queue": "/queue", "dead": "/queue/dead", "streams": "/streams",
-    "stream": "/stream", "schedules": "/schedules", "locks": "/locks",
+    "stream": "/stream", "schedules": "/schedules", "locks": "/locks", "workflows": "/workflows",
 }  # fmt: skip
 
 
 def page_path(name: str, params: Params) -> str:
     """The path (and query) of view ``name`` showing ``params``, inside the dashboard."""
-    if name == "job":
-        return f"/job/{params.get('id', '')}"
+    if name in ("job", "workflow"):
+        return f"/{name}/{params.get('id', '')}"
     view = VIEWS[name]
     return fmt.href("", PATHS[name], **{k: params.get(k) for k in view.keys})

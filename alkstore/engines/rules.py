@@ -141,9 +141,12 @@ class Rules:
         """The assignment that counts an edge's finish."""
         return f"done = {self.spelling.true}"
 
-    # A waiting job whose every dependency finished: it moves into jobs (or
-    # was cancelled). Model: QueueModel.release.
-    DEPENDENCIES_DONE: Final = "remaining <= 0"
+    def dependencies_done(self, counting: str) -> str:
+        """A waiting job whose every dependency has finished once the
+        ``counting`` finishes being counted now are (0: those already
+        counted): it moves into jobs. Input: how many finishes of its
+        dependencies the statement counts."""
+        return f"remaining <= {counting}"
 
     def kept_prune_at(self, now: str, queues: str, queue: str) -> str:
         """When a kept job finished at ``now`` leaves history: its queue's

@@ -558,6 +558,11 @@ class Dialect(Protocol):
         of those marked. On an engine with concurrent writers the rows stay
         locked until commit, so an ack running meanwhile sees the mark."""
         ...
+    def hold_waiting(self, job_ids: Sequence[int]) -> Statement:
+        """Rows ``(id,)`` of those of ``job_ids`` waiting, each held until
+        commit against its release or cancel (which would miss an edge to
+        it added meanwhile), not against the count of its dependencies."""
+        ...
     def dependency_states(self, job_ids: Sequence[int]) -> Statement:
         """Rows ``(id, kind, detail)`` for those of ``job_ids`` that are not
         live: ``waiting``, a history outcome (``acked``, ``cancelled``, with
@@ -572,6 +577,11 @@ class Dialect(Protocol):
         edges counted; its rows are ``(dependent id, dependency id)``, one
         per edge counted."""
         ...
+    def uncounted_dependents(self, dep_ids: Sequence[int]) -> Statement:
+        """Rows ``(dependent id, dependency id)`` of the uncounted edges of
+        ``dep_ids``, read, not marked: for jobs just acked, which no later
+        finish can count again."""
+        ...
     def waiting_policies(self, job_ids: Sequence[int]) -> Statement:
         """Rows ``(id, on_failure)`` of those of ``job_ids`` still waiting."""
         ...
@@ -579,10 +589,13 @@ class Dialect(Protocol):
         """``n`` more dependencies of each waiting job of ``job_ids``
         finished; rows ``(id, remaining)``."""
         ...
-    def release_waiting(self, job_ids: Sequence[int], now_us: int) -> tuple[Statement, ...]:
+    def release_waiting(
+        self, job_ids: Sequence[int], now_us: int, counting: int = 0
+    ) -> tuple[Statement, ...]:
         """Move the waiting jobs of ``job_ids`` whose dependencies all
-        finished into jobs, pending, due at their run_at or now, kept; the
-        first statement's rows are ``(id, queue)`` of those moved."""
+        finished, once ``counting`` more finishes are counted (0: as their
+        count stands), into jobs, pending, due at their run_at or now,
+        kept; the first statement's rows are ``(id, queue)`` of those moved."""
         ...
     def cancel_waiting(
         self, job_ids: Sequence[int], reason: str | None, now_us: int
@@ -659,6 +672,10 @@ class Dialect(Protocol):
         ...
     def workflow_edges(self, workflow_id: int) -> Statement:
         """Rows ``(dependency id, dependent id)`` of the workflow's steps."""
+        ...
+    def workflow_open_steps(self, workflow_id: int) -> Statement:
+        """Rows ``(job id,)`` of the workflow's steps still live or waiting,
+        in id order: index probes per step, no read of what finished."""
         ...
     def workflow_of(self, job_id: int) -> Statement:
         """Its row is ``(workflow id, step, workflow name)``, if the job is a step."""

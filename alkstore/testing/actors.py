@@ -17,9 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 from ..protocol.dialect import Dialect
 from ..protocol.plan import Plan
-from ..protocol.plans import claim, inspection, locks, queues, schedule, streams
+from ..protocol.plans import claim, dependencies, inspection, locks, queues, schedule, streams
 from ..protocol.plans import wakes as wake_plans
+from ..protocol.plans.workflows import NewStep, enqueue_workflow
 from ..protocol.values import codec
+from ..protocol.values.results import ON_FAILURE_CANCEL, ON_FAILURE_RUN
 from ..protocol.values.types import JobRecord, LockRecord, QueueOptions, resolve_enqueue
 from .choices import Chooser
 from .config import Config
@@ -32,6 +34,10 @@ if TYPE_CHECKING:
     from .invariants import Ledger
 
 US = 1_000_000
+
+# The workflow a graph producer enqueues: each step and the steps it waits for.
+GRAPH = {"a": (), "b": (), "c": ("a", "b"), "d": ("c",)}
+POLICIES = (ON_FAILURE_CANCEL, ON_FAILURE_RUN)
 
 
 @dataclass
@@ -118,6 +124,39 @@ class Programs:
 
         return Op("enqueue_unique", plans, rollback=rollback, meta={"marker": marker})
 
+    def _graph_op(self, actor: Actor, marker: str, rollback: bool) -> Op:
+        policies = {
+            name: POLICIES[self.chooser.choose(2, f"{actor.identity} {marker}{name} policy")]
+            for name, after in GRAPH.items()
+            if after
+        }
+
+        def plans(now: int) -> list[Plan[Any]]:
+            steps = [
+                NewStep(
+                    name,
+                    resolve_enqueue(self.queue, {"marker": f"{marker}{name}"}, now, self.options),
+                    after,
+                    policies.get(name, ON_FAILURE_CANCEL),
+                )
+                for name, after in GRAPH.items()
+            ]
+            return [enqueue_workflow(self.d, "g", steps, SIM_ORIGIN, now)]
+
+        meta = {"marker": marker, "policies": policies}
+        return Op("graph", plans, rollback=rollback, meta=meta)
+
+    def _dependent_op(self, actor: Actor, marker: str) -> Op:
+        known = self.ledger.graph_jobs
+        dep = known[self.chooser.choose(len(known), f"{actor.identity} {marker} dependency")]
+        policy = POLICIES[self.chooser.choose(2, f"{actor.identity} {marker} policy")]
+
+        def plans(now: int) -> list[Plan[Any]]:
+            job = resolve_enqueue(self.queue, {"marker": marker}, now, self.options)
+            return [dependencies.enqueue_dependent(self.d, [job], [dep], policy, SIM_ORIGIN, now)]
+
+        return Op("dependent", plans, meta={"marker": marker, "dep": dep, "policy": policy})
+
     # -- programs -----------------------------------------------------------------
     def _producer(self, actor: Actor, *, n: int) -> Program:
         for _ in range(n):
@@ -125,6 +164,12 @@ class Programs:
             how = 0
             if self.config.rollback_txs:
                 how = self.chooser.choose(3, f"{actor.identity} enqueue how")
+            if self.config.graphs:
+                if self.ledger.graph_jobs and self.chooser.choose(2, f"{actor.identity} shape"):
+                    yield self._dependent_op(actor, marker)
+                else:
+                    yield self._graph_op(actor, marker, rollback=how == 2)
+                continue
             if self.config.unique_keys:
                 which = self.chooser.choose(self.config.unique_keys, f"{actor.identity} key")
                 yield self._unique_op(marker, f"k{which}", rollback=how == 2)
@@ -163,9 +208,14 @@ class Programs:
                     meta={"job": job},
                 )
                 action = "ack"
+            result = None
+            # ``and`` short-circuits: no choice is drawn outside graph runs
+            if (action == "ack" and self.config.graphs
+                    and self.chooser.choose(2, f"{worker} result job {job.id}")):  # fmt: skip
+                result = codec.encode({"result": job.id})
             if action == "ack":
                 plan: Callable[[int], list[Plan[Any]]] = lambda now: [  # noqa: E731
-                    claim.ack(self.d, job, now, origin=SIM_ORIGIN)
+                    claim.ack(self.d, job, now, origin=SIM_ORIGIN, result=result)
                 ]
             elif action == "retry":
                 plan = lambda now: [  # noqa: E731
@@ -184,7 +234,7 @@ class Programs:
                 plan = lambda now: [claim.fail(self.d, job, now, "sim", origin=SIM_ORIGIN)]  # noqa: E731
             else:
                 plan = lambda now: [claim.release(self.d, job, now, refund=True)]  # noqa: E731
-            yield Op(action, plan, meta={"job": job})
+            yield Op(action, plan, meta={"job": job, "result": result})
 
     def _holder(self, actor: Actor) -> Program:
         ttl = round(self.config.lock_ttl_s * US)

@@ -67,3 +67,9 @@ class Config:
     # each commit, up to ``inspections`` times each.
     inspectors: int = 0
     inspections: int = 4
+    # Producers enqueue workflows instead of single jobs: steps a and b, c
+    # after both, d after c (c's and d's policy on a failed dependency,
+    # cancel or run, chosen), and, once one has committed, single jobs
+    # waiting for a job of an earlier one; workers ack with or without a
+    # result. Every job of these is kept, so every ack moves it to history.
+    graphs: bool = False

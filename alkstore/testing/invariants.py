@@ -12,7 +12,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+from ..protocol.values.results import ON_FAILURE_RUN
 from ..protocol.values.types import JobRecord, LockRecord, QueueLimits, Rate
+from .sim_backend import Snapshot
 
 
 class SimulationFailure(AssertionError):
@@ -74,6 +76,13 @@ class Ledger:
         self.limits = QueueLimits()
         self.claim_times: list[int] = []  # when each claim of the queue was made
         self.key_claim_times: dict[str, list[int]] = {}  # the same per concurrency key
+        # dependencies: each dependent's dependencies and policy on a failed
+        # one; the jobs of committed graphs (what a later job may wait for);
+        # the result each committed ack carried
+        self.deps_of: dict[int, tuple[int, ...]] = {}
+        self.policy: dict[int, int] = {}
+        self.graph_jobs: list[int] = []
+        self.results: dict[int, str] = {}
 
     def fail(self, message: str) -> None:
         raise _Violation(message)
@@ -212,6 +221,58 @@ class Ledger:
         missing = sorted((present_at_start & present) - set(ids))
         if missing:
             self.fail(f"a job listing left out jobs {missing}, present throughout it")
+
+    # dependencies
+    def depends(self, job_id: int, deps: tuple[int, ...], policy: int) -> None:
+        self.deps_of[job_id] = deps
+        self.policy[job_id] = policy
+
+    def dependencies_hold(self, snap: Snapshot) -> None:
+        """The dependency rules, over what has committed (every job kept)."""
+        places = Counter([*snap.waiting_ids, *snap.job_ids, *(h[0] for h in snap.history)])
+        # a job is in one place: waiting, live or dead, or history (released or cancelled once)
+        twice = sorted(i for i, n in places.items() if n > 1)
+        if twice:
+            self.fail(f"jobs {twice} are in two places at once (waiting, jobs, dead, history)")
+        outcome = {job_id: (what, result) for job_id, what, result in snap.history}
+        cancelled = {i for i, (what, _) in outcome.items() if what == "cancelled"}
+        failed = snap.dead_ids | cancelled
+        in_history = {i for i, (what, _) in outcome.items() if what == "acked"}
+        # every acked (kept) job is in history as acked, and nothing else is
+        if in_history != self.acked:
+            self.fail(f"history holds {sorted(in_history)} acked, acked {sorted(self.acked)}")
+        waiting = set(snap.waiting_ids)
+        for job_id, deps in self.deps_of.items():
+            run = self.policy[job_id] == ON_FAILURE_RUN
+            open_ = [d for d in deps if d not in self.acked and d not in failed]
+            broken = [d for d in deps if d in failed]
+            if job_id in waiting:
+                # a waiting job has an unfinished dependency (its last finish released it)
+                if not open_:
+                    self.fail(f"job {job_id} still waits though {list(deps)} all finished")
+                # and none of them failed, unless it runs anyway (the failure cancelled it)
+                if broken and not run:
+                    self.fail(f"job {job_id} still waits though dependency {broken[0]} failed")
+            elif job_id in cancelled:
+                # a job is cancelled only by a failed dependency, under the cancel policy
+                if run or not broken:
+                    policy = "run" if run else "cancel"
+                    self.fail(f"job {job_id} cancelled, its dependencies {list(deps)} "
+                              f"(failed: {broken}) under policy {policy}")  # fmt: skip
+            elif open_ or (broken and not run):
+                # it left waiting only once every dependency was acked (or failed, under run)
+                self.fail(f"job {job_id} was released before its dependencies {list(deps)} "
+                          f"finished (open: {open_}, failed: {broken})")  # fmt: skip
+        for job_id, result in self.results.items():
+            # a result is there once its ack committed
+            if outcome.get(job_id, ("", None))[1] != result:
+                self.fail(f"job {job_id} acked with {result}, history has {outcome.get(job_id)}")
+        early = sorted(
+            i for i, (_, r) in outcome.items() if r is not None and i not in self.results
+        )
+        # and not before
+        if early:
+            self.fail(f"history holds results of jobs {early} whose acks did not commit")
 
     # streams
     def read(self, stream: str, after: int, offsets: list[int]) -> None:

@@ -30,6 +30,11 @@ class Snapshot:
     history_ids: set[int] = field(default_factory=set)  # finished jobs kept in history
     # the unique key of every live job that has one (a key twice: two holders)
     live_unique_keys: list[str] = field(default_factory=list)
+    dead_ids: set[int] = field(default_factory=set)  # in the dead letters
+    # Jobs waiting for their dependencies, and every row of history as
+    # (id, outcome, result), a row twice if it is there twice.
+    waiting_ids: list[int] = field(default_factory=list)
+    history: list[tuple[int, str, str | None]] = field(default_factory=list)
 
 
 class SimConn(Protocol):

@@ -51,6 +51,7 @@ from .sim_backend import SimConn, Snapshot
 SETTLE_LIMIT_S = 30.0
 _TABLES = (
     "jobs", "dead", "history", "queues", "streams", "events", "offsets", "locks", "schedules",
+    "waiting", "deps", "workflows", "workflow_steps",
 )
 
 
@@ -177,7 +178,8 @@ class PostgresSimRun:
         check(
             self._observer.pg.exec_(
                 f"{empty}; SELECT setval(pg_get_serial_sequence($${qualified(schema, 'jobs')}$$, "
-                "'id'), 1, false)".encode()
+                "'id'), 1, false), setval(pg_get_serial_sequence("
+                f"$${qualified(schema, 'workflows')}$$, 'id'), 1, false)".encode()
             )
         )
         for identifier in self._by_identifier:
@@ -185,6 +187,7 @@ class PostgresSimRun:
         self._jobs = qualified(schema, "jobs")
         self._dead = qualified(schema, "dead")
         self._history = qualified(schema, "history")
+        self._waiting = qualified(schema, "waiting")
         self._events = qualified(schema, "events")
         self._conns: list[PgSimConn] = []
 
@@ -225,25 +228,30 @@ class PostgresSimRun:
 
     def snapshot(self) -> Snapshot:
         rows = self._observer.rows(
-            f"SELECT 'j', id, payload FROM {self._jobs} UNION ALL "
-            f"SELECT 'j', id, payload FROM {self._dead} UNION ALL "
-            f"SELECT 'e', 0, payload FROM {self._events} WHERE stream = 'events' UNION ALL "
-            f"SELECT 'h', id, payload FROM {self._history} UNION ALL "
-            f"SELECT 'u', id, unique_key FROM {self._jobs} WHERE unique_key IS NOT NULL"
+            f"SELECT 'j', id, payload, NULL FROM {self._jobs} UNION ALL "
+            f"SELECT 'd', id, payload, NULL FROM {self._dead} UNION ALL "
+            f"SELECT 'w', id, payload, NULL FROM {self._waiting} UNION ALL "
+            f"SELECT 'e', 0, payload, NULL FROM {self._events} WHERE stream = 'events' UNION ALL "
+            f"SELECT 'h', id, outcome, result FROM {self._history} UNION ALL "
+            f"SELECT 'u', id, unique_key, NULL FROM {self._jobs} WHERE unique_key IS NOT NULL"
         )
         # Wakes committed before this query reached the server have arrived
         # by now or will arrive with a later one: none is ever missed.
         while (note := self._observer.pg.notifies()) is not None:
             identifier = note.relname.decode()
             self._woken.add(self._by_identifier.get(identifier, identifier))
-        jobs = [r for r in rows if r[0] == "j"]
+        jobs = [r for r in rows if r[0] in ("j", "d")]
+        history = [r for r in rows if r[0] == "h"]
         return Snapshot(
             job_ids={int(r[1]) for r in jobs},
-            job_markers={codec.decode(r[2]).get("marker") for r in jobs},
+            job_markers={codec.decode(r[2]).get("marker") for r in rows if r[0] in "jdw"},
             event_markers={codec.decode(r[2]).get("marker") for r in rows if r[0] == "e"},
             woken_channels=set(self._woken),
-            history_ids={int(r[1]) for r in rows if r[0] == "h"},
+            history_ids={int(r[1]) for r in history},
             live_unique_keys=[str(r[2]) for r in rows if r[0] == "u"],
+            dead_ids={int(r[1]) for r in rows if r[0] == "d"},
+            waiting_ids=[int(r[1]) for r in rows if r[0] == "w"],
+            history=[(int(r[1]), str(r[2]), r[3]) for r in history],
         )
 
     def live_job_ids(self) -> list[int]:

@@ -122,9 +122,10 @@ class SqliteSimRun:
             "SELECT id, payload FROM __alkstore_jobs UNION ALL "
             "SELECT id, payload FROM __alkstore_dead"
         )
+        waiting = q("SELECT id, payload FROM __alkstore_waiting")
         return Snapshot(
             job_ids={int(r[0]) for r in rows},
-            job_markers={codec.decode(r[1]).get("marker") for r in rows},
+            job_markers={codec.decode(r[1]).get("marker") for r in [*rows, *waiting]},
             event_markers={
                 codec.decode(r[0]).get("marker")
                 for r in q("SELECT payload FROM __alkstore_events WHERE stream = 'events'")
@@ -134,6 +135,12 @@ class SqliteSimRun:
             live_unique_keys=[
                 str(r[0])
                 for r in q("SELECT unique_key FROM __alkstore_jobs WHERE unique_key IS NOT NULL")
+            ],
+            dead_ids={int(r[0]) for r in q("SELECT id FROM __alkstore_dead")},
+            waiting_ids=[int(r[0]) for r in waiting],
+            history=[
+                (int(r[0]), str(r[1]), r[2])
+                for r in q("SELECT id, outcome, result FROM __alkstore_history")
             ],
         )
 

@@ -35,7 +35,7 @@ from ..protocol.values import codec, schedules
 from ..protocol.values.errors import AlkstoreError, DatabaseError
 from ..protocol.values.names import check_name
 from ..protocol.values.types import QueueLimits, QueueOptions, Rate
-from .actors import SIM_ORIGIN, US, WAIT, Actor, Op, Program, Programs
+from .actors import GRAPH, SIM_ORIGIN, US, WAIT, Actor, Op, Program, Programs
 from .choices import Chooser
 from .config import Config
 from .invariants import Ledger, SimulationFailure, _Violation
@@ -276,10 +276,29 @@ class Simulation(Programs):
                 led.rolled_back_markers.add(op.meta["marker"])
             elif not values[0].duplicate:
                 led.enqueued[values[0].id] = op.meta["marker"]
+        elif kind == "graph":
+            markers = {f"{op.meta['marker']}{name}" for name in GRAPH}
+            if op.rollback:
+                led.rolled_back_markers |= markers
+            else:
+                _, ids = values[0]
+                for name, job_id in ids.items():
+                    led.enqueued[job_id] = f"{op.meta['marker']}{name}"
+                    led.graph_jobs.append(job_id)
+                    if GRAPH[name]:
+                        deps = tuple(ids[dep] for dep in GRAPH[name])
+                        led.depends(job_id, deps, op.meta["policies"][name])
+        elif kind == "dependent":
+            (job_id,) = values[0]
+            led.enqueued[job_id] = op.meta["marker"]
+            led.graph_jobs.append(job_id)
+            led.depends(job_id, (op.meta["dep"],), op.meta["policy"])
         elif kind == "claim":
             led.claimed(values[0], now)
         elif kind in ("ack", "retry", "fail", "release"):
             led.settled(op.meta["job"], kind, bool(values[0]), now)
+            if kind == "ack" and values[0] and op.meta.get("result") is not None:
+                led.results[op.meta["job"].id] = op.meta["result"]
         elif kind == "heartbeat":
             job = op.meta["job"]
             led.settled(job, "heartbeat", bool(values[0]), now)
@@ -313,18 +332,23 @@ class Simulation(Programs):
         """Invariants over the committed rows, as an observer reads them."""
         snap = self.db.snapshot()
         led = self.ledger
-        # a committed job is never lost: it is pending, processing, dead or acked
-        lost = set(led.enqueued) - snap.job_ids - led.acked
+        cancelled = {job_id for job_id, what, _ in snap.history if what == "cancelled"}
+        # a committed job is never lost: it is waiting, pending, processing,
+        # dead, acked or cancelled (by a failed dependency)
+        lost = set(led.enqueued) - snap.job_ids - set(snap.waiting_ids) - led.acked - cancelled
         if lost:
             led.fail(f"committed jobs lost: {sorted(lost)}")
         # an acked job is gone for good
         if snap.job_ids & led.acked:
             led.fail(f"acked jobs still present: {sorted(snap.job_ids & led.acked)}")
-        # a job acked while its queue keeps history is in history exactly once
-        # (and never live or dead beside it); without history, none is
-        kept = led.acked if self.config.keep_history else set()
-        if snap.history_ids != kept:
-            led.fail(f"history holds {sorted(snap.history_ids)}, acked {sorted(kept)}")
+        if self.config.graphs:
+            led.dependencies_hold(snap)
+        else:
+            # a job acked while its queue keeps history is in history exactly
+            # once (and never live or dead beside it); without history, none is
+            kept = led.acked if self.config.keep_history else set()
+            if snap.history_ids != kept:
+                led.fail(f"history holds {sorted(snap.history_ids)}, acked {sorted(kept)}")
         # two live jobs of a queue never hold one unique key
         seen = Counter(snap.live_unique_keys)
         twice = sorted(k for k, n in seen.items() if n > 1)
@@ -428,6 +452,10 @@ class Simulation(Programs):
             if run.error is None:
                 # a rollback op is recorded too: its marker must leave no trace
                 self._committed(run.op, run.values, run.now, actor.identity)
+            elif run.op.kind in ("graph", "dependent"):
+                # every job of a graph run is kept, so whatever a new job
+                # waits for is still recorded: nothing may refuse it
+                self.ledger.fail(f"{run.op.kind}: refused: {run.error}")
             found_nothing = run.op.kind in ("claim", "read", "tick") and not run.values[0]
             if run.committing and not found_nothing:
                 for other in self.actors:
@@ -516,11 +544,14 @@ class Simulation(Programs):
                 actor.conn = self.db.connect()
                 actor.run = None
 
+    def _sweep_op(self) -> Op:
+        return Op("sweep", lambda now: [claim.sweep(self.d, None, now, origin=SIM_ORIGIN)])
+
     def _drain(self) -> None:
         """After the run: time passes, the sweep and a fresh worker finish
         everything; then no committed job may be left anywhere."""
         self.now += 3600 * US
-        self._run_alone(Op("sweep", lambda now: [claim.sweep(self.d, None, now, origin=SIM_ORIGIN)]), "drainer")
+        self._run_alone(self._sweep_op(), "drainer")
         for _ in range(10 * max(1, self.config.jobs)):
             self.now += round(self.options.visibility_timeout_us * 2)
             op = Op("claim", lambda now: [claim.claim(self.d, self.queue, "drainer", 10, now, US)])
@@ -528,14 +559,19 @@ class Simulation(Programs):
             if not jobs:
                 break
             for job in jobs:
-                ack = Op("ack", lambda now: [claim.ack(self.d, job, now, origin=SIM_ORIGIN)], meta={"job": job})
+                ack = Op("ack", lambda now: [claim.ack(self.d, job, now, origin=SIM_ORIGIN)],
+                         meta={"job": job})  # fmt: skip
                 self._run_alone(ack, "drainer")
-        self._run_alone(Op("sweep", lambda now: [claim.sweep(self.d, None, now, origin=SIM_ORIGIN)]), "drainer")
+        self._run_alone(self._sweep_op(), "drainer")
         self._check_store()
         live = self.db.live_job_ids()
         # nothing is stranded: after the drain every job is acked or dead
         if live:
             self.ledger.fail(f"jobs stranded after the drain: {live}")
+        waiting = self.db.snapshot().waiting_ids
+        # nothing waits after the drain: each dependent was released or cancelled
+        if waiting:
+            self.ledger.fail(f"jobs still waiting after the drain: {sorted(waiting)}")
 
     def close(self) -> None:
         """End the run: every connection it handed out, crashed ones included."""

@@ -76,7 +76,8 @@ async def test_a_chord_runs_its_group_then_its_callback(store: Store) -> None:
         return await run.results()
 
     results = await work_until(store, ["parts", "join"], body)
-    assert results["join"] == {"me": "join", "deps": sorted(str(results[f"part-{i}"]) for i in range(5))}
+    parts = sorted(str(results[f"part-{i}"]) for i in range(5))
+    assert results["join"] == {"me": "join", "deps": parts}
     assert await run.result("part-3") == {"me": "part-3", "deps": []}
 
 
@@ -97,7 +98,8 @@ async def test_a_failing_branch_cancels_what_waits_for_it(store: Store) -> None:
     states = {name: s.state for name, s in status.steps.items()}
     assert states == {"root": "acked", "bad": "dead", "after-bad": "cancelled",
                       "good": "acked", "after-good": "acked"}  # fmt: skip
-    assert status.steps["after-bad"].error == f"dependency job {run.job_ids['bad']} died (max_attempts)"
+    why = f"dependency job {run.job_ids['bad']} died (max_attempts)"
+    assert status.steps["after-bad"].error == why
     with pytest.raises(JobCancelled):
         await run.result("after-bad")
 

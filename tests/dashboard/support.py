@@ -189,3 +189,41 @@ async def showcase(store: Store, clock: Any) -> None:
                 await job.ack()
         clock.advance(60)
     await fill(store)
+    await workflows(store)
+
+
+async def workflows(store: Store) -> None:
+    """Three workflow runs, for the screenshots: a finished fan-out and
+    fan-in, a deploy whose build died, and an order under way."""
+    wf = store.workflow("nightly-report")
+    parts = [wf.step(f"extract-{region}", "analytics", {"region": region})
+             for region in ("eu", "us", "apac")]  # fmt: skip
+    merge = wf.step("merge", "analytics", {"do": "merge"}, after=parts)
+    wf.step("publish", "analytics", {"do": "publish"}, after=[merge])
+    await wf.enqueue()
+    await _work(store, "analytics", 5, lambda job: {"rows": 1200 + job.id})
+    wf = store.workflow("deploy")
+    build = wf.step("build", "deploys", {"rev": "4f2a9c1"}, max_attempts=1)
+    test = wf.step("test", "deploys", {"suite": "full"}, after=[build])
+    wf.step("ship", "deploys", {"to": "prod"}, after=[test])
+    wf.step("cleanup", "deploys", {"do": "cleanup"}, after=[build], on_dependency_failure="run")
+    await wf.enqueue()
+    job = await store.queue("deploys").claim_one("ci-1:4242")
+    assert job is not None and await job.fail(RuntimeError("compiler crashed: out of memory"))
+    wf = store.workflow("fulfil-order")
+    pick = wf.step("pick", "warehouse", {"order": 7})
+    charge = wf.step("charge", "payments", {"order": 7, "amount": 4200})
+    ship = wf.step("ship", "warehouse", {"order": 7}, after=[pick, charge])
+    wf.step("invoice", "payments", {"order": 7}, after=[charge])
+    wf.step("notify", "emails", {"order": 7, "template": "shipped"}, after=[ship])
+    await wf.enqueue()
+    await _work(store, "payments", 1, lambda job: {"charge_id": "ch_3Nq8"})
+    assert await store.queue("warehouse").claim_one("web-1:4242") is not None
+
+
+async def _work(store: Store, queue: str, n: int, result: Any) -> None:
+    """Ack ``n`` jobs of ``queue`` one at a time (a released job is claimable
+    at once), each with ``result(job)``."""
+    for _ in range(n):
+        job = await store.queue(queue).claim_one("web-1:4242")
+        assert job is not None and await job.ack(result=result(job))

@@ -29,7 +29,7 @@ import pytest
 import trio
 from playwright.sync_api import Browser, ConsoleMessage, Page, expect, sync_playwright
 
-from alkstore import ManualClock, SystemClock
+from alkstore import ManualClock, Store, SystemClock
 from tests import machine
 from tests.backends import BACKENDS, PG_DSN, selected_backends
 
@@ -48,6 +48,7 @@ PAGES = {
     "stream": "/stream?name=orders",
     "schedules": "/schedules",
     "locks": "/locks",
+    "workflows": "/workflows",
 }
 
 
@@ -202,6 +203,109 @@ def test_numbers_change_without_a_reload(served: Served, page: Page, errors: lis
     assert errors == []
 
 
+def enqueue_quote(served: Served) -> tuple[int, dict[str, int]]:
+    """A workflow run in the served database: tea and cups, then total
+    after both; tea acked. Its id and its steps' job ids."""
+    made: list[tuple[int, dict[str, int]]] = []
+
+    async def work(store: Store) -> None:
+        wf = store.workflow("quote")
+        tea = wf.step("tea", "tasks", {"item": "tea"})
+        cups = wf.step("cups", "tasks", {"item": "cups"})
+        wf.step("total", "tasks", {"do": "total"}, after=[tea, cups])
+        run = await wf.enqueue()
+        job = await store.queue("tasks").claim_one("w")
+        assert job is not None and job.id == run.job_ids["tea"]
+        assert await job.ack(result={"price": 4})
+        made.append((run.id, run.job_ids))
+
+    served.run(work)
+    return made[0]
+
+
+def test_navigate_to_a_workflow_and_watch_its_steps_move(
+    served: Served, page: Page, errors: list[str]
+) -> None:
+    workflow_id, ids = enqueue_quote(served)
+    page.goto(served.url("/"))
+    page.locator("header.top nav").get_by_role("link", name="Workflows").click()
+    expect(page).to_have_url(served.url("/workflows"))
+    expect(page.locator("header.top nav a.current")).to_have_text("Workflows")
+    listed = page.locator(f'tr[data-workflow="{workflow_id}"]')
+    expect(listed.locator(".state")).to_have_text("running")
+    listed.get_by_role("link", name="quote").click()
+    expect(page).to_have_url(served.url(f"/workflow/{workflow_id}"))
+    steps = page.locator("table#steps tbody tr")
+    expect(steps).to_have_count(3)
+    expect(page.locator('tr[data-step="tea"] .state')).to_have_text("acked")
+    expect(page.locator('tr[data-step="cups"] .state')).to_have_text("pending")
+    expect(page.locator('tr[data-step="total"] .state')).to_have_text("waiting")
+    expect(page.locator('tr[data-step="tea"]')).to_contain_text('{"price":4}')
+    graph = page.locator("svg#workflow-graph")
+    expect(graph).to_be_visible()
+    expect(graph.locator("[data-node]")).to_have_count(3)
+    expect(graph.locator("path.edge")).to_have_count(2)
+    expect(page.locator("#live-state")).to_have_attribute("data-state", "ok", timeout=SOON)
+    page.evaluate("window.notReloaded = true")
+
+    async def ack_cups(store: Store) -> None:
+        job = await store.queue("tasks").claim_one("w")
+        assert job is not None and job.id == ids["cups"]
+        assert await job.ack(result={"price": 12})
+
+    served.run(ack_cups)  # total is released: its page moves without a reload
+    expect(page.locator('tr[data-step="cups"] .state')).to_have_text("acked", timeout=SOON)
+    expect(page.locator('tr[data-step="total"] .state')).to_have_text("pending", timeout=SOON)
+    assert page.evaluate("window.notReloaded") is True
+    graph.locator('[data-node="total"]').click()  # a step's box is a link to its job
+    expect(page).to_have_url(served.url(f"/job/{ids['total']}"))
+    expect(page.locator("h1")).to_contain_text("pending")
+    assert errors == []
+
+
+def test_a_job_page_links_its_dependencies_and_dependents(
+    served: Served, page: Page, errors: list[str]
+) -> None:
+    workflow_id, ids = enqueue_quote(served)
+    page.goto(served.url(f"/job/{ids['total']}"))
+    expect(page.locator("h1")).to_contain_text("waiting")
+    waits = page.locator("ul#dependencies li")
+    expect(waits).to_have_count(2)
+    expect(page.locator(f'#dependencies li[data-related="{ids["tea"]}"] .state')).to_have_text(
+        "acked"
+    )
+    expect(page.locator(f'#dependencies li[data-related="{ids["cups"]}"] .state')).to_have_text(
+        "pending"
+    )
+    page.locator("#dependencies").get_by_role("link", name=str(ids["tea"]), exact=True).click()
+    expect(page).to_have_url(served.url(f"/job/{ids['tea']}"))
+    expect(page.locator("pre#result")).to_contain_text('"price": 4')
+    dependent = page.locator("#dependents").get_by_role("link", name=str(ids["total"]), exact=True)
+    expect(dependent).to_be_visible()
+    page.locator("#workflow-link").click()
+    expect(page).to_have_url(served.url(f"/workflow/{workflow_id}"))
+    page.go_back()
+    page.locator("#dependents").get_by_role("link", name=str(ids["total"]), exact=True).click()
+    expect(page).to_have_url(served.url(f"/job/{ids['total']}"))
+    assert errors == []
+
+
+def test_cancel_a_workflow_from_its_page(served: Served, page: Page, errors: list[str]) -> None:
+    workflow_id, _ = enqueue_quote(served)
+    page.goto(served.url(f"/workflow/{workflow_id}"))
+    page.locator("#cancel-workflow").click()  # the confirmation box is required first
+    expect(page).to_have_url(served.url(f"/workflow/{workflow_id}"))
+    expect(page.locator('tr[data-step="cups"] .state')).to_have_text("pending")
+    page.get_by_label("every unfinished step").check()
+    page.locator("#cancel-workflow").click()
+    expect(page.locator(".notice")).to_contain_text(f"cancelled workflow {workflow_id}")
+    expect(page.locator('tr[data-step="cups"] .state')).to_have_text("cancelled")
+    expect(page.locator('tr[data-step="total"] .state')).to_have_text("cancelled")
+    expect(page.locator("h1 .state")).to_have_text("failed")
+    expect(page.locator("#cancel-workflow")).to_have_count(0)
+    assert errors == []
+
+
 SHOTS = ROOT / "docs" / "img"
 
 
@@ -224,4 +328,12 @@ def test_screenshots(engine: str, tmp_path: Path, page: Page, errors: list[str])
             target = SHOTS / f"dashboard-{name}.png"
             page.screenshot(path=str(target), full_page=name != "queue")
             assert target.stat().st_size > 10_000
+        page.goto(served.url("/workflows"))
+        newest = page.locator("table#workflows tbody tr").first.get_attribute("data-workflow")
+        assert newest is not None and re.fullmatch(r"\d+", newest)
+        page.goto(served.url(f"/workflow/{newest}"))
+        expect(page.locator("#live-state")).to_have_attribute("data-state", "ok", timeout=SOON)
+        target = SHOTS / "dashboard-workflow.png"
+        page.screenshot(path=str(target), full_page=True)
+        assert target.stat().st_size > 10_000
     assert errors == []

@@ -31,7 +31,8 @@ async def test_the_overview_shows_every_queue_stream_schedule_and_held_lock(stor
     assert rows(page, "queue") == ["__alkstore_outbox:webhooks", "emails", "reports"]
     emails = page.split('data-queue="emails"')[1].split("</tr>")[0]
     counts = dict(re.findall(r'data-count="(\w+)">(?:<a[^>]*>)?(\d+)', emails))
-    assert counts == {"ready": "3", "scheduled": "0", "processing": "2", "dead": "3"}
+    assert counts == {"ready": "3", "scheduled": "0", "waiting": "0", "processing": "2",
+                      "dead": "3"}  # fmt: skip
     assert "webhooks (outbox)" in page
     async with client(create_app(store)) as c:
         outbox = await c.get("/queue", params={"name": "__alkstore_outbox:webhooks"})
@@ -56,8 +57,8 @@ async def test_the_queue_page_shows_counts_chart_and_a_page_of_jobs(store: Store
         acked = (await c.get("/queue", params={"name": "emails", "state": "acked"})).text
     summary = page.split('id="queue-summary"')[1].split("</div>\n</div>")[0]
     counts = dict(re.findall(r'data-count="(\w+)">(?:<a[^>]*>)?(\d+)', summary))
-    assert counts == {"ready": "3", "scheduled": "0", "processing": "2", "dead": "3",
-                      "history": "4"}  # fmt: skip
+    assert counts == {"ready": "3", "scheduled": "0", "waiting": "0", "processing": "2",
+                      "dead": "3", "history": "4"}  # fmt: skip
     assert "4 finished, 3 dead" in page
     listed = [int(i) for i in rows(page, "job")]
     assert listed == sorted(made.dead + made.processing + made.pending)  # live and dead, by id

@@ -24,6 +24,7 @@ ACTIONS = [
     ("/action/job/cancel", {"id": "1"}),
     ("/action/job/requeue", {"id": "5"}),
     ("/action/job/purge", {"id": "5"}),
+    ("/action/workflow/cancel", {"id": "1", "confirm": "yes"}),
     ("/action/schedule/pause", {"name": "cleanup"}),
     ("/action/schedule/resume", {"name": "cleanup"}),
 ]

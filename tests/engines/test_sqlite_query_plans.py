@@ -10,10 +10,10 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from alkstore.protocol.values.generation import CLAIM_GENERATION
 from alkstore.engines.sqlite import SqliteDialect, migrate
-from alkstore.protocol.dialect import LIVE_FILTERS
+from alkstore.protocol.dialect import CLAIM_COLUMNS, LIVE_FILTERS
 from alkstore.protocol.plan import Statement, run_sync
+from alkstore.protocol.values.generation import CLAIM_GENERATION
 from alkstore.protocol.values.types import NewJob
 from alkstore.runner.sqlite import conn as sqlite_conn
 
@@ -150,7 +150,8 @@ def test_a_claim_from_a_queue_that_keeps_history_acks_into_history(tmp_path: Pat
     conn = fresh(tmp_path)
     sqlite_conn.execute(conn, D.set_retention("q", 5_000_000, None, None))
     rows = sqlite_conn.execute(conn, D.claim("q", "w", 2, 1_000, 2_000, CLAIM_GENERATION))
-    assert [r[-1] for r in rows] == [5_000_000, 5_000_000]
+    history_us = CLAIM_COLUMNS.index("history_us")
+    assert [r[history_us] for r in rows] == [5_000_000, 5_000_000]
     first, delete = D.ack_history(1, "w", 1, 0, 5)
     assert "INTEGER PRIMARY KEY" in plan_of(conn, first)
     assert "INTEGER PRIMARY KEY" in plan_of(conn, delete)

@@ -9,6 +9,8 @@ repository root:
 - ``notify CHANNEL``: notify once, print ``<monotonic>`` after the commit.
 - ``worker QUEUE LOG VT``: run ``Queue.work`` on QUEUE (visibility timeout VT
   seconds) with ``handle`` below, logging to LOG, until killed.
+- ``workflow-worker QUEUE LOG VT``: the same with ``workflow_step`` below,
+  the handler of the workflow a kill test runs.
 
 The handler and the ack log are shared with the test process, so both sides
 write the same record of what happened.
@@ -69,6 +71,35 @@ def make_handler(path: str) -> Any:
     return handle
 
 
+def workflow_step(path: str) -> Any:
+    """A step of the kill tests' workflow: ``{"n": N}`` returns N * N after
+    a while; ``{"fail": true}`` raises; ``{"sum": true}`` returns the sum
+    and count of its dependencies' results, read when it runs (logging
+    ``early`` if one of them has none: it had not finished)."""
+
+    async def handle(job: Job) -> Any:
+        log_line(path, "start", job.id, os.getpid(), job.attempts, f"{time.time():.6f}")
+        payload = job.payload
+        assert isinstance(payload, dict)
+        # 0.2-0.6 s, varied by job: long enough for kills to land mid-step
+        await trio.sleep(0.2 + (job.id * 7919 % 40) / 100)
+        if payload.get("fail"):
+            raise RuntimeError("this step always fails")
+        result: Any
+        if payload.get("sum"):
+            results = await job.dependency_results()
+            if any(value is None for value in results.values()):
+                log_line(path, "early", job.id, os.getpid())  # a dependency had not finished
+            total = sum(value for value in results.values() if isinstance(value, int))
+            result = {"total": total, "count": len(results)}
+        else:
+            result = payload["n"] * payload["n"]
+        log_line(path, "done", job.id, os.getpid(), job.attempts, f"{time.time():.6f}")
+        return result
+
+    return handle
+
+
 async def _main(argv: list[str]) -> None:
     from tests.backends import BACKENDS
 
@@ -90,6 +121,11 @@ async def _main(argv: list[str]) -> None:
             worker_module.Settler._ack = logging_ack(log, worker_module.Settler._ack)  # type: ignore[method-assign]
             q = store.queue(queue, visibility_timeout=float(vt))
             await q.work(make_handler(log), worker_id=f"proc-{os.getpid()}", poll_interval=60)
+        elif command == "workflow-worker":
+            queue, log, vt = rest
+            q = store.queue(queue, visibility_timeout=float(vt))
+            await q.work(workflow_step(log), worker_id=f"proc-{os.getpid()}", concurrency=4,
+                         poll_interval=60)  # fmt: skip
         else:
             raise SystemExit(f"unknown command {command!r}")
 

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from alkstore.protocol.values.generation import CLAIM_GENERATION
+
 from . import releases
 from .test_rolling_upgrade import PATIENCE, Actors, live_ids, log, open_new, wait_until
 
@@ -86,9 +88,11 @@ def test_this_release_stops_claiming_once_a_newer_one_opened_the_store(
     assert old.wait(timeout=PATIENCE) == 1
     assert old.stderr is not None
     errors = old.stderr.read()
-    assert "ClaimRulesChanged: the store's claim rules are generation 2, newer than this " \
-           "alkstore's (1)" in errors  # fmt: skip
-    assert "stops claiming: the store's claim generation is 2, this alkstore's 1" in errors
+    this, next_ = CLAIM_GENERATION, CLAIM_GENERATION + 1
+    assert f"ClaimRulesChanged: the store's claim rules are generation {next_}, newer than " \
+           f"this alkstore's ({this})" in errors  # fmt: skip
+    assert f"stops claiming: the store's claim generation is {next_}, this alkstore's {this}" \
+        in errors
     stopped_with = len(log(old_out)[1])
 
     # Its producer goes on, and the newer code works everything.
@@ -166,7 +170,9 @@ def test_the_worker_command_exits_3_naming_both_generations(
     newer = start_newer(actors, "produce", "new", str(tmp_path / "new.log"))
     assert command.wait(timeout=PATIENCE) == 3
     errors = command.stderr.read()  # type: ignore[union-attr]
-    assert "stops claiming: the store's claim generation is 2, this alkstore's 1" in errors
+    this, next_ = CLAIM_GENERATION, CLAIM_GENERATION + 1
+    assert f"stops claiming: the store's claim generation is {next_}, this alkstore's {this}" \
+        in errors
     assert "ClaimRulesChanged" in errors
     assert newer.stdin is not None
     newer.stdin.close()

@@ -6,8 +6,11 @@ docs/upgrading.md states what these tests check, on both engines:
 
 - the store is migrated on open, in one transaction, with every job kept
   (ready, scheduled and dead ones alike);
-- an old process already running keeps enqueueing and working through the
-  migration and after it, and no job either process enqueued is lost;
+- an old process already running keeps enqueueing through the migration
+  and after it, and keeps working too unless the migration raised the claim
+  generation (schema 6 did: old code would ack a job others wait for
+  without settling them), in which case it finishes what it holds and
+  stops claiming; no job either process enqueued is lost;
 - old code opening a newer store is refused with ``SchemaMismatch`` and
   changes nothing (no downgrade).
 """
@@ -26,6 +29,7 @@ from pathlib import Path
 import pytest
 
 import alkstore.sync
+from alkstore.protocol.values.generation import CLAIM_GENERATION
 from tests.backends import BACKENDS, PG_DSN
 
 from . import releases
@@ -144,6 +148,17 @@ def open_new(engine: str, location: str) -> AbstractContextManager[alkstore.sync
     return alkstore.sync.open_postgres(PG_DSN, options=options)
 
 
+def claim_generation_of(code: Path) -> int:
+    """The claim generation of the release whose package is at ``code``."""
+    got = subprocess.run(
+        [sys.executable, "-c", "from alkstore.protocol.values.generation import "
+         "CLAIM_GENERATION; print(CLAIM_GENERATION)"],
+        env={**os.environ, "PYTHONPATH": str(code)}, cwd=code, capture_output=True, text=True,
+        timeout=PATIENCE, check=True,
+    )  # fmt: skip
+    return int(got.stdout)
+
+
 def live_ids(store: alkstore.sync.Store, queue: str) -> set[int]:
     ids: set[int] = set()
     after = None
@@ -168,19 +183,33 @@ def test_a_running_old_release_and_this_one_share_a_migrated_store(
     wait_until("the old release works jobs", lambda: len(log(old_out)[1]) >= 100, old)
 
     new = actors.start(releases.ROOT, "run", "new", str(new_out))
-    wait_until("this release migrated the store and works jobs",
-               lambda: len(log(new_out)[1]) >= 100, old, new)  # fmt: skip
-    assert schema_version(engine, location) == (current, current)
-    at_migration = len(log(old_out)[1])
-    wait_until("the old release works on after the migration",
-               lambda: len(log(old_out)[1]) >= at_migration + 100, old, new)  # fmt: skip
+    old_generation = claim_generation_of(old_code)
+    if old_generation == CLAIM_GENERATION:
+        wait_until("this release migrated the store and works jobs",
+                   lambda: len(log(new_out)[1]) >= 100, old, new)  # fmt: skip
+        assert schema_version(engine, location) == (current, current)
+        at_migration = len(log(old_out)[1])
+        wait_until("the old release works on after the migration",
+                   lambda: len(log(old_out)[1]) >= at_migration + 100, old, new)  # fmt: skip
+        still_running = [old, new]
+    else:
+        # The migration raised the claim generation: the old release's
+        # worker finishes what it holds, names both generations and exits.
+        assert old.wait(timeout=PATIENCE) == 1
+        errors = old.stderr.read()  # type: ignore[union-attr]
+        assert (f"stops claiming: the store's claim generation is {CLAIM_GENERATION}, "
+                f"this alkstore's {old_generation}") in errors  # fmt: skip
+        wait_until("this release migrated the store and works jobs",
+                   lambda: len(log(new_out)[1]) >= 100, new)  # fmt: skip
+        assert schema_version(engine, location) == (current, current)
+        still_running = [new]
     wait_until("every job of the old release's backlog is done",
-               lambda: fill_ids <= log(old_out)[1] | log(new_out)[1], old, new)  # fmt: skip
+               lambda: fill_ids <= log(old_out)[1] | log(new_out)[1], *still_running)  # fmt: skip
 
-    for process in (old, new):  # the end of their input: drain and exit
+    for process in still_running:  # the end of their input: drain and exit
         assert process.stdin is not None
         process.stdin.close()
-    for process in (old, new):
+    for process in still_running:
         assert process.wait(timeout=PATIENCE) == 0, process.stderr.read()  # type: ignore[union-attr]
     (old_enqueued, old_finished), (new_enqueued, new_finished) = log(old_out), log(new_out)
     assert old_enqueued and new_enqueued

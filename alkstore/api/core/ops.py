@@ -442,7 +442,7 @@ class Unchanged(enum.Enum):
 UNCHANGED = Unchanged.UNCHANGED
 
 
-def retention_changes(**given: Duration | None | Unchanged) -> dict[str, int | None]:
+def retention_changes(**given: Duration | Unchanged | None) -> dict[str, int | None]:
     """The retentions given (each a positive duration, or None), in microseconds."""
     return {
         what: None if value is None else duration_us(value, what, allow_zero=False)

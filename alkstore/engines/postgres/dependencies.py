@@ -36,17 +36,22 @@ _GONE = (
 
 
 def _to_history(
-    outcome: str, gone: str, result: str, error: str = "last_error", headers: str = "headers"
+    outcome: str,
+    gone: str,
+    result: str,
+    error: str = "last_error",
+    headers: str = "headers",
+    source: str | None = None,
 ) -> str:
-    """Insert the rows of CTE ``gone`` into history as ``outcome``, pruned
-    per their queue's results retention (rules.kept_prune_at); rows
-    (id, queue)."""
+    """Insert the rows of CTE ``gone`` (read from ``source``, when given: a
+    join on it) into history as ``outcome``, pruned per their queue's
+    results retention (rules.kept_prune_at); rows (id, queue)."""
     return (
         f"INSERT INTO {HISTORY} ({HISTORY_INSERT_COLS}, result) "
         f"SELECT id, queue, '{outcome}', payload, priority, attempts, max_attempts, run_at, "
         f"created_at, :now::bigint, claimed_by, {error}, {headers}, "
         f"{RULES.kept_prune_at(':now::bigint', QUEUES, f'{gone}.queue')}, unique_key, "
-        f"concurrency_key, {result} FROM {gone} RETURNING id, queue"
+        f"concurrency_key, {result} FROM {source or gone} RETURNING id, queue"
     )
 
 
@@ -58,9 +63,12 @@ def _ack_kept(claims: bool) -> Sql:
         f"WITH gone AS (DELETE FROM {JOBS} WHERE id = {_IDS} {match}"
         "AND (:queue::text IS NULL OR queue = :queue) "
         f"AND {RULES.owned(':worker', None, ':now')} RETURNING {_GONE}) "
+        # Results and headers come as arrays beside the ids, joined once: a
+        # JSON object read per row would be parsed again for every row.
         + _to_history(
-            "acked", "gone", "(:results::jsonb ->> gone.id::text)",
-            headers="COALESCE(:headers::jsonb ->> gone.id::text, gone.headers)",
+            "acked", "gone", "i.item_result", headers="COALESCE(i.item_headers, gone.headers)",
+            source="gone JOIN unnest(:ids::bigint[], :results::text[], :headers::text[]) "
+            "AS i(item_id, item_result, item_headers) ON i.item_id = gone.id",
         ),
         Fetch.ALL,
     )
@@ -107,6 +115,16 @@ class Dependencies:
     def keep_jobs(self, job_ids: Sequence[int]) -> Statement:
         return self._keep_jobs.bind(ids=list(job_ids))
 
+    # KEY SHARE: a release or cancel (a DELETE) waits for the new edge to
+    # commit and then counts it; a decrement of the count (an UPDATE of a
+    # column no key holds) does not wait.
+    _hold_waiting = Sql(
+        f"SELECT id FROM {WAITING} WHERE id = {_IDS} FOR KEY SHARE", Fetch.ALL
+    )
+
+    def hold_waiting(self, job_ids: Sequence[int]) -> Statement:
+        return self._hold_waiting.bind(ids=list(job_ids))
+
     _dependency_states = Sql(
         f"SELECT id, 'waiting', NULL::text FROM {WAITING} WHERE id = {_IDS} "
         f"UNION ALL SELECT id, outcome, last_error FROM {HISTORY} WHERE id = {_IDS} "
@@ -137,6 +155,14 @@ class Dependencies:
     def count_finished(self, dep_ids: Sequence[int]) -> Statement:
         return self._count_finished.bind(ids=list(dep_ids))
 
+    _uncounted_dependents = Sql(
+        f"SELECT job_id, dep_id FROM {DEPS} WHERE dep_id = {_IDS} AND {RULES.EDGE_OPEN}",
+        Fetch.ALL,
+    )
+
+    def uncounted_dependents(self, dep_ids: Sequence[int]) -> Statement:
+        return self._uncounted_dependents.bind(ids=list(dep_ids))
+
     _waiting_policies = Sql(f"SELECT id, on_failure FROM {WAITING} WHERE id = {_IDS}", Fetch.ALL)
 
     def waiting_policies(self, job_ids: Sequence[int]) -> Statement:
@@ -154,7 +180,8 @@ class Dependencies:
     # Into jobs under its own id, due when its run_at comes, kept (its
     # finish is recorded and settles its dependents).
     _release_waiting = Sql(
-        f"WITH r AS (DELETE FROM {WAITING} WHERE id = {_IDS} AND {RULES.DEPENDENCIES_DONE} "
+        f"WITH r AS (DELETE FROM {WAITING} WHERE id = {_IDS} "
+        f"AND {RULES.dependencies_done(':counting::bigint')} "
         f"RETURNING {WAITING_COLS}) "
         f"INSERT INTO {JOBS} (id, queue, payload, priority, max_attempts, run_at, created_at, "
         "expires_at, visible_at, state, headers, concurrency_key, keep) OVERRIDING SYSTEM VALUE "
@@ -165,8 +192,10 @@ class Dependencies:
         Fetch.ALL,
     )
 
-    def release_waiting(self, job_ids: Sequence[int], now_us: int) -> tuple[Statement, ...]:
-        return (self._release_waiting.bind(ids=list(job_ids), now=now_us),)
+    def release_waiting(
+        self, job_ids: Sequence[int], now_us: int, counting: int = 0
+    ) -> tuple[Statement, ...]:
+        return (self._release_waiting.bind(ids=list(job_ids), now=now_us, counting=counting),)
 
     _cancel_waiting = Sql(
         f"WITH c AS (DELETE FROM {WAITING} WHERE id = {_IDS} RETURNING id, queue, payload, "
@@ -219,13 +248,10 @@ class Dependencies:
     ) -> tuple[Statement, ...]:
         claims = items[0][1] is not None if items else False
         keys = [f"{job_id}/{claim}" for job_id, claim, _, _ in items] if claims else None
-        results = {str(i[0]): i[2] for i in items if i[2] is not None}
-        headers = {str(i[0]): i[3] for i in items if i[3] is not None}
         return (
             self._ack_kept[claims].bind(
                 ids=[i[0] for i in items], keys=keys, worker=worker, now=now_us,
-                results=orjson.dumps(results).decode(), queue=queue,
-                headers=orjson.dumps(headers).decode(),
+                results=[i[2] for i in items], queue=queue, headers=[i[3] for i in items],
             ),
         )  # fmt: skip
 
@@ -347,6 +373,16 @@ class Dependencies:
 
     def workflow_edges(self, workflow_id: int) -> Statement:
         return self._workflow_edges.bind(workflow=workflow_id)
+
+    _workflow_open_steps = Sql(
+        f"SELECT s.job_id FROM {WORKFLOW_STEPS} AS s WHERE s.workflow_id = :workflow AND "
+        f"(EXISTS (SELECT 1 FROM {JOBS} WHERE id = s.job_id) "
+        f"OR EXISTS (SELECT 1 FROM {WAITING} WHERE id = s.job_id)) ORDER BY s.job_id",
+        Fetch.ALL,
+    )
+
+    def workflow_open_steps(self, workflow_id: int) -> Statement:
+        return self._workflow_open_steps.bind(workflow=workflow_id)
 
     _workflow_of = Sql(
         f"SELECT s.workflow_id, s.step, w.name FROM {WORKFLOW_STEPS} AS s "

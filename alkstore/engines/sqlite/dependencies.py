@@ -86,6 +86,13 @@ class Dependencies:
     def keep_jobs(self, job_ids: Sequence[int]) -> Statement:
         return self._keep_jobs.bind(ids=orjson.dumps(list(job_ids)).decode())
 
+    # The single writer: nothing can release or cancel it before this
+    # transaction commits, so reading it holds it.
+    _hold_waiting = Sql(f"SELECT id FROM {WAITING} WHERE id IN {_IDS}", Fetch.ALL)
+
+    def hold_waiting(self, job_ids: Sequence[int]) -> Statement:
+        return self._hold_waiting.bind(ids=orjson.dumps(list(job_ids)).decode())
+
     _dependency_states = Sql(
         f"SELECT id, 'waiting', NULL FROM {WAITING} WHERE id IN {_IDS} "
         f"UNION ALL SELECT id, outcome, last_error FROM {HISTORY} WHERE id IN {_IDS} "
@@ -114,6 +121,14 @@ class Dependencies:
     def count_finished(self, dep_ids: Sequence[int]) -> Statement:
         return self._count_finished.bind(ids=orjson.dumps(list(dep_ids)).decode())
 
+    _uncounted_dependents = Sql(
+        f"SELECT job_id, dep_id FROM {DEPS} WHERE dep_id IN {_IDS} AND {RULES.EDGE_OPEN}",
+        Fetch.ALL,
+    )
+
+    def uncounted_dependents(self, dep_ids: Sequence[int]) -> Statement:
+        return self._uncounted_dependents.bind(ids=orjson.dumps(list(dep_ids)).decode())
+
     _waiting_policies = Sql(
         f"SELECT id, on_failure FROM {WAITING} WHERE id IN {_IDS}", Fetch.ALL
     )
@@ -140,16 +155,22 @@ class Dependencies:
         f"{RULES.spelling.larger('run_at', ':now')}, created_at, expires_at, "
         f"{RULES.spelling.larger('run_at', ':now')}, {STATE_PENDING}, headers, "
         f"concurrency_key, {RULES.spelling.true} "
-        f"FROM {WAITING} WHERE id IN {_IDS} AND {RULES.DEPENDENCIES_DONE} RETURNING id, queue",
+        f"FROM {WAITING} WHERE id IN {_IDS} AND {RULES.dependencies_done(':counting')} "
+        "RETURNING id, queue",
         Fetch.ALL,
     )
     _release_delete = Sql(
-        f"DELETE FROM {WAITING} WHERE id IN {_IDS} AND {RULES.DEPENDENCIES_DONE}"
+        f"DELETE FROM {WAITING} WHERE id IN {_IDS} AND {RULES.dependencies_done(':counting')}"
     )
 
-    def release_waiting(self, job_ids: Sequence[int], now_us: int) -> tuple[Statement, ...]:
+    def release_waiting(
+        self, job_ids: Sequence[int], now_us: int, counting: int = 0
+    ) -> tuple[Statement, ...]:
         ids = orjson.dumps(list(job_ids)).decode()
-        return self._release_copy.bind(ids=ids, now=now_us), self._release_delete.bind(ids=ids)
+        return (
+            self._release_copy.bind(ids=ids, now=now_us, counting=counting),
+            self._release_delete.bind(ids=ids, counting=counting),
+        )
 
     _cancel_waiting_copy = Sql(
         f"INSERT INTO {HISTORY} ({HISTORY_INSERT_COLS}, result) "
@@ -328,7 +349,8 @@ class Dependencies:
         "SELECT s.step, s.job_id, "
         "CASE WHEN j.id IS NOT NULL THEN 'live' WHEN w.id IS NOT NULL THEN 'waiting' "
         "WHEN h.id IS NOT NULL THEN 'history' WHEN d.id IS NOT NULL THEN 'dead' END, "
-        "COALESCE(j.state, h.outcome, d.reason), h.result, COALESCE(h.last_error, d.last_error), COALESCE(j.queue, w.queue, h.queue, d.queue) "
+        "COALESCE(j.state, h.outcome, d.reason), h.result, "
+        "COALESCE(h.last_error, d.last_error), COALESCE(j.queue, w.queue, h.queue, d.queue) "
         f"FROM {WORKFLOW_STEPS} AS s "
         f"LEFT JOIN {JOBS} AS j ON j.id = s.job_id "
         f"LEFT JOIN {WAITING} AS w ON w.id = s.job_id "
@@ -350,6 +372,16 @@ class Dependencies:
 
     def workflow_edges(self, workflow_id: int) -> Statement:
         return self._workflow_edges.bind(workflow=workflow_id)
+
+    _workflow_open_steps = Sql(
+        f"SELECT s.job_id FROM {WORKFLOW_STEPS} AS s WHERE s.workflow_id = :workflow AND "
+        f"(EXISTS (SELECT 1 FROM {JOBS} WHERE id = s.job_id) "
+        f"OR EXISTS (SELECT 1 FROM {WAITING} WHERE id = s.job_id)) ORDER BY s.job_id",
+        Fetch.ALL,
+    )
+
+    def workflow_open_steps(self, workflow_id: int) -> Statement:
+        return self._workflow_open_steps.bind(workflow=workflow_id)
 
     _workflow_of = Sql(
         f"SELECT s.workflow_id, s.step, w.name FROM {WORKFLOW_STEPS} AS s "

@@ -5,11 +5,15 @@ The rules, each decided here or in the statement that acts on it:
 
 - A job with dependencies waits (the waiting table) until every one of them
   finished; it is never in the jobs table before, so no claim can take it.
-- A dependency's finish is counted once per edge (``count_finished`` marks
-  the edge counted in the statement that counts it), in the transaction
-  that finishes it. A waiting job whose count of unfinished dependencies
-  reaches 0 moves into jobs in that same transaction (``release_waiting``
-  moves only a job whose count is 0, so it moves once).
+- A dependency's finish is counted once per edge, in the transaction that
+  finishes it. An ack is counted by reading the uncounted edges
+  (``uncounted_dependents``): a job is acked once, and an acked job never
+  comes back. A death or cancel marks the edges counted as it counts them
+  (``count_finished``): a dead job may be requeued and finish again, and
+  that finish must not count twice.
+- A waiting job whose count of unfinished dependencies reaches 0 moves into
+  jobs in that same transaction (``release_waiting`` moves only a job whose
+  count is at most the finishes being counted, so it moves once).
 - A dependency that dies or is cancelled cancels each job waiting for it
   (``on_failure`` cancel, the default), level by level until nothing more
   waits on what was cancelled; a job whose policy is ``run`` counts the
@@ -46,11 +50,24 @@ class Dependency:
 
 
 def dependency_standing(d: Dialect, dep_ids: Sequence[int]) -> Plan[list[Dependency]]:
-    """Mark the live ones kept (their finish must settle the new job) and
-    find the others: every id must be somewhere, or ``InvalidArgument``."""
-    marked = yield from fetch_all(d.keep_jobs(dep_ids))
-    standing = {_int(row[0], "id"): Dependency(_int(row[0], "id"), "open") for row in marked}
-    rest = [job_id for job_id in dep_ids if job_id not in standing]
+    """Mark the live ones kept (their finish must settle the new job), hold
+    the waiting ones, and find the others: every id must be somewhere, or
+    ``InvalidArgument``.
+
+    Each open one is held until commit against what would miss the new
+    edge: a live one by its mark (an ack, a death, waits for it), a waiting
+    one by ``hold_waiting`` (its release, its cancel). Live first, then
+    waiting, then live again: a waiting job released in between is live by
+    the second look (never unknown), and no lock on a waiting row is held
+    while waiting for a live one's."""
+    standing: dict[int, Dependency] = {}
+    rest = list(dep_ids)
+    for look in (d.keep_jobs, d.hold_waiting, d.keep_jobs):
+        if not rest:
+            break
+        for row in (yield from fetch_all(look(rest))):
+            standing[_int(row[0], "id")] = Dependency(_int(row[0], "id"), "open")
+        rest = [job_id for job_id in rest if job_id not in standing]
     if rest:
         for row in (yield from fetch_all(d.dependency_states(rest))):
             job_id, kind = _int(row[0], "id"), _str(row[1], "kind")
@@ -167,7 +184,7 @@ def settle_dependents(
     while done or failures:
         finished_now: Counter[int] = Counter()
         if done:
-            for row in (yield from fetch_all(d.count_finished(done))):
+            for row in (yield from fetch_all(d.uncounted_dependents(done))):
                 finished_now[_int(row[0], "job_id")] += 1
         next_failures: list[tuple[int, str]] = []
         if failures:
@@ -193,17 +210,10 @@ def settle_dependents(
                         job_id, queue = _int(row[0], "id"), _str(row[1], "queue")
                         cancelled.append((job_id, queue))
                         next_failures.append((job_id, f"dependency job {job_id} was cancelled"))
-        ready = yield from _decrement(d, finished_now)
-        if ready:
-            first, *rest = d.release_waiting(sorted(ready), now_us)
-            rows = yield from fetch_all(first)
-            if rows:
-                for statement in rest:
-                    yield statement
-            moved = [(_int(r[0], "id"), _str(r[1], "queue")) for r in rows]
-            released.extend(moved)
-            for queue in dict.fromkeys(queue for _, queue in moved):
-                yield d.notify(queue_channel(queue), origin, now_us)
+        moved = yield from _count_off(d, finished_now, now_us)
+        released.extend(moved)
+        for queue in dict.fromkeys(queue for _, queue in moved):
+            yield d.notify(queue_channel(queue), origin, now_us)
         done = []
         failures = next_failures
     for queue in dict.fromkeys(queue for _, queue in cancelled):
@@ -211,18 +221,45 @@ def settle_dependents(
     return Settled(released, cancelled)
 
 
-def _decrement(d: Dialect, finished: Counter[int]) -> Plan[list[int]]:
+def _count_off(d: Dialect, finished: Counter[int], now_us: int) -> Plan[list[tuple[int, str]]]:
     """Take each waiting job's newly finished dependencies off its count, one
-    statement per distinct count; the ids whose count reached 0."""
+    round per distinct number of them; the jobs released ((id, queue)).
+
+    Each round first moves the jobs these finishes complete (their count is
+    at most the number finishing) straight into jobs, then takes the number
+    off the others' counts: a fan-out's dependents are released without a
+    count written first. A count another transaction lowered meanwhile
+    (Postgres: the decrement waits for its row, then reads the count that
+    committed) may reach 0 in the decrement: those move in a last release."""
     by_count: dict[int, list[int]] = {}
     for job_id, n in finished.items():
         by_count.setdefault(n, []).append(job_id)
+    moved: list[tuple[int, str]] = []
     ready: list[int] = []
     for n, job_ids in sorted(by_count.items()):
         for start in range(0, len(job_ids), ENQUEUE_CHUNK):
-            rows = yield from fetch_all(d.decrement_waiting(job_ids[start : start + ENQUEUE_CHUNK], n))
-            ready.extend(_int(r[0], "id") for r in rows if _int(r[1], "remaining") <= 0)
-    return ready
+            chunk = job_ids[start : start + ENQUEUE_CHUNK]
+            now_moved = yield from _release(d, chunk, now_us, n)
+            moved.extend(now_moved)
+            released = {job_id for job_id, _ in now_moved}
+            rest = [job_id for job_id in chunk if job_id not in released]
+            if rest:
+                rows = yield from fetch_all(d.decrement_waiting(rest, n))
+                ready.extend(_int(r[0], "id") for r in rows if _int(r[1], "remaining") <= 0)
+    if ready:
+        moved.extend((yield from _release(d, sorted(ready), now_us, 0)))
+    return moved
+
+
+def _release(
+    d: Dialect, job_ids: Sequence[int], now_us: int, counting: int
+) -> Plan[list[tuple[int, str]]]:
+    first, *rest = d.release_waiting(sorted(job_ids), now_us, counting)
+    rows = yield from fetch_all(first)
+    if rows:
+        for statement in rest:
+            yield statement
+    return [(_int(r[0], "id"), _str(r[1], "queue")) for r in rows]
 
 
 @dataclass(frozen=True, slots=True)

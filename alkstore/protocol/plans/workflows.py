@@ -190,6 +190,14 @@ def workflow_status(d: Dialect, workflow_id: int) -> Plan[WorkflowStatus | None]
     )
 
 
+@reads
+def open_steps(d: Dialect, workflow_id: int) -> Plan[list[int]]:
+    """The job ids of the workflow's steps still live or waiting, in id
+    order (the last one defined last)."""
+    rows = yield from fetch_all(d.workflow_open_steps(workflow_id))
+    return [_int(r[0], "job_id") for r in rows]
+
+
 @dataclass(frozen=True, slots=True)
 class WorkflowSummary:
     """One workflow run as ``Store.list_workflows`` lists it: its id, name,
