@@ -85,6 +85,7 @@ def queue_doc(q: QueueSummary, now: datetime) -> Doc:
         "display_name": shown,
         "ready": q.ready,
         "scheduled": q.scheduled,
+        "waiting": q.waiting,
         "processing": q.processing,
         "dead": q.dead,
         "history": q.history,

@@ -44,24 +44,6 @@ def limits_text(q: QueueSummary) -> str:
     return q.limits.describe()
 
 
-def queue_doc(q: QueueSummary, at: datetime) -> shapes.Doc:
-    """``shapes.queue_doc`` with the queue's ``waiting`` count beside its
-    other counts."""
-    return with_waiting(shapes.queue_doc(q, at), q)
-
-
-def with_waiting(doc: shapes.Doc, q: QueueSummary) -> shapes.Doc:
-    """A queue's document with ``waiting`` (jobs waiting for their
-    dependencies) after ``scheduled``."""
-    out: shapes.Doc = {}
-    for key, value in doc.items():
-        if key != "waiting":
-            out[key] = value
-        if key == "scheduled":
-            out["waiting"] = q.waiting
-    return out
-
-
 def unique_text(q: QueueSummary) -> str:
     """A queue's unique policy for the table: whether a processing job
     keeps its unique key (``blocks``, the default) or yields it."""
@@ -77,7 +59,7 @@ def queues_command(target: Target) -> None:
     summaries = run(target, lambda store: store.list_queues())
     at = now()
     if target.json:
-        click.echo(shapes.dumps({"queues": [queue_doc(q, at) for q in summaries]}))
+        click.echo(shapes.dumps({"queues": [shapes.queue_doc(q, at) for q in summaries]}))
         return
     out = render.console()
     rows = []

@@ -15,7 +15,6 @@ from .. import shapes
 from ..api.store import Store
 from ..protocol.values.types import LockInfo, QueueSummary, ScheduleInfo, StreamInfo
 from . import render
-from .queues import with_waiting
 from .target import OK, Target, run, target_options
 
 
@@ -28,10 +27,7 @@ class Snapshot:
     locks: list[LockInfo]
 
     def doc(self) -> shapes.Doc:
-        doc = shapes.overview_doc(self.at, self.queues, self.streams, self.schedules, self.locks)
-        doc["queues"] = [with_waiting(d, q) for d, q in zip(doc["queues"], self.queues,
-                                                               strict=True)]  # fmt: skip
-        return doc
+        return shapes.overview_doc(self.at, self.queues, self.streams, self.schedules, self.locks)
 
 
 async def snapshot(store: Store) -> Snapshot:

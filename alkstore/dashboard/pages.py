@@ -118,20 +118,7 @@ async def api_overview(request: Request) -> Response:
         at, queues, await store.list_streams(), await store.list_schedules(),
         await store.list_locks(),
     )  # fmt: skip
-    doc["queues"] = [_with_waiting(d, q.waiting)
-                     for d, q in zip(doc["queues"], queues, strict=True)]  # fmt: skip
     return Response(shapes.dumps(doc), media_type="application/json")
-
-
-def _with_waiting(queue: shapes.Doc, waiting: int) -> shapes.Doc:
-    """A queue's document with its ``waiting`` count after ``scheduled``,
-    where ``alkstore watch --json`` shows it."""
-    out: shapes.Doc = {}
-    for key, value in queue.items():
-        out[key] = value
-        if key == "scheduled":
-            out["waiting"] = waiting
-    return out
 
 
 # -- errors ----------------------------------------------------------------------------

@@ -660,8 +660,11 @@ class Dialect(Protocol):
     def create_workflow(self, name: str, now_us: int) -> Statement:
         """Its result is the new workflow's id (``Fetch.INSERTED_ID``)."""
         ...
-    def add_workflow_steps(self, workflow_id: int, steps: Sequence[tuple[str, int]]) -> Statement:
-        """Record each (step name, job id) of the workflow."""
+    def add_workflow_steps(
+        self, workflow_id: int, steps: Sequence[tuple[str, int, int]]
+    ) -> Statement:
+        """Record each (step name, job id, position in the definition) of
+        the workflow: its steps read back in the order they were defined."""
         ...
     def workflow(self, workflow_id: int) -> Statement:
         """Its row is ``(id, name, created_at)``, if there is one."""

@@ -153,3 +153,19 @@ async def test_a_bad_graph_is_refused_before_anything_is_written(store: Store) -
     with pytest.raises(InvalidArgument):
         await store.workflow_run(12345)
     assert (await store.queue("q").stats()).ready == 0
+
+
+@pytest.mark.producer
+async def test_steps_read_back_in_the_order_they_were_defined(store: Store) -> None:
+    # Ids are handed out by kind (roots first, then waiting steps grouped by
+    # how many they wait for): the order read back is the definition's.
+    wf = store.workflow("ordered")
+    a = wf.step("a", "q")
+    b = wf.step("b", "q")
+    wf.step("x", "q", after=[a])
+    y = wf.step("y", "q", after=[a, b])
+    wf.step("z", "q", after=[y])
+    wf.step("late-root", "q")
+    run = await wf.enqueue()
+    assert list((await run.status()).steps) == ["a", "b", "x", "y", "z", "late-root"]
+    assert run.job_ids["z"] < run.job_ids["y"]  # the case the order must not follow

@@ -479,7 +479,7 @@ SAMPLE_CALLS: dict[str, tuple[Any, ...]] = {
     "dependents": (1,),
     "forget_dependencies": ([1, 2],),
     "create_workflow": ("wf", T0),
-    "add_workflow_steps": (1, [("a", 1), ("b", 2)]),
+    "add_workflow_steps": (1, [("a", 1, 0), ("b", 2, 1)]),
     "workflow": (1,),
     "workflow_steps": (1,),
     "workflow_edges": (1,),

@@ -327,15 +327,16 @@ class Dependencies:
         return self._create_workflow.bind(name=name, now=now_us)
 
     _add_workflow_steps = Sql(
-        f"INSERT INTO {WORKFLOW_STEPS} (workflow_id, step, job_id) "
-        "SELECT :workflow, * FROM unnest(:steps::text[], :jobs::bigint[])"
+        f"INSERT INTO {WORKFLOW_STEPS} (workflow_id, step, job_id, position) "
+        "SELECT :workflow, * FROM unnest(:steps::text[], :jobs::bigint[], :positions::int[])"
     )
 
     def add_workflow_steps(
-        self, workflow_id: int, steps: Sequence[tuple[str, int]]
+        self, workflow_id: int, steps: Sequence[tuple[str, int, int]]
     ) -> Statement:
         return self._add_workflow_steps.bind(
-            workflow=workflow_id, steps=[s for s, _ in steps], jobs=[j for _, j in steps]
+            workflow=workflow_id, steps=[s[0] for s in steps], jobs=[s[1] for s in steps],
+            positions=[s[2] for s in steps],
         )
 
     _workflow = Sql(
@@ -357,7 +358,7 @@ class Dependencies:
         f"LEFT JOIN {WAITING} AS w ON w.id = s.job_id "
         f"LEFT JOIN {HISTORY} AS h ON h.id = s.job_id "
         f"LEFT JOIN {DEAD} AS d ON d.id = s.job_id "
-        "WHERE s.workflow_id = :workflow ORDER BY s.job_id",
+        "WHERE s.workflow_id = :workflow ORDER BY s.position",
         Fetch.ALL,
     )
 

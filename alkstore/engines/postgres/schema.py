@@ -385,6 +385,7 @@ def _v6(schema: str) -> tuple[str, ...]:
             workflow_id bigint NOT NULL,
             step        text COLLATE "C" NOT NULL,
             job_id      bigint NOT NULL,
+            position    integer NOT NULL,
             PRIMARY KEY (workflow_id, step)
         )""",
         f"""CREATE INDEX IF NOT EXISTS workflow_steps_job ON {s}.workflow_steps (job_id)""",

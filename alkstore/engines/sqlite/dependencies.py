@@ -326,12 +326,12 @@ class Dependencies:
         return self._create_workflow.bind(name=name, now=now_us)
 
     _add_workflow_steps = Sql(
-        f"INSERT INTO {WORKFLOW_STEPS} (workflow_id, step, job_id) "
-        "SELECT :workflow, value ->> 0, value ->> 1 FROM json_each(:steps)"
+        f"INSERT INTO {WORKFLOW_STEPS} (workflow_id, step, job_id, position) "
+        "SELECT :workflow, value ->> 0, value ->> 1, value ->> 2 FROM json_each(:steps)"
     )
 
     def add_workflow_steps(
-        self, workflow_id: int, steps: Sequence[tuple[str, int]]
+        self, workflow_id: int, steps: Sequence[tuple[str, int, int]]
     ) -> Statement:
         return self._add_workflow_steps.bind(
             workflow=workflow_id, steps=orjson.dumps(list(steps)).decode()
@@ -356,7 +356,7 @@ class Dependencies:
         f"LEFT JOIN {WAITING} AS w ON w.id = s.job_id "
         f"LEFT JOIN {HISTORY} AS h ON h.id = s.job_id "
         f"LEFT JOIN {DEAD} AS d ON d.id = s.job_id "
-        "WHERE s.workflow_id = :workflow ORDER BY s.job_id",
+        "WHERE s.workflow_id = :workflow ORDER BY s.position",
         Fetch.ALL,
     )
 

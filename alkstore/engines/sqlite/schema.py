@@ -310,6 +310,7 @@ _V6 = (
         workflow_id INTEGER NOT NULL,
         step        TEXT    NOT NULL,
         job_id      INTEGER NOT NULL,
+        position    INTEGER NOT NULL,
         PRIMARY KEY (workflow_id, step)
     ) WITHOUT ROWID""",
     """CREATE INDEX IF NOT EXISTS __alkstore_workflow_steps_job

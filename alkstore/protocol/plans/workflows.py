@@ -87,7 +87,7 @@ def enqueue_workflow(
     edges = [(ids[dep], ids[s.name], False) for s in waiting for dep in s.after]
     for edge_chunk in chunks(edges):
         yield d.add_dependencies(edge_chunk)
-    for named in chunks([(s.name, ids[s.name]) for s in steps]):
+    for named in chunks([(s.name, ids[s.name], i) for i, s in enumerate(steps)]):
         yield d.add_workflow_steps(workflow_id, named)
     for queue in dict.fromkeys(s.job.queue for s in roots):
         yield d.notify(queue_channel(queue), origin, now_us)
