@@ -16,7 +16,7 @@ from ..protocol.values import codec
 from ..protocol.values.errors import InvalidArgument, ResultTimeout
 from ..protocol.values.timeconv import US_PER_S, Duration, duration_us
 from .core import ops
-from .workflow import WorkflowSteps
+from .workflow import WorkflowSteps, cancelled_since
 
 T = TypeVar("T")
 Run = Callable[..., Any]
@@ -60,10 +60,18 @@ def result(
     timeout: Duration | None, as_type: type[T] | None,
 ) -> Any:  # fmt: skip
     """``Queue.result`` for a blocking store."""
+    marked = False
 
     def look() -> _Finished | None:
+        nonlocal marked
         end = run(dependencies.job_end(ctx.dialect, job_id))
         ops.check_result_queue(job_id, end, queue)
+        if end.where == "live" and not marked:
+            # Its finish must be recorded (as the async wait's is), or a
+            # cancel without history would read as a result of None.
+            marked = True
+            run(dependencies.await_job(ctx.dialect, job_id))
+            end = run(dependencies.job_end(ctx.dialect, job_id))
         return _Finished(ops.finished_value(job_id, end, as_type)) if end.finished else None
 
     return poll(look, timeout, f"job {job_id}").value
@@ -130,11 +138,11 @@ class WorkflowRun:
         return self.status()
 
     def cancel(self) -> int:
-        cancelled = 0
-        for s in self.status().steps.values():
+        before = self.status()
+        for s in before.steps.values():
             if not s.finished and s.queue is not None:
-                cancelled += bool(self._run_plan(ops.cancel(self._ctx, s.queue, s.job_id)))
-        return cancelled
+                self._run_plan(ops.cancel(self._ctx, s.queue, s.job_id))
+        return cancelled_since(before, self.status())
 
 
 def workflow_run(run: Run, ctx: ops.OpContext, workflow_id: int) -> WorkflowRun:

@@ -75,6 +75,13 @@ class WorkflowSteps:
             raise InvalidArgument("a step waits for other steps with after=[...], not depends_on")
         if isinstance(after, str | Step):
             after = [after]
+        after = list(after)
+        for s in after:
+            if isinstance(s, Step) and self._steps.get(s.name) is not s:
+                raise InvalidArgument(
+                    f"step {name!r} waits for {s!r}, a step of another workflow (name the "
+                    "steps of this one)"
+                )
         names = tuple(dict.fromkeys(s.name if isinstance(s, Step) else s for s in after))
         for dep in names:
             if dep not in self._steps:
@@ -115,6 +122,14 @@ class Workflow(WorkflowSteps):
         core = self._core
         workflow_id, ids = await core.run(self.plan(), bulk=len(self._steps) > ops.INLINE_MAX)
         return WorkflowRun(core, workflow_id, self.name, ids)
+
+
+def cancelled_since(before: WorkflowStatus, after: WorkflowStatus) -> int:
+    """How many steps unfinished in ``before`` are cancelled in ``after``."""
+    return sum(
+        1 for name, s in before.steps.items()
+        if not s.finished and after.steps[name].state == "cancelled"
+    )  # fmt: skip
 
 
 class WorkflowRun:
@@ -197,14 +212,14 @@ class WorkflowRun:
 
     async def cancel(self) -> int:
         """Cancel every step still waiting, pending or processing (what
-        waits for them is cancelled with them); how many were cancelled."""
+        waits for them is cancelled with them); how many steps this
+        cancelled, those cancelled along with another included."""
         core = self._core
-        status = await self.status()
-        cancelled = 0
-        for s in status.steps.values():
+        before = await self.status()
+        for s in before.steps.values():
             if not s.finished and s.queue is not None:
-                cancelled += bool(await core.run(ops.cancel(core, s.queue, s.job_id)))
-        return cancelled
+                await core.run(ops.cancel(core, s.queue, s.job_id))
+        return cancelled_since(before, await self.status())
 
 
 __all__ = ["Step", "StepStatus", "Workflow", "WorkflowRun", "WorkflowStatus"]

@@ -121,19 +121,21 @@ class Rules:
         """A live job whose finish needs no record: no dependents, no
         dependencies, nobody awaiting it. The plain (fast) ack and cancel
         take only such a job; a kept one goes through the statements that
-        move it into history and settle what depends on it. Model:
-        ``not LiveJob.kept``."""
+        move it into history and settle what depends on it. Model: none
+        (the dependency rules are checked by the simulation's ledger,
+        ``Ledger.dependencies_hold``, and tests/contract/test_dependencies.py)."""
         return f"keep = {self.spelling.false}"
 
     @property
     def KEEP(self) -> str:
-        """The assignment that marks a live job kept. Model: LiveJob.kept."""
+        """The assignment that marks a live job kept."""
         return f"keep = {self.spelling.true}"
 
     @property
     def EDGE_OPEN(self) -> str:
         """A dependency whose finish has not been counted yet: a finish
-        counts each edge once. Model: QueueModel.finish_dependency."""
+        counts each edge once (an ack reads these edges; a death or cancel
+        marks them ``EDGE_COUNTED`` as it counts them)."""
         return f"done = {self.spelling.false}"
 
     @property
@@ -152,7 +154,7 @@ class Rules:
         """When a kept job finished at ``now`` leaves history: its queue's
         results retention (NULL: ``RESULTS_RETENTION_US``, a day) or its
         history retention, whichever is longer. Inputs: now, queue. Model:
-        QueueModel.kept_prune_at."""
+        none (tests/contract/test_results.py)."""
         history = f"COALESCE((SELECT history_us FROM {queues} WHERE name = {queue}), 0)"
         results = (
             f"COALESCE((SELECT results_us FROM {queues} WHERE name = {queue}), "

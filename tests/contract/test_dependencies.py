@@ -12,6 +12,8 @@
   waiting or a live job cancels what waits for it.
 - A dependency already acked counts as finished at once; one already dead
   or cancelled makes the new job born cancelled (or, with ``run``, ready).
+- The unique enqueues refuse ``depends_on`` (``InvalidArgument``): a unique
+  key is held by a live job, and a waiting job is not one.
 """
 
 from __future__ import annotations
@@ -138,6 +140,24 @@ async def test_every_enqueue_path_takes_dependencies(store: Store) -> None:
     assert boxed not in batch
     dep = await q.get_job(a)
     assert dep is not None and set(dep.dependents) == {*batch, in_tx, boxed}
+
+
+@pytest.mark.producer
+async def test_the_unique_enqueues_refuse_dependencies_and_write_nothing(store: Store) -> None:
+    # A unique key is held by a live job: a waiting one could not hold it.
+    q = store.queue("q")
+    a = await q.enqueue("a")
+    with pytest.raises(InvalidArgument, match="depends_on"):
+        await q.enqueue_unique("x", "k", depends_on=[a])
+    with pytest.raises(InvalidArgument, match="depends_on"):
+        await q.enqueue_batch_unique([("k", "x")], depends_on=[a])
+    with pytest.raises(InvalidArgument, match="on_dependency_failure"):
+        await q.enqueue_unique("x", "k", on_dependency_failure="run")
+    with pytest.raises(InvalidArgument, match="depends_on"):
+        async with store.transaction() as tx:
+            await tx.enqueue_unique("q", "x", "k", depends_on=[a])
+    stats = await q.stats()
+    assert (stats.ready, stats.waiting) == (1, 0)
 
 
 @pytest.mark.producer

@@ -205,3 +205,51 @@ async def test_results_leave_with_their_retention(
         report = await store.prune()
         assert report.history == 1
         assert await q.result(job_id) is None  # finished, its record gone
+
+
+async def test_a_result_outlives_its_retention_while_a_dependent_waits_for_it(
+    backend: Any, location: str, clock: ManualClock
+) -> None:
+    # The fan-in reads its dependencies' results when it runs: a record
+    # past its retention stays while a job depending on it waits or is live.
+    async with backend.open(location, clock=clock, housekeeping_interval=None) as store:
+        q = store.queue("q")
+        await q.set_retention(results=60)
+        early = await q.enqueue("early")
+        slow = await q.enqueue("slow", delay=3600)
+        join = await q.enqueue("join", depends_on=[early, slow])
+        (job,) = await q.claim_batch("w", 1)
+        assert job.id == early and await job.ack(result="E")
+        clock.advance(3601)
+        assert (await store.prune()).history == 0  # join still waits for it
+        (job,) = await q.claim_batch("w", 1)
+        assert job.id == slow and await job.ack(result="S")
+        await store.prune()
+        (job,) = await q.claim_batch("w", 1)  # join is live now
+        assert job.id == join
+        assert await job.dependency_results() == {early: "E", slow: "S"}
+        assert await job.ack()
+        clock.advance(61)
+        assert (await store.prune()).history == 3  # nothing needs them any more
+        assert await q.result(early) is None
+
+
+async def test_a_workflow_stays_readable_while_a_step_is_recorded(
+    backend: Any, location: str, clock: ManualClock
+) -> None:
+    async with backend.open(location, clock=clock, housekeeping_interval=None) as store:
+        q = store.queue("q")
+        await q.set_retention(results=7 * 86_400)
+        wf = store.workflow("weekly")
+        wf.step("only", q, "x")
+        run = await wf.enqueue()
+        (job,) = await q.claim_batch("w", 1)
+        assert await job.ack(result=1)
+        clock.advance(2 * 86_400)
+        assert (await store.prune()).workflows == 0
+        assert (await run.status()).steps["only"].result == 1
+        clock.advance(6 * 86_400)
+        report = await store.prune()
+        assert (report.history, report.workflows) == (1, 1)
+        with pytest.raises(InvalidArgument, match="no workflow"):
+            await run.status()

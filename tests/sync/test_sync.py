@@ -30,6 +30,7 @@ from alkstore import (
     DatabaseError,
     InvalidArgument,
     Job,
+    JobCancelled,
     TransactionConflict,
     UsageError,
     Wake,
@@ -357,6 +358,21 @@ def test_threads_share_one_store(engine: str, location: str) -> None:
         assert len(set(ids)) == 120
         assert store.queue("jobs").stats().ready == 120
     assert set(threading.enumerate()) == before, "the store left a thread behind"
+
+
+def test_a_blocking_result_wait_sees_a_cancel_of_its_job(engine: str, location: str) -> None:
+    # The wait marks its job awaited, so a cancel without history is
+    # recorded and raises, as it does for the async wait.
+    with open_sync(engine, location) as store:
+        q = store.queue("q")
+        job_id = q.enqueue("x", delay=3600)
+        timer = threading.Timer(0.3, lambda: q.cancel(job_id))
+        timer.start()
+        try:
+            with pytest.raises(JobCancelled):
+                q.result(job_id, timeout=SOON)
+        finally:
+            timer.join()
 
 
 def test_the_store_s_own_methods_inside_its_transaction_are_refused(

@@ -20,10 +20,16 @@ from pathlib import Path
 
 import pytest
 
-from alkstore.protocol.values.generation import CLAIM_GENERATION
-
 from . import releases
-from .test_rolling_upgrade import PATIENCE, Actors, live_ids, log, open_new, wait_until
+from .test_rolling_upgrade import (
+    PATIENCE,
+    Actors,
+    claim_generation_of,
+    live_ids,
+    log,
+    open_new,
+    wait_until,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -88,7 +94,8 @@ def test_this_release_stops_claiming_once_a_newer_one_opened_the_store(
     assert old.wait(timeout=PATIENCE) == 1
     assert old.stderr is not None
     errors = old.stderr.read()
-    this, next_ = CLAIM_GENERATION, CLAIM_GENERATION + 1
+    this = claim_generation_of(THIS)
+    next_ = this + 1
     assert f"ClaimRulesChanged: the store's claim rules are generation {next_}, newer than " \
            f"this alkstore's ({this})" in errors  # fmt: skip
     assert f"stops claiming: the store's claim generation is {next_}, this alkstore's {this}" \
@@ -170,7 +177,8 @@ def test_the_worker_command_exits_3_naming_both_generations(
     newer = start_newer(actors, "produce", "new", str(tmp_path / "new.log"))
     assert command.wait(timeout=PATIENCE) == 3
     errors = command.stderr.read()  # type: ignore[union-attr]
-    this, next_ = CLAIM_GENERATION, CLAIM_GENERATION + 1
+    this = claim_generation_of(THIS)
+    next_ = this + 1
     assert f"stops claiming: the store's claim generation is {next_}, this alkstore's {this}" \
         in errors
     assert "ClaimRulesChanged" in errors

@@ -29,7 +29,6 @@ from pathlib import Path
 import pytest
 
 import alkstore.sync
-from alkstore.protocol.values.generation import CLAIM_GENERATION
 from tests.backends import BACKENDS, PG_DSN
 
 from . import releases
@@ -37,6 +36,7 @@ from . import releases
 pytestmark = pytest.mark.slow
 
 ACTOR = Path(__file__).with_name("actor.py")
+ROOT = releases.ROOT
 PREVIOUS = max(releases.CODE_OF_SCHEMA)
 FILL = 2000
 PATIENCE = 90.0  # s: for progress that takes a second or two on a quiet machine
@@ -183,8 +183,8 @@ def test_a_running_old_release_and_this_one_share_a_migrated_store(
     wait_until("the old release works jobs", lambda: len(log(old_out)[1]) >= 100, old)
 
     new = actors.start(releases.ROOT, "run", "new", str(new_out))
-    old_generation = claim_generation_of(old_code)
-    if old_generation == CLAIM_GENERATION:
+    old_generation, this_generation = claim_generation_of(old_code), claim_generation_of(ROOT)
+    if old_generation == this_generation:
         wait_until("this release migrated the store and works jobs",
                    lambda: len(log(new_out)[1]) >= 100, old, new)  # fmt: skip
         assert schema_version(engine, location) == (current, current)
@@ -197,7 +197,7 @@ def test_a_running_old_release_and_this_one_share_a_migrated_store(
         # worker finishes what it holds, names both generations and exits.
         assert old.wait(timeout=PATIENCE) == 1
         errors = old.stderr.read()  # type: ignore[union-attr]
-        assert (f"stops claiming: the store's claim generation is {CLAIM_GENERATION}, "
+        assert (f"stops claiming: the store's claim generation is {this_generation}, "
                 f"this alkstore's {old_generation}") in errors  # fmt: skip
         wait_until("this release migrated the store and works jobs",
                    lambda: len(log(new_out)[1]) >= 100, new)  # fmt: skip

@@ -169,6 +169,17 @@ def check_unique_for(unique_for: Duration | None) -> int | None:
     return duration_us(unique_for, "unique_for", allow_zero=False)
 
 
+def _no_dependencies(options: Mapping[str, Any]) -> None:
+    # A unique key is held by a live job, checked as it goes in: a job
+    # that waits outside the queue could not hold one. Refused, not ignored.
+    for name in ("depends_on", "on_dependency_failure"):
+        if options.get(name) is not None:
+            raise InvalidArgument(
+                f"the unique enqueues take no {name}: a job waiting for its dependencies "
+                "holds no unique key (enqueue it with enqueue(..., depends_on=[...]))"
+            )
+
+
 def new_unique_job(
     queue: str,
     payload: codec.JSON,
@@ -178,6 +189,7 @@ def new_unique_job(
     options: Mapping[str, Any],
 ) -> tuple[NewJob, str]:
     """``enqueue_unique``'s job and checked key."""
+    _no_dependencies(options)
     key = check_unique_key(key)
     return resolve_enqueue(queue, payload, now_us, defaults, **options), key
 
@@ -187,6 +199,7 @@ def new_unique_jobs(
 ) -> list[tuple[NewJob, str]]:
     """``enqueue_batch_unique``'s (job, key) pairs: ``items`` must be an
     iterable of (key, payload) pairs, the options checked once."""
+    _no_dependencies(options)
     if isinstance(items, str | bytes | dict) or not isinstance(items, Iterable):
         raise InvalidArgument(f"items must be a list (or iterable) of (key, payload) pairs, "
                               f"got {brief(items)}")  # fmt: skip

@@ -2,14 +2,17 @@
 and its edges, the kept jobs' moves into history, the reads of a job's
 outcome and of a workflow.
 
-Concurrent finishes are ordered by row locks: counting an edge updates its
-row, and the decrement of a waiting job updates the job's, so two
-dependencies acked at once in two processes take turns on it and the second
-sees the first's count (READ COMMITTED re-reads the row it waited for): the
-job is released exactly once. A dependent enqueued while its dependency is
-being acked marks the dependency kept first (``keep_jobs``), and the ack's
-plain delete, which takes only unkept jobs, re-checks the row after the
-mark's commit and leaves it to the kept path. Statements match ids with
+Concurrent finishes are ordered by row locks on the waiting job: its
+release (a DELETE of the rows already complete) and the decrement of its
+count (an UPDATE) each lock its row, so two dependencies acked at once in
+two processes take turns on it and the second sees the first's count
+(READ COMMITTED re-reads the row it waited for): the job is released
+exactly once. A dependent enqueued while its dependency is being acked
+marks the dependency kept first (``keep_jobs``), and the ack's plain
+delete, which takes only unkept jobs, re-checks the row after the mark's
+commit and leaves it to the kept path; a waiting dependency is held with
+KEY SHARE (``hold_waiting``), so its release or cancel waits for the new
+edge and counts it. Statements match ids with
 ``= ANY(array)`` (a primary-key probe each, or a hashed filter) rather than
 joining an unnested array: a join the planner may run as a nested loop
 over every row of the table it scans."""
@@ -408,7 +411,9 @@ class Dependencies:
         f"SELECT w.id FROM {WORKFLOWS} AS w WHERE w.created_at < :cutoff "
         f"AND NOT EXISTS (SELECT 1 FROM {WORKFLOW_STEPS} AS s WHERE s.workflow_id = w.id AND "
         f"(EXISTS (SELECT 1 FROM {JOBS} WHERE id = s.job_id) "
-        f"OR EXISTS (SELECT 1 FROM {WAITING} WHERE id = s.job_id))) "
+        f"OR EXISTS (SELECT 1 FROM {WAITING} WHERE id = s.job_id) "
+        f"OR EXISTS (SELECT 1 FROM {HISTORY} WHERE id = s.job_id) "
+        f"OR EXISTS (SELECT 1 FROM {DEAD} WHERE id = s.job_id))) "
         "ORDER BY w.created_at LIMIT :limit FOR UPDATE SKIP LOCKED",
         Fetch.ALL,
     )

@@ -9,7 +9,16 @@ from ...protocol.plan import Fetch, Statement
 from ..shapes import DEAD_COLS, HISTORY_COLS, JOB_INFO_COLS, distinct_names
 from ..sql import Sql, Variants
 from .spelling import RULES
-from .tables import DEAD, HISTORY, JOBS, QUEUES, WAITING
+from .tables import DEAD, DEPS, HISTORY, JOBS, QUEUES, WAITING
+
+# A finished job's record that a job still waiting, or live, depends on:
+# that job reads its result when it runs, so the record outlives its
+# retention until then.
+_STILL_READ = (
+    f"EXISTS (SELECT 1 FROM {DEPS} AS d WHERE d.dep_id = h.id AND "
+    f"(EXISTS (SELECT 1 FROM {WAITING} WHERE id = d.job_id) "
+    f"OR EXISTS (SELECT 1 FROM {JOBS} WHERE id = d.job_id)))"
+)
 
 
 def _page_of(state: int, also: str = "") -> Sql:
@@ -126,9 +135,9 @@ class Inspection:
     # indexes (the dead one is partial: only letters with a prune time).
     # SKIP LOCKED: concurrent prunes take disjoint batches.
     _prune_history = Sql(
-        f"DELETE FROM {HISTORY} WHERE id IN (SELECT id FROM {HISTORY} "
-        f"WHERE {RULES.prune_due(':now')} ORDER BY prune_at LIMIT :limit FOR UPDATE SKIP LOCKED) "
-        "RETURNING id",
+        f"DELETE FROM {HISTORY} WHERE id IN (SELECT id FROM {HISTORY} AS h "
+        f"WHERE {RULES.prune_due(':now')} AND NOT {_STILL_READ} "
+        "ORDER BY prune_at LIMIT :limit FOR UPDATE SKIP LOCKED) RETURNING id",
         Fetch.ALL,
     )
 

@@ -407,7 +407,9 @@ class Dependencies:
         f"SELECT w.id FROM {WORKFLOWS} AS w WHERE w.created_at < :cutoff "
         f"AND NOT EXISTS (SELECT 1 FROM {WORKFLOW_STEPS} AS s WHERE s.workflow_id = w.id AND "
         f"(EXISTS (SELECT 1 FROM {JOBS} WHERE id = s.job_id) "
-        f"OR EXISTS (SELECT 1 FROM {WAITING} WHERE id = s.job_id))) "
+        f"OR EXISTS (SELECT 1 FROM {WAITING} WHERE id = s.job_id) "
+        f"OR EXISTS (SELECT 1 FROM {HISTORY} WHERE id = s.job_id) "
+        f"OR EXISTS (SELECT 1 FROM {DEAD} WHERE id = s.job_id))) "
         "ORDER BY w.created_at LIMIT :limit",
         Fetch.ALL,
     )

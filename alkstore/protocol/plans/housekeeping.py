@@ -69,9 +69,9 @@ def prune_dead(d: Dialect, now_us: int, limit: int = PRUNE_BATCH) -> Plan[int]:
 
 
 def prune_workflows(d: Dialect, now_us: int, limit: int = PRUNE_BATCH) -> Plan[int]:
-    """One batch of workflows older than the results retention none of
-    whose steps is still live or waiting (their steps' records go with
-    their own retention)."""
+    """One batch of workflows older than a day none of whose steps is still
+    anywhere (live, waiting, dead, or in history: each step's record goes
+    with its own queue's retention, and the workflow once the last has)."""
     rows = yield from fetch_all(d.stale_workflows(now_us - RESULTS_RETENTION_US, limit))
     if not rows:
         return 0

@@ -168,7 +168,7 @@ class LockTimeout(AlkstoreError, TimeoutError):
 
 
 class JobFailed(AlkstoreError):
-    """The job awaited (``Queue.result``, a workflow's ``wait``) died: it
+    """The job awaited (``Queue.result``, ``WorkflowRun.result``) died: it
     is a dead letter (``reason``: ``failed``, ``max_attempts``,
     ``expired``, ``claim_expired``; ``error``: its last error)."""
 
