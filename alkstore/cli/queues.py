@@ -10,6 +10,7 @@ import click
 from .. import shapes
 from ..api.store import Store
 from ..protocol.values.types import JobInfo, QueueSummary
+from ..readouts import Related, related
 from . import render
 from .target import Target, not_found, run, target_options
 
@@ -18,10 +19,7 @@ JOB_STATES = (
 )  # fmt: skip
 # The states ``cancel`` takes a job in.
 CANCELLABLE = ("pending", "processing", "waiting")
-# A job's dependencies and dependents whose states ``job`` looks up, at most
-# (one lookup each: a chord's last step may wait for thousands).
-RELATED_LOOKUPS = 50
-# Of those, how many the table names.
+# Of a job's dependencies and dependents, how many its table names.
 RELATED_SHOWN = 10
 
 
@@ -147,40 +145,12 @@ def jobs_command(
         out.print(f"more: --after {next_after}")
 
 
-@dataclass(frozen=True, slots=True)
-class Related:
-    """A dependency or dependent of a job, with where it is now: its queue
-    and state (``gone`` once its record was pruned; both None when it was
-    not looked up, past ``RELATED_LOOKUPS``)."""
-
-    id: int
-    queue: str | None
-    state: str | None
-
-    def doc(self) -> shapes.Doc:
-        return {"id": self.id, "queue": self.queue, "state": self.state}
-
-    def text(self) -> str:
-        return str(self.id) if self.state is None else f"{self.id} ({self.state})"
-
-
-async def related(store: Store, ids: tuple[int, ...]) -> list[Related]:
-    """Jobs ``ids`` where they are now, the first ``RELATED_LOOKUPS`` looked up."""
-    found = []
-    for n, job_id in enumerate(ids):
-        if n >= RELATED_LOOKUPS:
-            found.append(Related(job_id, None, None))
-            continue
-        info = await store.get_job(job_id)
-        found.append(Related(job_id, None, "gone") if info is None
-                     else Related(job_id, info.queue, info.state))  # fmt: skip
-    return found
-
-
 def related_text(jobs: list[Related]) -> str:
     """``8 (acked), 9 (pending)``, the first ``RELATED_SHOWN`` of them (a
     table's line stays readable; ``--json`` lists them all)."""
-    shown = ", ".join(r.text() for r in jobs[:RELATED_SHOWN])
+    shown = ", ".join(
+        str(r.id) if r.state is None else f"{r.id} ({r.state})" for r in jobs[:RELATED_SHOWN]
+    )
     more = len(jobs) - RELATED_SHOWN
     return shown if more <= 0 else f"{shown} and {more} more"
 

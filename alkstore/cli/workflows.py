@@ -7,78 +7,19 @@ only the command line prints them (docs/cli.md has them).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import click
 
 from .. import shapes
 from ..api.store import Store
 from ..protocol.plans.workflows import StepStatus, WorkflowStatus, WorkflowSummary
-from ..protocol.values.errors import InvalidArgument
+from ..readouts import levels, ordered, outcome, read_status, state_counts
 from . import render
 from .target import Target, not_found, run, target_options
-
-# The order states are counted in, from not started to failed.
-STATES = ("waiting", "pending", "processing", "acked", "gone", "cancelled", "dead")
-
-
-async def read_status(store: Store, workflow_id: int) -> WorkflowStatus | None:
-    """Run ``workflow_id`` as it stands now; None when there is none (never
-    was, or it was pruned, also while it was being read)."""
-    try:
-        found = await store.workflow_run(workflow_id)
-        return await found.status()
-    except InvalidArgument:
-        return None
-
-
-def outcome(status: WorkflowStatus) -> str:
-    """``running`` while a step may still change, then ``succeeded`` (every
-    step acked) or ``failed`` (some step dead or cancelled)."""
-    if not status.finished:
-        return "running"
-    return "succeeded" if status.succeeded else "failed"
-
-
-def state_counts(status: WorkflowStatus) -> dict[str, int]:
-    """How many steps are in each state, in ``STATES`` order (none: left out)."""
-    groups = status.by_state()
-    known = {s: len(groups[s]) for s in STATES if s in groups}
-    return known | {s: len(names) for s, names in groups.items() if s not in known}
 
 
 def counts_text(status: WorkflowStatus) -> str:
     """``2 acked, 1 waiting``."""
-    return ", ".join(f"{n} {state}" for state, n in state_counts(status).items())
-
-
-def levels(steps: Mapping[str, StepStatus]) -> dict[str, int]:
-    """Each step's level: 0 for a step that waits for nothing, else one
-    more than the highest level among the steps it waits for."""
-    waits = {name: [d for d in s.after if d in steps] for name, s in steps.items()}
-    released: dict[str, list[str]] = {name: [] for name in steps}
-    for name, deps in waits.items():
-        for dep in deps:
-            released[dep].append(name)
-    left = {name: len(deps) for name, deps in waits.items()}
-    level = {name: 0 for name, n in left.items() if n == 0}
-    ready = list(level)
-    while ready:
-        name = ready.pop()
-        for later in released[name]:
-            level[later] = max(level.get(later, 0), level[name] + 1)
-            left[later] -= 1
-            if left[later] == 0:
-                ready.append(later)
-    return {name: level.get(name, 0) for name in steps}
-
-
-def ordered(status: WorkflowStatus) -> list[StepStatus]:
-    """The steps level by level (so each comes after every step it waits
-    for), by job id within a level. Job ids alone are no such order: a
-    workflow's waiting steps get theirs in groups, after its first steps."""
-    level = levels(status.steps)
-    return sorted(status.steps.values(), key=lambda s: (level[s.name], s.job_id))
+    return ", ".join(f"{n} {state}" for state, n in state_counts(status))
 
 
 def step_doc(s: StepStatus) -> shapes.Doc:
@@ -102,7 +43,7 @@ def workflow_doc(status: WorkflowStatus) -> shapes.Doc:
         "status": outcome(status),
         "finished": status.finished,
         "succeeded": status.succeeded,
-        "states": state_counts(status),
+        "states": dict(state_counts(status)),
         "steps": [step_doc(s) for s in ordered(status)],
     }
 
@@ -114,7 +55,7 @@ def summary_doc(w: WorkflowSummary, status: WorkflowStatus | None) -> shapes.Doc
         "created_at": w.created_at,
         "steps": w.steps,
         "status": None if status is None else outcome(status),
-        "states": None if status is None else state_counts(status),
+        "states": None if status is None else dict(state_counts(status)),
     }
 
 

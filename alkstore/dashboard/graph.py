@@ -10,14 +10,12 @@ keeps most edges short and uncrossed without a layout engine.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
 from ..protocol.plans.workflows import StepStatus, WorkflowStatus
+from ..readouts import levels, ordered
 
-# The order states are counted in, from not started to failed.
-STATES: Final = ("waiting", "pending", "processing", "acked", "gone", "cancelled", "dead")
 # Past this many steps the graph is not drawn (the table still lists them).
 MAX_DRAWN: Final = 200
 # Geometry of the drawing, in SVG user units (pixels at scale 1).
@@ -27,49 +25,6 @@ GAP_X: Final = 56
 GAP_Y: Final = 14
 PAD: Final = 6
 LABEL_CHARS: Final = 20
-
-
-def outcome(status: WorkflowStatus) -> str:
-    """``running`` while a step may still change, then ``succeeded`` (every
-    step acked) or ``failed`` (some step dead or cancelled)."""
-    if not status.finished:
-        return "running"
-    return "succeeded" if status.succeeded else "failed"
-
-
-def state_counts(status: WorkflowStatus) -> list[tuple[str, int]]:
-    """How many steps are in each state, in ``STATES`` order (none: left out)."""
-    groups = status.by_state()
-    known = [(s, len(groups[s])) for s in STATES if s in groups]
-    return known + [(s, len(names)) for s, names in groups.items() if s not in STATES]
-
-
-def levels(steps: Mapping[str, StepStatus]) -> dict[str, int]:
-    """Each step's level (see the module's docstring)."""
-    waits = {name: [d for d in s.after if d in steps] for name, s in steps.items()}
-    released: dict[str, list[str]] = {name: [] for name in steps}
-    for name, deps in waits.items():
-        for dep in deps:
-            released[dep].append(name)
-    left = {name: len(deps) for name, deps in waits.items()}
-    level = {name: 0 for name, n in left.items() if n == 0}
-    ready = list(level)
-    while ready:
-        name = ready.pop()
-        for later in released[name]:
-            level[later] = max(level.get(later, 0), level[name] + 1)
-            left[later] -= 1
-            if left[later] == 0:
-                ready.append(later)
-    return {name: level.get(name, 0) for name in steps}
-
-
-def ordered(status: WorkflowStatus) -> list[StepStatus]:
-    """The steps level by level, so each comes after every step it waits
-    for; by job id within a level (job ids alone are no such order: a
-    workflow's waiting steps get theirs in groups, after its first steps)."""
-    level = levels(status.steps)
-    return sorted(status.steps.values(), key=lambda s: (level[s.name], s.job_id))
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
+from .. import readouts
 from ..api.queue import Queue
 from ..api.store import Store
 from ..protocol.plans.inspection import JOB_STATES
@@ -30,6 +31,7 @@ from ..protocol.values.names import (
 )
 from ..protocol.values.timeconv import to_datetime
 from ..protocol.values.types import JobInfo, QueueSummary, StreamEvent
+from ..readouts import related as _related
 from . import format as fmt
 from . import graph
 
@@ -43,10 +45,6 @@ BUCKET_S: Final = 60.0
 MAX_CHANNELS: Final = 64
 # Schedules shown on the overview (the next to fire first).
 SOON_SCHEDULES: Final = 10
-# A job's dependencies and dependents whose states its page looks up, at
-# most (one lookup each: a chord's last step may wait for thousands; its
-# page lists 200 of them, by id past these).
-RELATED_LOOKUPS: Final = 50
 
 
 class BadRequest(Exception):
@@ -233,29 +231,6 @@ def id_param(params: Params) -> int:
     return found
 
 
-@dataclass(frozen=True, slots=True)
-class Related:
-    """A job's dependency or dependent: its id, and its queue and state now
-    (``gone`` once its record was pruned; both None when not looked up,
-    past ``RELATED_LOOKUPS``)."""
-
-    id: int
-    queue: str | None
-    state: str | None
-
-
-async def _related(store: Store, ids: tuple[int, ...]) -> list[Related]:
-    found = []
-    for n, job_id in enumerate(ids):
-        if n >= RELATED_LOOKUPS:
-            found.append(Related(job_id, None, None))
-            continue
-        info = await store.get_job(job_id)
-        found.append(Related(job_id, None, "gone") if info is None
-                     else Related(job_id, info.queue, info.state))  # fmt: skip
-    return found
-
-
 def _channels(queues: Iterable[str]) -> list[str]:
     """What wakes a page about these queues' jobs: enqueues and releases,
     cancels, and the finish of a kept job (every workflow step is kept)."""
@@ -304,16 +279,6 @@ def timeline(info: JobInfo) -> list[tuple[datetime, str]]:
     return sorted(events, key=lambda e: e[0])
 
 
-async def _status(store: Store, workflow_id: int) -> WorkflowStatus | None:
-    """Run ``workflow_id`` as it stands now; None when there is none (never
-    was, or it was pruned, also while it was being read)."""
-    try:
-        run = await store.workflow_run(workflow_id)
-        return await run.status()
-    except InvalidArgument:
-        return None
-
-
 @dataclass(frozen=True, slots=True)
 class WorkflowRow:
     summary: WorkflowSummary
@@ -321,18 +286,18 @@ class WorkflowRow:
 
     @property
     def outcome(self) -> str:
-        return "gone" if self.status is None else graph.outcome(self.status)
+        return "gone" if self.status is None else readouts.outcome(self.status)
 
     @property
     def counts(self) -> list[tuple[str, int]]:
-        return [] if self.status is None else graph.state_counts(self.status)
+        return [] if self.status is None else readouts.state_counts(self.status)
 
 
 async def workflows(store: Store, params: Params) -> Built:
     before, limit = int_param(params, "before", lo=1), limit_param(params)
     runs = await store.list_workflows(before=before, limit=limit + 1)
     next_before = runs[limit - 1].id if len(runs) > limit else None
-    rows = [WorkflowRow(w, await _status(store, w.id)) for w in runs[:limit]]
+    rows = [WorkflowRow(w, await readouts.read_status(store, w.id)) for w in runs[:limit]]
     queues = [q for r in rows if r.status is not None for q in r.status.queues]
     return Built(
         {
@@ -349,17 +314,17 @@ async def workflows(store: Store, params: Params) -> Built:
 
 async def workflow(store: Store, params: Params) -> Built:
     workflow_id = id_param(params)
-    status = await _status(store, workflow_id)
+    status = await readouts.read_status(store, workflow_id)
     if status is None:
         raise not_found(f"no workflow {workflow_id}: never enqueued, or pruned")
-    level = graph.levels(status.steps)
+    level = readouts.levels(status.steps)
     return Built(
         {
             "now": now(store),
             "run": status,
-            "outcome": graph.outcome(status),
-            "counts": graph.state_counts(status),
-            "steps": graph.ordered(status),
+            "outcome": readouts.outcome(status),
+            "counts": readouts.state_counts(status),
+            "steps": readouts.ordered(status),
             "levels": level,
             "graph": graph.layout(status),
             "max_drawn": graph.MAX_DRAWN,

@@ -1,0 +1,95 @@
+"""What the command line and the dashboard derive alike from the read
+models: a job's related jobs where they are now, and a workflow run's
+status, outcome, state counts and levels.
+
+A module of neither ``alkstore/cli`` nor ``alkstore/dashboard`` (as
+``shapes.py`` is): both import it, so each rule of how a run is shown has
+one home.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from .api.store import Store
+from .protocol.plans.workflows import StepStatus, WorkflowStatus
+from .protocol.values.errors import InvalidArgument
+
+# A job's dependencies and dependents whose states are looked up, at most
+# (one read each): a fan-in of thousands shows the first ones' states.
+RELATED_LOOKUPS: Final = 50
+# The order states are counted in, from not started to failed.
+STATES: Final = ("waiting", "pending", "processing", "acked", "gone", "cancelled", "dead")
+
+
+@dataclass(frozen=True, slots=True)
+class Related:
+    """A dependency or dependent of a job, with where it is now: its queue
+    and state (``gone`` once its record was pruned; both None when it was
+    not looked up, past ``RELATED_LOOKUPS``)."""
+
+    id: int
+    queue: str | None
+    state: str | None
+
+    def doc(self) -> dict[str, object]:
+        return {"id": self.id, "queue": self.queue, "state": self.state}
+
+
+async def related(store: Store, ids: tuple[int, ...]) -> list[Related]:
+    """Jobs ``ids`` where they are now, the first ``RELATED_LOOKUPS`` looked up."""
+    found = []
+    for n, job_id in enumerate(ids):
+        if n >= RELATED_LOOKUPS:
+            found.append(Related(job_id, None, None))
+            continue
+        info = await store.get_job(job_id)
+        found.append(Related(job_id, None, "gone") if info is None
+                     else Related(job_id, info.queue, info.state))  # fmt: skip
+    return found
+
+
+async def read_status(store: Store, workflow_id: int) -> WorkflowStatus | None:
+    """Run ``workflow_id`` as it stands now; None when there is none (never
+    was, or it was pruned, also while it was being read)."""
+    try:
+        run = await store.workflow_run(workflow_id)
+        return await run.status()
+    except InvalidArgument:
+        return None
+
+
+def outcome(status: WorkflowStatus) -> str:
+    """``running`` while a step may still change, then ``succeeded`` (every
+    step acked) or ``failed`` (some step dead or cancelled)."""
+    if not status.finished:
+        return "running"
+    return "succeeded" if status.succeeded else "failed"
+
+
+def state_counts(status: WorkflowStatus) -> list[tuple[str, int]]:
+    """How many steps are in each state, in ``STATES`` order (none: left out)."""
+    groups = status.by_state()
+    known = [(s, len(groups[s])) for s in STATES if s in groups]
+    return known + [(s, len(names)) for s, names in groups.items() if s not in STATES]
+
+
+def levels(steps: Mapping[str, StepStatus]) -> dict[str, int]:
+    """Each step's level: 0 for a step that waits for nothing, else one
+    more than the highest level among the steps it waits for."""
+    level: dict[str, int] = {}
+    # Steps come in the order they were defined, each after the steps it
+    # waits for (the graph check's rule), so one pass settles every level.
+    for name, s in steps.items():
+        level[name] = 1 + max((level[d] for d in s.after if d in level), default=-1)
+    return level
+
+
+def ordered(status: WorkflowStatus) -> list[StepStatus]:
+    """The steps level by level, each after every step it waits for; in
+    the order they were defined within a level."""
+    level = levels(status.steps)
+    position = {name: i for i, name in enumerate(status.steps)}
+    return sorted(status.steps.values(), key=lambda s: (level[s.name], position[s.name]))
