@@ -66,10 +66,13 @@ with atheris.instrument_imports():
         InvalidArgument,
         InvalidName,
         Job,
+        JobCancelled,
+        JobFailed,
         Lock,
         PayloadTooLarge,
         Rate,
         ReservedName,
+        ResultTimeout,
         Store,
         WakeReceiver,
     )
@@ -320,6 +323,27 @@ async def _briefly(run: Callable[[], Awaitable[Any]]) -> None:
         record = caught.records[0]
         raise AssertionError(f"accepted its arguments, then logged {record.levelname}: "
                              f"{record.getMessage()[:300]}")  # fmt: skip
+
+
+async def _result(s: Store, job_id: Any, timeout: Any) -> None:
+    """``Queue.result``: refuses bad arguments at once; with good ones, how
+    the job ended (or that it has not, within ``timeout`` or a moment) is an
+    answer, not a refusal."""
+    with contextlib.suppress(ResultTimeout, JobFailed, JobCancelled), trio.move_on_after(MOMENT):
+        await s.queue("q").result(job_id, timeout=timeout)
+
+
+async def _workflow(s: Store, name: Any, step: Any, queue: Any, in_tx: bool) -> None:
+    """A two-step workflow (``step``, then "last" after it), enqueued alone
+    or in a transaction, then read back."""
+    wf = s.workflow(name)
+    first = wf.step(step, queue, 1)
+    wf.step("last", queue, 2, after=[first])
+    if in_tx:
+        await _in_tx(s, lambda tx: tx.enqueue_workflow(wf))
+        return
+    run = await wf.enqueue()
+    await run.status()
 
 
 async def _handler(job: Job) -> None:
@@ -591,6 +615,15 @@ METHODS: dict[str, tuple[tuple[str, ...], Call] | tuple[tuple[str, ...], Call, S
                     lambda s, b, n: s.stream("s").list_events(before=b, limit=n)),
     "throughput": (("duration", "duration"),
                    lambda s, w, b: s.queue("q").throughput(window=w, bucket=b)),
+    # dependencies, results, workflows
+    "enqueue_depends_on": (("int", "int"),
+                           lambda s, a, b: s.queue("q").enqueue(1, depends_on=[a, b])),
+    "result": (("int", "duration"), _result),
+    "workflow": (("name", "name", "name"), lambda s, n, st, q: _workflow(s, n, st, q, False)),
+    "tx_enqueue_workflow": (("name", "name", "name"),
+                            lambda s, n, st, q: _workflow(s, n, st, q, True)),
+    "workflow_run": (("int",), lambda s, i: s.workflow_run(i)),
+    "list_workflows": (("int", "int"), lambda s, b, n: s.list_workflows(before=b, limit=n)),
 }  # fmt: skip
 NAMES = sorted(METHODS)
 
@@ -620,7 +653,12 @@ COVERS: dict[str, tuple[str, ...]] = {
     "Queue.throughput": ("throughput",),
     "Stream.list_events": ("list_events",),
     "Queue.enqueue": ("enqueue", "enqueue_delay", "enqueue_run_at", "enqueue_expires_at",
-                      "enqueue_concurrency_key"),
+                      "enqueue_concurrency_key", "enqueue_depends_on"),
+    "Queue.result": ("result",),
+    "Store.workflow": ("workflow", "tx_enqueue_workflow"),
+    "Store.workflow_run": ("workflow_run",),
+    "Store.list_workflows": ("list_workflows",),
+    "Transaction.enqueue_workflow": ("tx_enqueue_workflow",),
     "Queue.enqueue_batch": ("enqueue_batch", "enqueue_batch_options"),
     "Queue.enqueue_unique": ("enqueue_unique",),
     "Queue.enqueue_batch_unique": ("enqueue_batch_unique",),

@@ -39,17 +39,19 @@ with atheris.instrument_imports():
 INT, TEXT, JSON, OPT_INT, OPT_TEXT, STATE, REASON, OUTCOME, FLAG = range(9)
 JOB = [INT, TEXT, JSON, INT, INT, INT, INT, INT, OPT_INT, OPT_TEXT, INT, STATE, OPT_TEXT, INT,
        OPT_TEXT]  # fmt: skip
-CLAIM = [*JOB, OPT_INT]  # a claim's row: a job's, then its queue's history retention
+# a claim's row: a job's, then its queue's history retention and whether it is kept
+CLAIM = [*JOB, OPT_INT, FLAG]
 JOB_INFO = [*JOB, OPT_TEXT, OPT_TEXT]  # as inspected: a job's, then its unique and concurrency keys
 # A dead letter's row ends with its concurrency key; a history row with its
 # unique and concurrency keys.
 DEAD = [INT, TEXT, JSON, INT, INT, INT, INT, INT, OPT_INT, OPT_TEXT, OPT_TEXT, REASON, INT,
         OPT_TEXT]  # fmt: skip
 EVENT = [INT, TEXT, OPT_TEXT, JSON, INT]
-SWEEP = [INT, INT, INT, OPT_INT, INT, INT]
+SWEEP = [INT, INT, INT, OPT_INT, INT, INT, FLAG]
 HISTORY = [INT, TEXT, OUTCOME, JSON, INT, INT, INT, INT, INT, INT, OPT_TEXT, OPT_TEXT, OPT_TEXT,
-           OPT_TEXT]  # fmt: skip
-SUMMARY = [INT, INT, INT, OPT_INT, INT, INT, FLAG, OPT_INT, OPT_INT, OPT_INT, FLAG]
+           OPT_TEXT, JSON]  # fmt: skip
+SUMMARY = [INT, INT, INT, OPT_INT, INT, INT, FLAG, OPT_INT, OPT_INT, OPT_INT, OPT_INT, OPT_INT,
+           OPT_INT, OPT_INT, FLAG, INT]  # fmt: skip
 STREAM = [OPT_INT, OPT_INT, OPT_INT, INT, OPT_INT, OPT_INT]
 CONSUMER = [TEXT, INT, FLAG]
 LOCK = [TEXT, OPT_TEXT, INT, INT, FLAG]
@@ -128,6 +130,9 @@ def _check_sweep(fdp: atheris.FuzzedDataProvider) -> None:
         return
     for field in dataclasses.fields(candidate):
         value = getattr(candidate, field.name)
+        if field.name == "kept":
+            assert isinstance(value, bool), candidate
+            continue
         is_int = isinstance(value, int) and not isinstance(value, bool)
         assert is_int or (value is None and field.name == "expires_at_us"), candidate
     _check_decision(candidate, now_us)
@@ -191,8 +196,9 @@ def TestOneInput(data: bytes) -> None:
         if summary is not None:
             assert isinstance(summary.paused, bool)
             assert isinstance(summary.unique_processing_blocks, bool)
-            limit = summary.concurrency_per_key
+            limit = summary.limits.concurrency_per_key
             assert limit is None or (isinstance(limit, int) and not isinstance(limit, bool))
+            assert isinstance(summary.waiting, int) and not isinstance(summary.waiting, bool)
     elif mode == 8:
         consumers = [_row(fdp, CONSUMER) for _ in range(fdp.ConsumeIntInRange(0, 2))]
         info = _check(lambda r: rows.stream_info("s", r, consumers), _row(fdp, STREAM),
@@ -205,11 +211,12 @@ def TestOneInput(data: bytes) -> None:
             assert isinstance(lock.held, bool) and (lock.owner is None) == (lock.expires_at is None)
     else:
         # Well-typed candidates with any integers at all: a decision, never an error.
-        fields: list[int | None] = [_time(fdp) for _ in SWEEP]
+        fields: list[int | None] = [_time(fdp) for _ in SWEEP[:-1]]
         if fdp.ConsumeBool():
             fields[3] = None
         fields[1] = fdp.ConsumeIntInRange(-1, 3)
-        _check_decision(claim.SweepCandidate(*fields), _time(fdp))  # type: ignore[arg-type]
+        candidate = claim.SweepCandidate(*fields, kept=fdp.ConsumeBool())  # type: ignore[arg-type]
+        _check_decision(candidate, _time(fdp))
 
 
 def main() -> None:

@@ -218,8 +218,7 @@ async def cancel_workflow(store: Store, form: FormData) -> Done:
         return Done(f"workflow {workflow_id} has finished: nothing to cancel", back, True)
     cancelled = await run.cancel()
     return Done(
-        f"cancelled workflow {workflow_id} ({run.name!r}): {cancelled} step(s), and the steps "
-        "waiting for them",
+        f"cancelled workflow {workflow_id} ({run.name!r}): {cancelled} step(s)",
         back,
     )
 

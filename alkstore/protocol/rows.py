@@ -477,5 +477,5 @@ def _rate(limit: int | None, period_us: int | None) -> Rate | None:
         return None
     try:
         return Rate(limit, timedelta(microseconds=period_us))
-    except InvalidArgument as exc:
+    except (InvalidArgument, OverflowError) as exc:  # a period past timedelta's range
         raise CodecError(f"row holds a rate out of range: {exc}") from None

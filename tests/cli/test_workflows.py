@@ -252,12 +252,16 @@ def test_a_dependency_whose_record_is_gone_reads_gone(engine: str, tmp_path: Pat
     try:
 
         async def work(store: Store) -> tuple[int, int]:
-            q = store.queue("q")
+            # A finished dependency's record goes with its retention once
+            # no live dependent needs it; the dependent's own stays a week.
+            q, later = store.queue("q"), store.queue("later")
             await q.set_retention(results=60)
+            await later.set_retention(results=7 * 86_400)
             first = await q.enqueue(1)
-            second = await q.enqueue(2, depends_on=[first])
-            job = await q.claim_one("w")
-            assert job is not None and await job.ack()
+            second = await later.enqueue(2, depends_on=[first])
+            for queue in (q, later):
+                job = await queue.claim_one("w")
+                assert job is not None and await job.ack()
             return first, second
 
         first, second = read(db, work)

@@ -200,12 +200,21 @@ async def test_bad_retentions_are_refused(quiet: Store, kwargs: dict[str, Any]) 
         await quiet.queue("q").set_retention(**kwargs)
 
 
-async def test_both_retentions_must_be_given(quiet: Store) -> None:
+async def test_a_retention_not_given_stays_as_it_was(quiet: Store) -> None:
     q: Any = quiet.queue("q")
     with pytest.raises(TypeError):
-        await q.set_retention(history=60)
-    with pytest.raises(TypeError):
-        await q.set_retention(60, None)
+        await q.set_retention(60, None)  # keywords only
+    await q.set_retention(history=60)
+    await q.set_retention(dead=30)  # history stays 60
+    await q.enqueue("x")
+    job = await q.claim_one("w")
+    assert job is not None and await job.ack()
+    assert len(await history_rows(quiet)) == 1
+    await q.set_retention(history=None)
+    await q.enqueue("y")
+    job = await q.claim_one("w")
+    assert job is not None and await job.ack()
+    assert len(await history_rows(quiet)) == 1
 
 
 # -- dead letters --------------------------------------------------------------

@@ -339,7 +339,7 @@ async def test_cancel_a_workflow(store: Store, caplog: pytest.LogCaptureFixture)
         )
         assert response.status_code == 303 and response.headers["location"] == page_path
         page = (await c.get(page_path)).text
-        assert f"cancelled workflow {made.quote.id} (&#39;quote&#39;): 1 step(s)" in page
+        assert f"cancelled workflow {made.quote.id} (&#39;quote&#39;): 3 step(s)" in page
         assert "Cancel workflow" not in page  # finished: nothing left to cancel
         again = await post(
             c, "/action/workflow/cancel", {"id": str(made.quote.id), "confirm": "yes"}, csrf=csrf

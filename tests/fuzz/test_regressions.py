@@ -144,19 +144,21 @@ def test_sweep_row_is_decoded_strictly(row: tuple[object, ...]) -> None:
 
 
 def test_sweep_row_decodes() -> None:
-    candidate = claim.sweep_candidate((7, 1, 5, None, 3, 3))
+    candidate = claim.sweep_candidate((7, 1, 5, None, 3, 3, 0))
     assert candidate == claim.SweepCandidate(7, 1, 5, None, 3, 3)
+    with pytest.raises(CodecError):  # a row from before dependencies (no "kept")
+        claim.sweep_candidate((7, 1, 5, None, 3, 3))
     assert claim.sweep_decision(candidate, 10) == "claim_expired"
 
 
 def test_claim_row_of_a_live_job_row_shape_is_codec_error() -> None:
     """A claim row one column short (a live job row without the queue's
     history retention) took the fast path and failed to unpack (ValueError)."""
-    row = (1, "q", '"x"', 0, 1, 3, 5, 4, None, "w", 9, 1, None, 1, None)
+    row = (1, "q", '"x"', 0, 1, 3, 5, 4, None, "w", 9, 1, None, 1, None, 60_000_000)
     with pytest.raises(CodecError):
         rows.job_record(row)
-    record = rows.job_record((*row, 60_000_000))
-    assert record.history_us == 60_000_000 and record.headers is None
+    record = rows.job_record((*row, 0))
+    assert record.history_us == 60_000_000 and record.headers is None and not record.kept
 
 
 # -- fuzz_options ------------------------------------------------------------
@@ -442,7 +444,7 @@ def test_error_text_is_stored_alike_on_every_engine(error: str | None, stored: s
     retry = claim.retry(d, _record(), NOW, delay_us=None, backoff=Backoff(), draw=0.0, error=error)
     for plan in (claim.fail(d, _record(), NOW, error), retry):
         next(plan)  # the ownership check
-        statement = plan.send((3, 3))  # out of attempts: buried
+        statement = plan.send((3, 3, 0))  # out of attempts: buried
         assert stored in statement.params
 
 
@@ -481,10 +483,17 @@ def test_derived_deadlines_past_9999_are_capped() -> None:
     far = Backoff.of(base=longest, cap=longest, jitter=0)
     plan = claim.retry(d, _record(), NOW, delay_us=None, backoff=far, draw=0.0, error=None)
     next(plan)
-    assert MAX_INSTANT_US in plan.send((1, 3)).params  # rescheduled, capped
+    assert MAX_INSTANT_US in plan.send((1, 3, 0)).params  # rescheduled, capped
     options = schedules.ScheduleOptions.of(expires_after=timedelta(microseconds=MAX_DURATION_US))
     plan = schedule.tick(d, NOW, "origin", 3)
     next(plan)  # due schedules
     plan.send([("s", "q", "@every 1h", "UTC", "null", options.encode(), NOW, "latest", None, None)])
     enqueue = plan.send(1)
     assert MAX_INSTANT_US in enqueue.params
+
+
+def test_a_stored_rate_period_past_timedelta_is_codec_error() -> None:
+    """A queue summary whose rate period overflows ``timedelta`` raised
+    OverflowError (found by fuzz_rows once its row had the summary's shape)."""
+    with pytest.raises(CodecError):
+        rows.queue_limits((None, 1, 10**30, None, None))

@@ -70,8 +70,8 @@ def record_acks(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, str, bool]]:
     acks: list[tuple[int, str, bool]] = []
     real = worker_module.ack_many
 
-    def recording(d: Any, worker: str, jobs: Any, now_us: int) -> Any:
-        acked = yield from real(d, worker, jobs, now_us)
+    def recording(d: Any, worker: str, jobs: Any, now_us: int, **options: Any) -> Any:
+        acked = yield from real(d, worker, jobs, now_us, **options)
         acks.extend((j.id, worker, j.id in acked) for j in jobs)
         return acked
 

@@ -379,7 +379,7 @@ def retry(
     row = yield from fetch_one(d.owned(job.id, job.claimed_by, job.claims, now_us))
     if row is None:
         return None
-    attempts, max_attempts, kept = int(row[0]), int(row[1]), bool(row[2])
+    attempts, max_attempts, kept = _owned(row)
     reason = retry_decision(attempts, max_attempts)
     if reason is not None:
         for statement in d.bury(job.id, reason, error, now_us):
@@ -396,6 +396,13 @@ def retry(
     return Outcome.RETRIED
 
 
+def _owned(row: Row) -> tuple[int, int, bool]:
+    """An ``owned`` row: attempts, max_attempts, whether the job is kept
+    (dependents or awaiters); a malformed one raises ``CodecError``."""
+    _shape(row, 3, "owned job")
+    return _int(row[0], "attempts"), _int(row[1], "max_attempts"), bool(row[2])
+
+
 def fail(
     d: Dialect, job: JobRecord, now_us: int, error: str | None, *, origin: str = ""
 ) -> Plan[bool]:
@@ -403,9 +410,10 @@ def fail(
     row = yield from fetch_one(d.owned(job.id, job.claimed_by, job.claims, now_us))
     if row is None:
         return False
+    kept = _owned(row)[2]
     for statement in d.bury(job.id, "failed", error, now_us):
         yield statement
-    if bool(row[2]):
+    if kept:
         yield from failed_kept(d, job.id, job.queue, "failed", origin, now_us)
     return True
 
