@@ -12,8 +12,10 @@ import orjson
 from ...protocol.dialect import STATE_PENDING
 from ...protocol.plan import Fetch, Statement
 from ...protocol.values.types import NewJob
+from .. import dependency_reads as reads
 from ..shapes import HISTORY_INSERT_COLS, WAITING_COLS
 from ..sql import Sql, Variants
+from . import tables
 from .spelling import RULES
 from .tables import DEAD, DEPS, HISTORY, JOBS, QUEUES, WAITING, WORKFLOW_STEPS, WORKFLOWS
 
@@ -268,15 +270,7 @@ class Dependencies:
             self._cancel_kept_delete.bind(job_id=job_id, queue=queue),
         )
 
-    _job_outcome = Sql(
-        f"SELECT 'live', state, NULL, NULL, queue FROM {JOBS} WHERE id = :job_id "
-        f"UNION ALL SELECT 'waiting', NULL, NULL, NULL, queue FROM {WAITING} WHERE id = :job_id "
-        f"UNION ALL SELECT 'history', outcome, result, last_error, queue FROM {HISTORY} "
-        "WHERE id = :job_id "
-        f"UNION ALL SELECT 'dead', reason, NULL, last_error, queue FROM {DEAD} "
-        "WHERE id = :job_id",
-        Fetch.ONE,
-    )
+    _job_outcome = Sql(reads.job_outcome(tables), Fetch.ONE)
 
     def job_outcome(self, job_id: int) -> Statement:
         return self._job_outcome.bind(job_id=job_id)
@@ -289,25 +283,17 @@ class Dependencies:
     def job_id_high(self) -> Statement:
         return self._job_id_high.bind()
 
-    _dependency_results = Sql(
-        f"SELECT d.dep_id, h.outcome, h.result, h.headers FROM {DEPS} AS d "
-        f"LEFT JOIN {HISTORY} AS h ON h.id = d.dep_id WHERE d.job_id = :job_id ORDER BY d.dep_id",
-        Fetch.ALL,
-    )
+    _dependency_results = Sql(reads.dependency_results(tables), Fetch.ALL)
 
     def dependency_results(self, job_id: int) -> Statement:
         return self._dependency_results.bind(job_id=job_id)
 
-    _dependencies = Sql(
-        f"SELECT dep_id, done FROM {DEPS} WHERE job_id = :job_id ORDER BY dep_id", Fetch.ALL
-    )
+    _dependencies = Sql(reads.dependencies(tables), Fetch.ALL)
 
     def dependencies(self, job_id: int) -> Statement:
         return self._dependencies.bind(job_id=job_id)
 
-    _dependents = Sql(
-        f"SELECT job_id, done FROM {DEPS} WHERE dep_id = :job_id ORDER BY job_id", Fetch.ALL
-    )
+    _dependents = Sql(reads.dependents(tables), Fetch.ALL)
 
     def dependents(self, job_id: int) -> Statement:
         return self._dependents.bind(job_id=job_id)
@@ -337,82 +323,37 @@ class Dependencies:
             workflow=workflow_id, steps=orjson.dumps(list(steps)).decode()
         )
 
-    _workflow = Sql(
-        f"SELECT id, name, created_at FROM {WORKFLOWS} WHERE id = :workflow", Fetch.ONE
-    )
+    _workflow = Sql(reads.workflow(tables), Fetch.ONE)
 
     def workflow(self, workflow_id: int) -> Statement:
         return self._workflow.bind(workflow=workflow_id)
 
-    # Each step with where its job is (the shape of job_outcome's row).
-    _workflow_steps = Sql(
-        "SELECT s.step, s.job_id, "
-        "CASE WHEN j.id IS NOT NULL THEN 'live' WHEN w.id IS NOT NULL THEN 'waiting' "
-        "WHEN h.id IS NOT NULL THEN 'history' WHEN d.id IS NOT NULL THEN 'dead' END, "
-        "COALESCE(j.state, h.outcome, d.reason), h.result, "
-        "COALESCE(h.last_error, d.last_error), COALESCE(j.queue, w.queue, h.queue, d.queue) "
-        f"FROM {WORKFLOW_STEPS} AS s "
-        f"LEFT JOIN {JOBS} AS j ON j.id = s.job_id "
-        f"LEFT JOIN {WAITING} AS w ON w.id = s.job_id "
-        f"LEFT JOIN {HISTORY} AS h ON h.id = s.job_id "
-        f"LEFT JOIN {DEAD} AS d ON d.id = s.job_id "
-        "WHERE s.workflow_id = :workflow ORDER BY s.position",
-        Fetch.ALL,
-    )
+    _workflow_steps = Sql(reads.workflow_steps(tables), Fetch.ALL)
 
     def workflow_steps(self, workflow_id: int) -> Statement:
         return self._workflow_steps.bind(workflow=workflow_id)
 
-    _workflow_edges = Sql(
-        f"SELECT d.dep_id, d.job_id FROM {WORKFLOW_STEPS} AS s "
-        f"JOIN {DEPS} AS d ON d.job_id = s.job_id WHERE s.workflow_id = :workflow "
-        "ORDER BY d.job_id, d.dep_id",
-        Fetch.ALL,
-    )
+    _workflow_edges = Sql(reads.workflow_edges(tables), Fetch.ALL)
 
     def workflow_edges(self, workflow_id: int) -> Statement:
         return self._workflow_edges.bind(workflow=workflow_id)
 
-    _workflow_open_steps = Sql(
-        f"SELECT s.job_id FROM {WORKFLOW_STEPS} AS s WHERE s.workflow_id = :workflow AND "
-        f"(EXISTS (SELECT 1 FROM {JOBS} WHERE id = s.job_id) "
-        f"OR EXISTS (SELECT 1 FROM {WAITING} WHERE id = s.job_id)) ORDER BY s.job_id",
-        Fetch.ALL,
-    )
+    _workflow_open_steps = Sql(reads.workflow_open_steps(tables), Fetch.ALL)
 
     def workflow_open_steps(self, workflow_id: int) -> Statement:
         return self._workflow_open_steps.bind(workflow=workflow_id)
 
-    _workflow_of = Sql(
-        f"SELECT s.workflow_id, s.step, w.name FROM {WORKFLOW_STEPS} AS s "
-        f"JOIN {WORKFLOWS} AS w ON w.id = s.workflow_id WHERE s.job_id = :job_id",
-        Fetch.ONE,
-    )
+    _workflow_of = Sql(reads.workflow_of(tables), Fetch.ONE)
 
     def workflow_of(self, job_id: int) -> Statement:
         return self._workflow_of.bind(job_id=job_id)
 
-    _workflow_page = Sql(
-        f"SELECT w.id, w.name, w.created_at, (SELECT COUNT(*) FROM {WORKFLOW_STEPS} AS s "
-        "WHERE s.workflow_id = w.id) "
-        f"FROM {WORKFLOWS} AS w WHERE w.id < :before ORDER BY w.id DESC LIMIT :limit",
-        Fetch.ALL,
-    )
+    _workflow_page = Sql(reads.workflow_page(tables), Fetch.ALL)
 
     def workflow_page(self, before: int, limit: int) -> Statement:
         return self._workflow_page.bind(before=before, limit=limit)
 
-    # Old workflows none of whose steps is still live or waiting.
-    _stale_workflows = Sql(
-        f"SELECT w.id FROM {WORKFLOWS} AS w WHERE w.created_at < :cutoff "
-        f"AND NOT EXISTS (SELECT 1 FROM {WORKFLOW_STEPS} AS s WHERE s.workflow_id = w.id AND "
-        f"(EXISTS (SELECT 1 FROM {JOBS} WHERE id = s.job_id) "
-        f"OR EXISTS (SELECT 1 FROM {WAITING} WHERE id = s.job_id) "
-        f"OR EXISTS (SELECT 1 FROM {HISTORY} WHERE id = s.job_id) "
-        f"OR EXISTS (SELECT 1 FROM {DEAD} WHERE id = s.job_id))) "
-        "ORDER BY w.created_at LIMIT :limit",
-        Fetch.ALL,
-    )
+    _stale_workflows = Sql(reads.stale_workflows(tables), Fetch.ALL)
 
     def stale_workflows(self, cutoff_us: int, limit: int) -> Statement:
         return self._stale_workflows.bind(cutoff=cutoff_us, limit=limit)

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from ..dialect import Dialect
+from ..dialect import STATE_PROCESSING, Dialect
 from ..plan import Plan, fetch_all, fetch_inserted_id, fetch_one, reads
 from ..rows import _int, _opt_str, _str, result_value
 from ..values import codec
@@ -169,7 +169,8 @@ def workflow_status(d: Dialect, workflow_id: int) -> Plan[WorkflowStatus | None]
         name, job_id = _str(r[0], "step"), _int(r[1], "job_id")
         where, detail = _opt_str(r[2], "where"), r[3]
         if where == "live":
-            state = "processing" if int(detail) == 1 else "pending"
+            # Read as text on both engines (the column it shares with outcomes).
+            state = "processing" if str(detail) == str(STATE_PROCESSING) else "pending"
         elif where == "waiting":
             state = "waiting"
         elif where == "history":
