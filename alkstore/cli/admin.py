@@ -77,7 +77,7 @@ def migrate_command(target: Target, check: bool) -> None:
         return None
 
     if found != expected:
-        run(target, nothing, read_only=False)  # opening read-write migrates
+        run(target, nothing, read_only=False, create=True)  # opening read-write migrates
     doc = {
         "engine": target.engine,
         "from_version": found,

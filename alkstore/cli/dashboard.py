@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import logging
-import os
 
 import click
 import trio
 
 from ..protocol.values.errors import InvalidArgument
-from .target import UNUSABLE, Target, database_options, fail, guarded, opened
+from .target import UNUSABLE, Target, database_options, fail, guarded, opened, refuse_missing
 
 AUTH_ENV = "ALKSTORE_DASHBOARD_AUTH"
 
@@ -103,8 +102,7 @@ def dashboard_command(
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s "
                                                        "%(message)s")  # fmt: skip
     read_only = not allow_actions
-    if read_only and target.db is not None and not os.path.exists(target.db):
-        fail(UNUSABLE, f"no such database file: {target.db}")
+    refuse_missing(target)  # a dashboard of a new, empty file is a typo's
 
     async def main() -> None:
         async with opened(target, read_only=read_only) as store:

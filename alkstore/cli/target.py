@@ -161,18 +161,30 @@ def run(
     work: Callable[[Store], Awaitable[T]],
     *,
     read_only: bool = True,
+    create: bool = False,
 ) -> T:
     """Open ``target``'s store, run ``work`` on it under trio, and return
     its result; any failure exits with its documented code and a message
-    on stderr."""
+    on stderr. A missing SQLite file is refused unless ``create``."""
 
     async def main() -> T:
         async with opened(target, read_only=read_only) as store:
             return await work(store)
 
-    if read_only and target.db is not None and not os.path.exists(target.db):
-        fail(UNUSABLE, f"no such database file: {target.db}")
+    refuse_missing(target, create=create)
     return guarded(target, lambda: trio.run(main))
+
+
+def refuse_missing(target: Target, *, create: bool = False) -> None:
+    """Exit 2 when ``target`` is a SQLite file that does not exist (unless
+    ``create``): a typo in ``--db`` must not make a new, empty database that
+    a worker then idles on. ``alkstore migrate`` creates one on purpose."""
+    if create or target.db is None or os.path.exists(target.db):
+        return
+    fail(
+        UNUSABLE,
+        f"no such database file: {target.db} (alkstore migrate --db {target.db} creates it)",
+    )
 
 
 @asynccontextmanager

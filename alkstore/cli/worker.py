@@ -31,7 +31,7 @@ from ..protocol.values.errors import AlkstoreError, UsageError
 from ..protocol.values.types import WorkerReport
 from ..runner.runtime import Runtime
 from .handlers import BadHandlers, QueueSpec, load
-from .target import Target, target_options
+from .target import Target, refuse_missing, target_options
 
 # Exit codes (docs/worker.md#exit-codes). 2 and 3 mean what they mean for
 # every command: unusable (usage, import, database), failed while running.
@@ -402,9 +402,16 @@ def _fail(code: int, message: str) -> NoReturn:
     show_default=True,
     help="Log on stderr from this level up.",
 )
+@click.option(
+    "--create",
+    is_flag=True,
+    help="Create the SQLite database (--db) if it does not exist. Default: refuse a missing "
+    "file, as a typo in --db would make one.",
+)
 @target_options
 def worker(
     target: Target,
+    create: bool,
     handlers: str,
     queues: tuple[str, ...],
     concurrency: int | None,
@@ -443,6 +450,7 @@ def worker(
         _fail(UNUSABLE, str(exc))
     except AlkstoreError as exc:
         _fail(UNUSABLE, str(exc))
+    refuse_missing(target, create=create)
     if metrics_port is not None:
         try:
             import opentelemetry.exporter.prometheus  # noqa: F401

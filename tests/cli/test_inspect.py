@@ -279,9 +279,12 @@ def test_a_plain_sqlite_file_is_refused_and_left_alone(tmp_path: Path) -> None:
 
 
 def test_a_missing_file_is_refused_not_created(tmp_path: Path) -> None:
-    out = cli("queues", "--db", str(tmp_path / "nope.db"))
-    assert out.code == 2 and "no such database file" in out.err
-    assert list(tmp_path.iterdir()) == []
+    """Read-only commands and commands that change something alike: only
+    ``migrate`` (and ``worker --create``) make a database."""
+    for args in (("queues",), ("pause", "emails"), ("prune",), ("dead", "purge", "emails", "--all", "--yes")):
+        out = cli(*args, "--db", str(tmp_path / "nope.db"))
+        assert out.code == 2 and "no such database file" in out.err, (args, out)
+        assert list(tmp_path.iterdir()) == [], args
 
 
 def test_a_newer_schema_is_refused(engine: str, tmp_path: Path) -> None:

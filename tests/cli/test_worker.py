@@ -473,9 +473,29 @@ def test_a_nested_attribute_and_a_dict_queue_are_found(project: Path, tmp_path: 
     """``tasks:Holder.handlers`` resolves; the command then gets as far as the
     database (a directory that does not exist: exit 2 from the open)."""
     db = tmp_path / "missing-dir" / "x.db"
-    done = run_command(project, "tasks:Holder.handlers", "--db", str(db))
+    done = run_command(project, "tasks:Holder.handlers", "--db", str(db), "--create")
     assert done.returncode == 2
     assert "cannot open" in done.stderr
+
+
+def test_a_missing_database_file_is_refused_not_created(project: Path, tmp_path: Path) -> None:
+    """A typo in --db exits 2 with the inspection commands' message instead
+    of making a new, empty database and idling on it."""
+    db = tmp_path / "nope.db"
+    done = run_command(project, "tasks:handlers", "--db", str(db))
+    assert done.returncode == 2, done.stderr
+    assert f"no such database file: {db}" in done.stderr
+    assert "alkstore migrate" in done.stderr
+    assert not db.exists()
+
+
+async def test_create_makes_the_database_and_runs(project: Path, tmp_path: Path) -> None:
+    db = tmp_path / "new.db"
+    async with worker(project, "tasks:handlers", "--db", str(db), "--create") as child:
+        await until(lambda: "running" in child.log(), STARTUP, "the worker started")
+        assert db.exists()
+        child.signal(signal.SIGTERM)
+        assert await child.exit_code() == 0, child.log()
 
 
 async def test_metrics_port_serves_the_workers_metrics_while_it_runs(
@@ -534,6 +554,6 @@ def test_metrics_port_taken_exits_2(project: Path, tmp_path: Path) -> None:
         taken.listen()
         port = taken.getsockname()[1]
         done = run_command(project, "tasks:handlers", "-q", "jobs", "--metrics-port", str(port),
-                           "--db", str(tmp_path / "app.db"))  # fmt: skip
+                           "--db", str(tmp_path / "app.db"), "--create")  # fmt: skip
     assert done.returncode == 2, done.stderr
     assert "cannot serve metrics" in done.stderr

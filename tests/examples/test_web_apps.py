@@ -81,11 +81,13 @@ def test_an_order_is_processed_by_the_worker_and_a_failed_one_leaves_no_job(
             "web", ["-m", "hypercorn", example.app, "--bind", f"127.0.0.1:{port}"],
             cwd=example.path, env=db.env,
         )  # fmt: skip
+        # The app opens (and so creates) the database; the worker, started
+        # after it as the docs say, refuses a missing SQLite file.
+        wait_for_http(f"{base}/queue", run)
         worker = run.start(
             "worker",
             ["-m", "alkstore", "worker", example.handlers, *example.worker_options, *db.cli],
             cwd=example.path, env=db.env,
         )  # fmt: skip
-        wait_for_http(f"{base}/queue", run)
         check_order_flow(base, run, worker)
         assert web.stop(signal.SIGTERM, SOON) == 0, run.describe()
