@@ -281,7 +281,8 @@ def test_a_plain_sqlite_file_is_refused_and_left_alone(tmp_path: Path) -> None:
 def test_a_missing_file_is_refused_not_created(tmp_path: Path) -> None:
     """Read-only commands and commands that change something alike: only
     ``migrate`` (and ``worker --create``) make a database."""
-    for args in (("queues",), ("pause", "emails"), ("prune",), ("dead", "purge", "emails", "--all", "--yes")):
+    purge = ("dead", "purge", "emails", "--all", "--yes")
+    for args in (("queues",), ("pause", "emails"), ("prune",), purge):
         out = cli(*args, "--db", str(tmp_path / "nope.db"))
         assert out.code == 2 and "no such database file" in out.err, (args, out)
         assert list(tmp_path.iterdir()) == [], args
