@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 
 import click
 import trio
 
 from ..protocol.values.errors import InvalidArgument
-from .target import UNUSABLE, Target, database_options, fail, guarded, opened, refuse_missing
+from .target import (
+    UNUSABLE,
+    Exit,
+    Target,
+    database_options,
+    fail,
+    guarded,
+    opened,
+    refuse_missing,
+)
 
 AUTH_ENV = "ALKSTORE_DASHBOARD_AUTH"
 
@@ -69,7 +79,7 @@ def dashboard_command(
     try:
         from ..dashboard import create_app
         from ..dashboard.safety import Auth, Hosts
-        from ..dashboard.server import is_loopback, serve, served_hosts
+        from ..dashboard.server import CannotListen, is_loopback, serve, served_hosts
     except ImportError as exc:
         fail(UNUSABLE, str(exc))
     try:
@@ -112,8 +122,15 @@ def dashboard_command(
             )  # fmt: skip
             mode = "actions allowed" if allow_actions else "read-only"
             shown = f"[{host}]" if ":" in host else host
-            click.echo(f"alkstore dashboard on http://{shown}:{port}/ ({mode}, "
-                       f"{target.where}); Ctrl-C stops it", err=True)  # fmt: skip
-            await serve(app, host, port)
+            refused: CannotListen | None = None
+            try:
+                async with trio.open_nursery() as nursery:
+                    await nursery.start(functools.partial(serve, app, host, port))
+                    click.echo(f"alkstore dashboard on http://{shown}:{port}/ ({mode}, "
+                               f"{target.where}); Ctrl-C stops it", err=True)  # fmt: skip
+            except* CannotListen as group:
+                refused = group.exceptions[0]  # type: ignore[assignment]
+            if refused is not None:
+                raise Exit(UNUSABLE, str(refused))
 
     guarded(target, lambda: trio.run(main))

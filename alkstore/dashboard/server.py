@@ -62,6 +62,11 @@ async def until_signalled() -> None:
             return
 
 
+class CannotListen(Exception):
+    """The dashboard's address cannot be listened on: taken by another
+    process, not this machine's, or a port that needs privileges."""
+
+
 async def serve(
     app: Any,
     host: str,
@@ -69,9 +74,12 @@ async def serve(
     *,
     shutdown: Callable[[], Awaitable[None]] = until_signalled,
     graceful_timeout: float = 5.0,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve ``app`` on ``host:port`` under trio until ``shutdown()`` returns;
-    requests still running then get ``graceful_timeout`` seconds."""
+    requests still running then get ``graceful_timeout`` seconds. Reports
+    started (``nursery.start``) once it listens; raises ``CannotListen``
+    when it cannot."""
     from hypercorn.config import Config
     from hypercorn.trio import serve as hypercorn_serve
 
@@ -80,4 +88,28 @@ async def serve(
     config.graceful_timeout = graceful_timeout
     config.accesslog = None
     config.errorlog = logging.getLogger("hypercorn.error")
-    await hypercorn_serve(app, config, shutdown_trigger=shutdown)
+    listening = False
+
+    async def run(task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> None:
+        await hypercorn_serve(app, config, shutdown_trigger=shutdown, task_status=task_status)
+
+    refused: OSError | None = None
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(run)
+            listening = True
+            task_status.started()
+    except* OSError as group:
+        if listening:  # a failure once serving is the server's to report
+            raise
+        refused = _first(group)
+    if refused is not None:
+        reason = refused.strerror or str(refused)
+        raise CannotListen(f"cannot listen on {bind_address(host, port)}: {reason}")
+
+
+def _first(group: BaseExceptionGroup[OSError]) -> OSError:
+    found = group.exceptions[0]
+    while isinstance(found, BaseExceptionGroup):
+        found = found.exceptions[0]
+    return found

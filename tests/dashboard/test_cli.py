@@ -115,10 +115,32 @@ def test_refuses_an_open_host_without_auth_and_other_bad_settings(tmp_path: Path
     missing = run("--db", db)
     assert missing.returncode == 2 and "no such database file" in missing.stderr
     assert not Path(db).exists()  # read-only: never created
+    missing_rw = run("--db", db, "--allow-actions")
+    assert missing_rw.returncode == 2 and "no such database file" in missing_rw.stderr
+    assert not Path(db).exists()  # nor with actions allowed: a typo is not a database
     wildcard = run("--db", db, "--host", "0.0.0.0", "--auth", "ops:pw")
     assert wildcard.returncode == 2 and "--trusted-host" in wildcard.stderr
     bad_host = run("--db", db, "--trusted-host", "a/b")
     assert bad_host.returncode == 2 and "--trusted-host" in bad_host.stderr
+
+
+def test_a_port_in_use_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    """Not the server's traceback, nor the "on http://..." line of a
+    dashboard that never listened."""
+    import socket
+
+    db = str(tmp_path / "app.db")
+    assert subprocess.run([sys.executable, "-m", "alkstore", "migrate", "--db", db],
+                          env=child_env(), capture_output=True).returncode == 0  # fmt: skip
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = run("--db", db, "--port", str(port))
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == [
+        f"alkstore: cannot listen on 127.0.0.1:{port}: Address already in use"
+    ]
 
 
 @pytest.mark.parametrize("engine", ENGINES)

@@ -12,6 +12,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
+from urllib.parse import unquote
 
 from ...engines.sqlite import SCHEMA_VERSION, control, migrate, needs_migration, schema_version
 from ...protocol.plan import Fetch, FinalStatementError, Plan, Statement, shape
@@ -54,7 +55,7 @@ def connect(
             uri=path.startswith("file:"),
         )
     except sqlite3.Error as exc:
-        raise error(exc, f"cannot open SQLite database {path!r}") from exc
+        raise error(exc, f"cannot open SQLite database {shown(path)!r}") from exc
     try:
         for statement in control.setup_statements(busy_timeout, pragmas, read_only=read_only):
             _execute_retrying_busy(conn, statement, busy_timeout)
@@ -63,8 +64,16 @@ def connect(
         raise
     except sqlite3.Error as exc:
         conn.close()
-        raise error(exc, f"cannot configure SQLite database {path!r}") from exc
+        raise error(exc, f"cannot configure SQLite database {shown(path)!r}") from exc
     return conn
+
+
+def shown(path: str) -> str:
+    """``path`` as its user gave it: a ``file:`` URI of a read-only open
+    shows as the file's path, not the URI alkstore made of it."""
+    if not path.startswith("file:"):
+        return path
+    return unquote(path.removeprefix("file:").split("?", 1)[0])
 
 
 def _execute_retrying_busy(conn: sqlite3.Connection, sql: str, timeout: float) -> None:
