@@ -1,6 +1,6 @@
 """What the command line and the dashboard derive alike from the read
-models: a job's related jobs where they are now, and a workflow run's
-status, outcome, state counts and levels.
+models: which queues exist, a job's related jobs where they are now, and a
+workflow run's status, outcome, state counts and levels.
 
 A module of neither ``alkstore/cli`` nor ``alkstore/dashboard`` (as
 ``shapes.py`` is): both import it, so each rule of how a run is shown has
@@ -9,6 +9,7 @@ one home.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
@@ -16,12 +17,43 @@ from typing import Final
 from .api.store import Store
 from .protocol.plans.workflows import StepStatus, WorkflowStatus
 from .protocol.values.errors import InvalidArgument
+from .protocol.values.types import QueueSummary
 
 # A job's dependencies and dependents whose states are looked up, at most
 # (one read each): a fan-in of thousands shows the first ones' states.
 RELATED_LOOKUPS: Final = 50
 # The order states are counted in, from not started to failed.
 STATES: Final = ("waiting", "pending", "processing", "acked", "gone", "cancelled", "dead")
+
+
+class NoSuchQueue(Exception):
+    """A queue name that no queue has, with the nearest known name when one
+    is close (a typo must not read as an empty queue, nor be paused into
+    being)."""
+
+    def __init__(self, name: str, near: str | None) -> None:
+        hint = f" (did you mean {near!r}?)" if near is not None else ""
+        super().__init__(f"no queue named {name!r}{hint}")
+        self.name = name
+        self.near = near
+
+
+async def find_queue(store: Store, name: str) -> QueueSummary:
+    """The summary of queue ``name``. A queue exists once ``list_queues``
+    lists it (live jobs, dead letters, history or settings) or a schedule
+    feeds it (zeros, until it fires); otherwise ``NoSuchQueue``. The
+    command line and the dashboard both ask this, so a name one refuses the
+    other does not show."""
+    listed = await store.list_queues()
+    for summary in listed:
+        if summary.name == name:
+            return summary
+    fed = {s.queue for s in await store.list_schedules()}
+    if name in fed:
+        return await store.queue(name).summary()
+    known = sorted({s.name for s in listed} | fed)
+    near = difflib.get_close_matches(name, known, n=1)
+    raise NoSuchQueue(name, near[0] if near else None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import click
 
-from .. import shapes
+from .. import readouts, shapes
 from ..api.store import Store
 from ..protocol.values.types import JobInfo, QueueSummary
 from ..readouts import Related, related
@@ -28,13 +28,13 @@ def now() -> datetime:
 
 
 async def find_queue(store: Store, name: str) -> QueueSummary:
-    """The summary of queue ``name``; exits 1 when no such queue exists (a
-    mistyped name must not read as an empty queue)."""
+    """The summary of queue ``name``; exits 1 when no such queue exists
+    (``readouts.find_queue``: the dashboard's rule too)."""
     store.queue(name)  # the name rules first: a bad name is a usage error
-    for summary in await store.list_queues():
-        if summary.name == name:
-            return summary
-    not_found(f"no queue named {name!r}")
+    try:
+        return await readouts.find_queue(store, name)
+    except readouts.NoSuchQueue as exc:
+        not_found(str(exc))
 
 
 def limits_text(q: QueueSummary) -> str:

@@ -27,7 +27,7 @@ from ..protocol.values.schedules import parse_duration
 from .pages import base_of, notice_cookie
 from .safety import CSRF_FIELD, USER_KEY, same_origin
 from .settings import settings_of
-from .views import BadRequest, name_param, now, queue_handle
+from .views import BadRequest, known_queue, name_param, now, queue_handle
 
 log = logging.getLogger("alkstore.dashboard")
 
@@ -64,9 +64,13 @@ def _form_params(form: FormData) -> dict[str, str]:
     return {k: v for k, v in form.items() if isinstance(v, str)}
 
 
-def _queue(store: Store, form: FormData) -> tuple[str, Queue]:
+async def _queue(store: Store, form: FormData) -> tuple[str, Queue]:
+    """The queue a form names; 404 for one that does not exist (pausing it
+    would create it)."""
     name = name_param(_form_params(form))
-    return name, queue_handle(store, name)
+    handle = queue_handle(store, name)
+    await known_queue(store, name)
+    return name, handle
 
 
 def _q(name: str) -> str:
@@ -77,13 +81,13 @@ def _q(name: str) -> str:
 
 # -- queues ------------------------------------------------------------------------------
 async def pause_queue(store: Store, form: FormData) -> Done:
-    name, handle = _queue(store, form)
+    name, handle = await _queue(store, form)
     await handle.pause()
     return Done(f"paused queue {name!r}", f"/queue?name={_q(name)}")
 
 
 async def resume_queue(store: Store, form: FormData) -> Done:
-    name, handle = _queue(store, form)
+    name, handle = await _queue(store, form)
     await handle.resume()
     return Done(f"resumed queue {name!r}", f"/queue?name={_q(name)}")
 
@@ -147,7 +151,7 @@ def _described(which: str, ids: list[int], age: timedelta | None) -> str:
 
 
 async def requeue_dead(store: Store, form: FormData) -> Done:
-    name, handle = _queue(store, form)
+    name, handle = await _queue(store, form)
     which, ids, age = _selection(form)
     chosen = ids if which == "selected" else await _dead_ids(store, handle, age)
     moved = [job_id for job_id in chosen if await handle.requeue_dead(job_id)]
@@ -159,7 +163,7 @@ async def requeue_dead(store: Store, form: FormData) -> Done:
 
 
 async def purge_dead(store: Store, form: FormData) -> Done:
-    name, handle = _queue(store, form)
+    name, handle = await _queue(store, form)
     which, ids, age = _selection(form)
     _confirmed(form, which)
     if which == "selected":

@@ -178,11 +178,21 @@ async def _jobs_page(
     return jobs, None
 
 
+async def known_queue(store: Store, name: str) -> QueueSummary:
+    """Queue ``name``'s summary; 404 for a name no queue has (the command
+    line's rule: ``readouts.find_queue``), so a typo shows no empty queue
+    to pause into being."""
+    try:
+        return await readouts.find_queue(store, name)
+    except readouts.NoSuchQueue as exc:
+        raise BadRequest(str(exc), 404) from None
+
+
 async def queue(store: Store, params: Params) -> Built:
     name = name_param(params)
     handle = queue_handle(store, name)
     state, after, limit = state_param(params), int_param(params, "after"), limit_param(params)
-    summary = await handle.summary()
+    summary = await known_queue(store, name)
     row = await _queue_row(store, summary)
     jobs, next_after = await _jobs_page(handle, state, after, limit)
     return Built(
@@ -207,7 +217,7 @@ async def dead(store: Store, params: Params) -> Built:
     name = name_param(params)
     handle = queue_handle(store, name)
     after, limit = int_param(params, "after"), limit_param(params)
-    summary = await handle.summary()
+    summary = await known_queue(store, name)
     letters, next_after = await _jobs_page(handle, "dead", after, limit)
     return Built(
         {

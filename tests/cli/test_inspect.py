@@ -336,6 +336,19 @@ def test_pause_and_resume(fresh: Db) -> None:
     assert read(fresh, lambda s: s.queue("not-yet").is_paused()) is True
 
 
+def test_a_typo_names_the_near_queue_and_a_schedules_queue_exists(fresh: Db) -> None:
+    """One rule with the dashboard (readouts.find_queue): a queue exists
+    once listed or fed by a schedule; a near miss says what was meant."""
+    typo = cli("pause", "emials", *fresh.args)
+    assert typo.code == 1 and "no queue named 'emials' (did you mean 'emails'?)" in typo.err
+    assert cli("jobs", "emials", *fresh.args).code == 1
+    far = cli("jobs", "zzzzzz", *fresh.args)
+    assert far.code == 1 and "did you mean" not in far.err
+    read(fresh, lambda s: s.schedule("nightly-report", "reports-only", "@every 1h", None))
+    assert cli("jobs", "reports-only", *fresh.args, "--json").doc["jobs"] == []
+    assert cli("pause", "reports-only", *fresh.args).code == 0
+
+
 def test_cancel_a_pending_job(fresh: Db) -> None:
     ready = cli("jobs", "emails", *fresh.args, "--state", "ready", "--json").doc["jobs"]
     job_id = ready[0]["id"]

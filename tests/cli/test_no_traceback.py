@@ -79,7 +79,8 @@ MODES = {
 
 
 # ``migrate`` creates a missing file: that is what it is for.
-CASES = [(c, m) for c in COMMANDS for m in sorted(MODES) if (c, m) != (("migrate",), "missing-file")]
+CREATES = (("migrate",), "missing-file")
+CASES = [(c, m) for c in COMMANDS for m in sorted(MODES) if (c, m) != CREATES]
 
 
 @pytest.mark.parametrize(("path", "mode"), CASES, ids=[f"{' '.join(c)}-{m}" for c, m in CASES])

@@ -38,6 +38,31 @@ async def test_pause_and_resume_a_queue(store: Store, caplog: pytest.LogCaptureF
     ]
 
 
+async def test_a_queue_that_does_not_exist_is_not_shown_nor_paused_into_being(
+    store: Store,
+) -> None:
+    """The command line's rule (a queue exists once listed, or fed by a
+    schedule): a typo is a 404 with the near name, and pausing it creates
+    no queue."""
+    await fill(store)
+    await store.schedule("nightly", "reports", "@every 1h", None)
+    before = {q.name for q in await store.list_queues()}
+    async with client(create_app(store, allow_actions=True)) as c:
+        for page in ("/queue?name=emials", "/queue/dead?name=emials"):
+            typo = await c.get(page)
+            assert typo.status_code == 404, page
+            assert "no queue named &#39;emials&#39; (did you mean &#39;emails&#39;?)" in typo.text
+        assert (await c.get("/queue?name=reports")).status_code == 200  # fed by a schedule
+        csrf = await token(c)
+        for action in ("pause", "resume"):
+            response = await post(c, f"/action/queue/{action}", {"name": "emials"}, csrf=csrf)
+            assert response.status_code == 303
+            page = (await c.get(response.headers["location"])).text
+            assert "no queue named &#39;emials&#39;" in page, action
+    assert {q.name for q in await store.list_queues()} == before
+    assert not await store.queue("emials").is_paused()
+
+
 async def test_an_outbox_queue_is_paused_by_its_internal_name(store: Store) -> None:
     await store.outbox("webhooks").enqueue({"order": 1})
     async with client(create_app(store, allow_actions=True)) as c:
