@@ -120,3 +120,25 @@ __all__ = [
     "WorkflowStatus",
     "WorkflowSummary",
 ]
+
+
+def _report_public_module() -> None:
+    """Errors and handles report ``alkstore`` as their module, so a
+    traceback says ``alkstore.DatabaseError``, the name users import, not
+    the internal module that defines it (trio does the same). Values
+    (dataclasses) keep their defining module: their fields' annotations name
+    types of it, which ``typing.get_type_hints`` (FastAPI, pydantic)
+    resolves there."""
+    import dataclasses
+
+    for name in __all__:
+        obj = globals()[name]
+        if (
+            isinstance(obj, type)
+            and obj.__module__.startswith(f"{__name__}.")
+            and not dataclasses.is_dataclass(obj)
+        ):
+            obj.__module__ = __name__
+
+
+_report_public_module()

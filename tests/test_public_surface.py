@@ -43,6 +43,8 @@ WHITE_BOX: dict[str, set[str]] = {
     "test_demo.py": {"alkstore.cli", "alkstore.demo"},
     # the docs' `alkstore ...` commands, parsed by the real click commands
     "test_commands.py": {"alkstore.cli"},
+    # every command, in-process, through its failure modes
+    "test_no_traceback.py": {"alkstore.cli"},
     # the reference model: an oracle over the core's value types and rules
     "model.py": {
         "alkstore.protocol.values.backoff", "alkstore.protocol.values.codec",
@@ -338,4 +340,27 @@ def test_lock_errors_belong_to_the_taxonomy() -> None:
         if inspect.isclass(getattr(alkstore, n)) and issubclass(getattr(alkstore, n), Exception)
     ]
     assert all(issubclass(e, alkstore.AlkstoreError) for e in errors)
-    assert all(e.__module__ == "alkstore.protocol.values.errors" for e in errors)
+    assert all(e.__module__ == "alkstore" for e in errors)  # as users import them
+    assert {e.__name__ for e in errors} <= set(vars(importlib.import_module(
+        "alkstore.protocol.values.errors")))  # one home: the taxonomy's module
+
+
+def test_errors_and_handles_report_the_module_users_import() -> None:
+    """A traceback names ``alkstore.DatabaseError``, not the internal module
+    that defines it; the values (dataclasses) keep theirs, and every public
+    class's annotations still resolve (``typing.get_type_hints``, which
+    FastAPI and pydantic call on them)."""
+    import dataclasses
+    import typing
+
+    import alkstore
+
+    for name in alkstore.__all__:
+        obj = getattr(alkstore, name)
+        if not isinstance(obj, type):
+            continue
+        typing.get_type_hints(obj)
+        if dataclasses.is_dataclass(obj):
+            continue
+        assert obj.__module__ == "alkstore", name
+    assert repr(alkstore.DatabaseError) == "<class 'alkstore.DatabaseError'>"

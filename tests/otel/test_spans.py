@@ -302,7 +302,7 @@ async def test_an_operation_that_fails_records_its_error(
         await store.queue("q").enqueue(1)
     span = capture.span("enqueue q")
     assert span.status.status_code is StatusCode.ERROR
-    assert attrs(span)["error.type"] == "alkstore.protocol.values.errors.Closed"
+    assert attrs(span)["error.type"] == "alkstore.Closed"  # the name users import
     assert capture.value("alkstore.jobs.enqueued", queue="q") is None
 
 
