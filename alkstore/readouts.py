@@ -12,18 +12,28 @@ from __future__ import annotations
 import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Final
 
 from .api.store import Store
 from .protocol.plans.workflows import StepStatus, WorkflowStatus
 from .protocol.values.errors import InvalidArgument
-from .protocol.values.types import QueueSummary
+from .protocol.values.types import JobInfo, QueueSummary
 
 # A job's dependencies and dependents whose states are looked up, at most
 # (one read each): a fan-in of thousands shows the first ones' states.
 RELATED_LOOKUPS: Final = 50
 # The order states are counted in, from not started to failed.
 STATES: Final = ("waiting", "pending", "processing", "acked", "gone", "cancelled", "dead")
+
+
+def shown_state(job: JobInfo, now: datetime) -> str:
+    """A job's state as a list shows it: ``scheduled`` for a pending job not
+    due yet (what ``--state scheduled`` and the Scheduled tab select), the
+    contract's state otherwise."""
+    if job.state == "pending" and job.run_at > now:
+        return "scheduled"
+    return job.state
 
 
 class NoSuchQueue(Exception):

@@ -26,8 +26,20 @@ from .. import __version__
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="alkstore")
-def main() -> None:
-    """alkstore: durable messaging in the database you already have."""
+@click.option("--db", type=click.Path(dir_okay=False), default=None,
+              help="SQLite database file, for the command that follows.")
+@click.option("--dsn", default=None, help="PostgreSQL connection string, for the command that "
+              "follows. Default: $ALKSTORE_DSN.")
+@click.option("--schema", default=None, help="Postgres schema, for the command that follows.")
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON document on stdout, for the command that follows.")
+def main(db: str | None, dsn: str | None, schema: str | None, as_json: bool) -> None:
+    """alkstore: durable messaging in the database you already have.
+
+    --db, --dsn, --schema and --json may come before the command or after
+    it (alkstore --json queues --db app.db); given in both places, the
+    command's own wins.
+    """
 
 
 @main.command()
@@ -59,6 +71,7 @@ def demo(db: str | None, jobs: int, seed: int, timeout: float) -> None:
     """
     from ..demo import main as run_demo
 
+    db = db if db is not None else click.get_current_context().find_root().params.get("db")
     if not run_demo(db, jobs, seed, timeout, console=Console()):
         sys.exit(1)
 

@@ -125,10 +125,11 @@ def jobs_command(
     out = render.console()
     columns = ("id", "state", "attempts", "priority", "run at", "claimed by", "unique key",
                "concurrency key", "payload", "error")  # fmt: skip
+    at = now()
     rows = [
         (
             j.id,
-            j.state,
+            readouts.shown_state(j, at),
             f"{j.attempts}/{j.max_attempts}",
             j.priority,
             render.when(j.run_at),
@@ -141,8 +142,13 @@ def jobs_command(
         for j in jobs
     ]
     out.print(render.table(f"jobs of {queue!r}", columns, rows, out=out, right=("id", "priority")))
-    if next_after is not None and out.is_terminal:
-        out.print(f"more: --after {next_after}")
+    if next_after is not None:
+        # On stderr in a pipe, so the rows stay rows for grep and cut.
+        hint = f"more: alkstore jobs {queue} --after {next_after}"
+        if out.is_terminal:
+            out.print(hint)
+        else:
+            click.echo(hint, err=True)
 
 
 def related_text(jobs: list[Related]) -> str:

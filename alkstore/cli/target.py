@@ -125,6 +125,11 @@ def _target_options(func: F) -> F:
         as_json: bool = False,
         **kwargs: Any,
     ) -> Any:
+        given = _before_the_command()
+        if db is None and dsn is None:
+            db, dsn = given.get("db"), given.get("dsn")
+        schema = schema if schema is not None else given.get("schema")
+        as_json = as_json or bool(given.get("as_json"))
         if db is not None and dsn is not None:
             raise click.UsageError("give --db or --dsn, not both")
         if db is None and dsn is None:
@@ -136,6 +141,13 @@ def _target_options(func: F) -> F:
         return func(*args, target=Target(db, dsn, schema, as_json), **kwargs)
 
     return wrapper  # type: ignore[return-value]
+
+
+def _before_the_command() -> dict[str, Any]:
+    """The options given to ``alkstore`` itself, before the command
+    (``alkstore --json queues``): the command's own defaults."""
+    context = click.get_current_context(silent=True)
+    return {} if context is None else dict(context.find_root().params)
 
 
 @asynccontextmanager

@@ -13,6 +13,7 @@ import orjson
 from ..protocol.values.names import outbox_of
 from ..protocol.values.timeconv import human_duration
 from ..protocol.values.types import Throughput
+from ..readouts import shown_state
 
 # Spans as ``3d 4h``, ``12m 5s``, ``0.4s``: one formatter for the CLI and the dashboard.
 duration = human_duration
@@ -136,4 +137,5 @@ FILTERS = {
     "pretty_json": pretty_json,
     "first_line": first_line,
     "queue_label": queue_label,
+    "shown_state": shown_state,
 }

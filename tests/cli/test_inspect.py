@@ -153,6 +153,31 @@ def test_jobs_pages_by_id_and_filters_by_state(filled: Db) -> None:
     assert [len(states[s]) for s in ("ready", "scheduled", "processing", "dead")] == [3, 1, 1, 1]
 
 
+def test_the_database_and_json_options_may_come_before_the_command(filled: Db) -> None:
+    def names(doc: Any) -> list[str]:
+        return [q["name"] for q in doc["queues"]]  # (ages move between calls)
+
+    after = names(cli("queues", *filled.args, "--json").doc)
+    assert names(cli("--json", "queues", *filled.args).doc) == after
+    assert names(cli(*filled.args, "--json", "queues").doc) == after
+    assert cli("--json", *filled.args, "jobs", "emails").doc["queue"] == "emails"
+
+
+def test_the_jobs_table_says_scheduled_and_where_the_next_page_starts(filled: Db) -> None:
+    """A pending job not due yet reads ``scheduled`` (as ``--state scheduled``
+    selects it; JSON keeps the contract's ``pending``); a full page says how
+    to get the next one, on stderr in a pipe so the rows stay rows."""
+    table = cli("jobs", "emails", *filled.args, "--state", "scheduled")
+    rows = [line.split() for line in table.out.splitlines()[1:] if line.strip()]
+    assert [row[1] for row in rows] == ["scheduled"], table.out
+    doc = cli("jobs", "emails", *filled.args, "--state", "scheduled", "--json").doc
+    assert [j["state"] for j in doc["jobs"]] == ["pending"]
+    page = cli("jobs", "emails", *filled.args, "--limit", "2")
+    last = page.out.splitlines()[-1].split()[0]
+    assert f"more: alkstore jobs emails --after {last}" in page.err
+    assert "more:" not in page.out
+
+
 def test_job_shows_payload_attempts_claim_holder_and_error(filled: Db) -> None:
     processing = cli("jobs", "emails", *filled.args, "--state", "processing", "--json").doc
     job_id = processing["jobs"][0]["id"]

@@ -68,6 +68,16 @@ async def test_the_queue_page_shows_counts_chart_and_a_page_of_jobs(store: Store
     assert "limits: none · a processing job keeps its unique key" in page
 
 
+async def test_a_job_not_due_yet_reads_scheduled_in_the_list(store: Store) -> None:
+    q = store.queue("later")
+    due = await q.enqueue("now")
+    later = await q.enqueue("later", delay=3600)
+    async with client(create_app(store)) as c:
+        page = (await c.get("/queue", params={"name": "later"})).text
+    states = dict(re.findall(r'data-job="(\d+)">.*?<span class="state (\w+)">', page, re.S))
+    assert states == {str(due): "pending", str(later): "scheduled"}
+
+
 async def test_the_queue_page_shows_the_queues_limits_and_unique_policy(store: Store) -> None:
     q = store.queue("paced")
     await q.enqueue({"n": 1})
