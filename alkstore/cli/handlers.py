@@ -111,8 +111,25 @@ def resolve(spec: str) -> object:
 
 
 def _import_failed(module_name: str, exc: BaseException) -> str:
-    trace = "".join(traceback.format_exception(exc)).rstrip()
+    """The user's traceback: the frames of alkstore and of the import
+    machinery that led to their module are left out, so the first frame
+    shown is their own line."""
+    tb = exc.__traceback__
+    while tb is not None and _machinery(tb.tb_frame.f_code.co_filename):
+        tb = tb.tb_next
+    trace = "".join(traceback.format_exception(type(exc), exc, tb)).rstrip()
     return f"importing {module_name} failed:\n{trace}"
+
+
+_OURS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_IMPORTLIB = os.path.dirname(os.path.abspath(importlib.__file__))
+
+
+def _machinery(filename: str) -> bool:
+    if filename.startswith("<frozen importlib"):
+        return True
+    path = os.path.abspath(filename)
+    return path.startswith((_OURS + os.sep, _IMPORTLIB + os.sep))
 
 
 def _specs(spec: str, target: object, names: list[str]) -> list[QueueSpec]:

@@ -467,6 +467,9 @@ def test_an_import_error_in_the_module_is_shown_with_its_traceback(project: Path
     assert done.returncode == 2
     assert "importing broken failed" in done.stderr
     assert "nonexistent_dependency_xyz" in done.stderr and "Traceback" in done.stderr
+    # The first frame shown is the user's line, not alkstore's or importlib's.
+    frames = [line for line in done.stderr.splitlines() if line.startswith("  File ")]
+    assert frames and all("broken.py" in line for line in frames), done.stderr
 
 
 def test_a_nested_attribute_and_a_dict_queue_are_found(project: Path, tmp_path: Path) -> None:
