@@ -56,7 +56,7 @@ def open_postgres(
 ) -> AbstractContextManager[Store]:
     """``with open_postgres(dsn) as store``: open (creating or migrating) a
     Postgres store, blocking, on one psycopg connection. ``dsn`` defaults
-    to ``$ALKSTORE_PG_DSN``, then ``postgresql://postgres@127.0.0.1:5432/test``.
+    to ``$ALKSTORE_DSN``, then ``postgresql://postgres@127.0.0.1:5432/test``.
     Of ``options``, ``schema``, ``connect_timeout`` and ``dead_peer_timeout``
     (TCP keepalives) apply; the rest are for the async stores' pool,
     listener and background work. ``read_only``: every session read-only

@@ -22,7 +22,7 @@ the cancel's wake reaches it through the SQLite watcher or Postgres LISTEN).
 CLOCK_MONOTONIC is shared by every process on the machine, so the cross
 figures compare timestamps taken in two processes. SQLite uses a temporary
 file; Postgres a fresh schema ``alk_bench_<hex>`` dropped at the end, on
-``--dsn`` (default ``$ALKSTORE_PG_DSN``, then
+``--dsn`` (default ``$ALKSTORE_DSN``, then
 ``postgresql://postgres@127.0.0.1:5432/test``). The worker's heartbeat is
 75 s away (visibility timeout 300 s): only the cancel's wake can deliver it.
 
@@ -50,7 +50,7 @@ import trio
 from alkstore import Job, Store
 from alkstore.io_trio import PostgresOptions, open_postgres, open_sqlite
 
-DEFAULT_DSN = os.environ.get("ALKSTORE_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
+DEFAULT_DSN = os.environ.get("ALKSTORE_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 QUEUE = "bench_cancel"
 WARMUP = 5
 

@@ -65,7 +65,7 @@ from tests.chaos.proxy import FaultyProxy, faulty_proxy  # noqa: E402
 from tests.chaos.test_pg_connection_limit import every_free_connection  # noqa: E402
 from tests.postgres.private_cluster import wait_for_server  # noqa: E402
 
-DSN = os.environ.get("ALKSTORE_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
+DSN = os.environ.get("ALKSTORE_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 
 
 async def poll_until(predicate: Callable[[], bool], timeout: float) -> bool:

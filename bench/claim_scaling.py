@@ -27,7 +27,7 @@ the rate's bookkeeping (a count of the window, a claim log row per job, the
 pruning): with N at or above the samples, the window holds up to all the
 run's claims.
 
-On PostgreSQL (``--engine postgres``, ``--dsn``, default ``$ALKSTORE_PG_DSN``)
+On PostgreSQL (``--engine postgres``, ``--dsn``, default ``$ALKSTORE_DSN``)
 each depth gets a fresh schema, dropped afterwards; the jobs table is never
 analyzed before the claims, as for a new store that just backed up. Each
 claim+ack is two commits there, so the figure is mostly the disk's flush time:
@@ -50,7 +50,7 @@ import trio
 from alkstore import Rate, Store
 from alkstore.io_trio import PostgresOptions, open_postgres, open_sqlite
 
-DSN = os.environ.get("ALKSTORE_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
+DSN = os.environ.get("ALKSTORE_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 
 
 @asynccontextmanager

@@ -13,7 +13,7 @@ queue page. Also the read models those pages call, alone: the queue's
 summary (its counts), one page of ``list_jobs`` first and deep, and its
 throughput. Prints the median and the slowest of ``--samples`` runs, in ms.
 
-On PostgreSQL (``--dsn``, default ``$ALKSTORE_PG_DSN``) the queue lives in a
+On PostgreSQL (``--dsn``, default ``$ALKSTORE_DSN``) the queue lives in a
 fresh schema ``alk_bench_<hex>``, analyzed after the fill and dropped at the
 end. SQLite works in a temporary file.
 """
@@ -38,7 +38,7 @@ from alkstore import Store
 from alkstore.dashboard import create_app
 from alkstore.io_trio import PostgresOptions, open_postgres, open_sqlite
 
-DSN = os.environ.get("ALKSTORE_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
+DSN = os.environ.get("ALKSTORE_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 CHUNK = 10_000
 QUEUE = "big"
 

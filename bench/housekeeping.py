@@ -47,7 +47,7 @@ from alkstore import AlkstoreError, Job, Store
 from alkstore.io_trio import PostgresOptions, SqliteOptions, open_postgres, open_sqlite
 
 TABLES = ("jobs", "history", "dead", "events", "offsets", "locks", "notifications")
-DEFAULT_DSN = os.environ.get("ALKSTORE_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
+DEFAULT_DSN = os.environ.get("ALKSTORE_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 LOCK_GRACE_S = 600
 
 

@@ -43,7 +43,7 @@ import trio
 
 from alkstore.io_trio import PostgresOptions, open_postgres
 
-DEFAULT_DSN = os.environ.get("ALKSTORE_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
+DEFAULT_DSN = os.environ.get("ALKSTORE_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 CONCURRENCY = 8
 BATCH = 100
 # The floor's variant with a wake in each enqueue transaction, as alkstore sends.

@@ -57,7 +57,7 @@ from alkstore.protocol.plan import Fetch, Statement
 from alkstore.runner.postgres.conn import PgConnection
 from alkstore.runner.runtime import Runtime
 
-DEFAULT_DSN = os.environ.get("ALKSTORE_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
+DEFAULT_DSN = os.environ.get("ALKSTORE_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 WARMUP_SELECTS = 200
 WARMUP_NOTIFIES = 20
 

@@ -70,7 +70,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 PEERS_PYTHON = ROOT / "bench" / ".peers" / "bin" / "python"
-DSN = os.environ.get("ALKSTORE_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
+DSN = os.environ.get("ALKSTORE_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 QUEUE = "soak"
 TICK_S = 0.1  # the producer's cadence
 PAD = "x" * 60

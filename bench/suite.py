@@ -112,7 +112,7 @@ RESULTS = HERE / "results"
 PEERS_VENV = HERE / ".peers"
 PEERS_PYTHON = PEERS_VENV / "bin" / "python"
 SCRATCH = HERE / ".scratch"
-DEFAULT_DSN = os.environ.get("ALKSTORE_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
+DEFAULT_DSN = os.environ.get("ALKSTORE_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 
 ENGINES = ("sqlite", "postgres")
 ENGINE_TITLES = {"sqlite": "SQLite", "postgres": "PostgreSQL"}

@@ -36,7 +36,7 @@ rest its arguments; an entry's first run on both engines prints
 ``fuzz_api: ran <entry> on both engines`` (``tests/fuzz`` seeds one input
 per entry and checks every entry ran).
 
-Needs PostgreSQL at ``$ALKSTORE_PG_DSN`` (default: the local test server).
+Needs PostgreSQL at ``$ALKSTORE_DSN`` (default: the local test server).
 Run: ``python fuzz/fuzz_api.py -atheris_runs=2000`` (or ``-max_total_time=60``).
 """
 
@@ -78,7 +78,7 @@ with atheris.instrument_imports():
     )
     from alkstore.io_trio import PostgresOptions, SqliteOptions, open_postgres, open_sqlite
 
-DSN = os.environ.get("ALKSTORE_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
+DSN = os.environ.get("ALKSTORE_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 # Named like the test suite's schemas, so a later test session drops it if
 # this process could not.
 SCHEMA = f"alk_t_{os.getpid()}_{uuid.uuid4().hex[:10]}"

@@ -20,7 +20,7 @@ from tests import machine
 def main(argv: list[str]) -> int:
     machine.chromium()
     with machine.postgres() as dsn:
-        env = {**os.environ, "ALKSTORE_PG_DSN": dsn}
+        env = {**os.environ, "ALKSTORE_DSN": dsn}
         command = [sys.executable, "-m", "pytest", "-n", "2", *argv]
         return subprocess.run(command, env=env, check=False).returncode
 

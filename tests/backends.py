@@ -70,7 +70,7 @@ def _sqlite_asyncio(location: str, **kw: Any) -> AbstractAsyncContextManager[Sto
     return open_sqlite(location, **kw)
 
 
-PG_DSN = os.environ.get("ALKSTORE_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
+PG_DSN = os.environ.get("ALKSTORE_DSN") or "postgresql://postgres@127.0.0.1:5432/test"
 # Every Postgres test gets its own schema, named for the test process so that
 # concurrent test runs never drop each other's: alk_t_<pid>_<random>.
 PG_TEST_SCHEMA_PREFIX = "alk_t_"

@@ -11,7 +11,7 @@ machine with nothing but Python and its package manager passes the suite:
   download is never used. Where none can be had, the browser tests skip
   with one line saying how to get one, except under ``CI=true``, where
   they fail (``tests/dashboard/test_browser.py``).
-- PostgreSQL: the server at ``$ALKSTORE_PG_DSN`` when one is set (never
+- PostgreSQL: the server at ``$ALKSTORE_DSN`` when one is set (never
   touched: a server that does not answer fails the run); otherwise the
   default ``postgresql://postgres@127.0.0.1:5432/test``, started with
   ``pg_ctlcluster`` when it is installed but down; otherwise a throwaway
@@ -145,15 +145,15 @@ def _server_programs() -> bool:
 @contextmanager
 def postgres() -> Iterator[str]:
     """A DSN whose server answers, for the length of the block."""
-    configured = os.environ.get("ALKSTORE_PG_DSN")
+    configured = os.environ.get("ALKSTORE_DSN")
     dsn = configured or DEFAULT_DSN
     if answers(dsn):
         yield dsn
         return
     if configured:
         raise SystemExit(
-            f"tests: PostgreSQL at $ALKSTORE_PG_DSN ({configured}) does not answer; "
-            "start it, or unset ALKSTORE_PG_DSN to let the tests start one"
+            f"tests: PostgreSQL at $ALKSTORE_DSN ({configured}) does not answer; "
+            "start it, or unset ALKSTORE_DSN to let the tests start one"
         )
     _start_system_clusters()
     if _wait(dsn, 30):
@@ -162,7 +162,7 @@ def postgres() -> Iterator[str]:
     if not _server_programs() and not _apt_install("postgresql"):
         raise SystemExit(
             f"tests: no PostgreSQL answers at {dsn} and none can be installed here: "
-            "install PostgreSQL's server, or set ALKSTORE_PG_DSN to a server of yours"
+            "install PostgreSQL's server, or set ALKSTORE_DSN to a server of yours"
         )
     # A new Debian cluster answers on the default port but wants a password
     # and has no `test` database: a throwaway cluster with trust auth is the

@@ -1,7 +1,8 @@
 """Which database a command works on, and how a command runs against it.
 
-Every command takes ``--db PATH`` (SQLite) or ``--dsn DSN`` (Postgres,
-default ``$ALKSTORE_DSN``), ``--schema`` (Postgres) and ``--json`` through
+Every command takes ``--db PATH`` (SQLite) or ``--dsn DSN`` (Postgres),
+``--schema`` (Postgres) and ``--json`` (defaults: ``$ALKSTORE_DSN``, else
+``$ALKSTORE_DB``; ``$ALKSTORE_SCHEMA``: ``runner/environment.py``) through
 :func:`target_options`, so scripts can rely on the same flags everywhere.
 :func:`run` opens the store (read-only unless the command changes
 something), runs the command's coroutine under trio, and turns the
@@ -30,6 +31,7 @@ from ..protocol.values.errors import (
     ReservedName,
     SchemaMismatch,
 )
+from ..runner import environment
 
 F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
@@ -109,12 +111,13 @@ def _target_options(func: F) -> F:
     @click.option(
         "--dsn",
         default=None,
-        help="PostgreSQL connection string. Default: $ALKSTORE_DSN.",
+        help="PostgreSQL connection string. Default: $ALKSTORE_DSN (else --db $ALKSTORE_DB).",
     )
     @click.option(
         "--schema",
         default=None,
-        help="Postgres schema holding alkstore's tables. Default: alkstore.",
+        help="Postgres schema holding alkstore's tables. Default: $ALKSTORE_SCHEMA, else "
+        "alkstore.",
     )
     @functools.wraps(func)
     def wrapper(
@@ -132,12 +135,17 @@ def _target_options(func: F) -> F:
         as_json = as_json or bool(given.get("as_json"))
         if db is not None and dsn is not None:
             raise click.UsageError("give --db or --dsn, not both")
-        if db is None and dsn is None:
-            dsn = os.environ.get("ALKSTORE_DSN") or None
-        if db is None and dsn is None:
-            raise click.UsageError("give --db PATH (SQLite) or --dsn DSN (or set ALKSTORE_DSN)")
         if schema is not None and db is not None:
             raise click.UsageError("--schema is for Postgres (--dsn) only")
+        if db is None and dsn is None:  # the environment's, as the library and recipes read it
+            dsn = environment.dsn()
+            db = environment.db() if dsn is None else None
+        if db is None and dsn is None:
+            raise click.UsageError(
+                "give --db PATH (SQLite) or --dsn DSN (or set ALKSTORE_DSN or ALKSTORE_DB)"
+            )
+        if dsn is not None and schema is None:
+            schema = environment.schema()
         return func(*args, target=Target(db, dsn, schema, as_json), **kwargs)
 
     return wrapper  # type: ignore[return-value]

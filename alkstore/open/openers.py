@@ -82,7 +82,7 @@ class Openers:
     ) -> AbstractAsyncContextManager[Store]:
         """Open (creating or migrating) a Postgres store.
 
-        ``dsn`` defaults to ``$ALKSTORE_PG_DSN``, then the local test server.
+        ``dsn`` defaults to ``$ALKSTORE_DSN``, then the local test server.
         The listener task runs in a task group owned by the ``async with``
         block.
 

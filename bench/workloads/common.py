@@ -58,7 +58,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-DSN = os.environ.get("ALKSTORE_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
+DSN = os.environ.get("ALKSTORE_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 WORKLOADS = (
     "enqueue-single",
     "enqueue-concurrent",

@@ -244,7 +244,8 @@ def test_names_that_do_not_exist_say_so(filled: Db) -> None:
 
 
 def test_bad_usage_exits_2(filled: Db, tmp_path: Path) -> None:
-    assert cli("queues").code == 2  # no database, no $ALKSTORE_DSN
+    unset = {"ALKSTORE_DSN": "", "ALKSTORE_DB": ""}
+    assert cli("queues", env=unset).code == 2  # no database, none in the environment
     both = cli("queues", "--db", str(tmp_path / "x.db"), "--dsn", PG_DSN)
     assert both.code == 2 and "not both" in both.err
     assert cli("jobs", "emails", *filled.args, "--state", "lost").code == 2
@@ -256,8 +257,20 @@ def test_dsn_defaults_to_the_environment(tmp_path: Path) -> None:
     try:
         out = cli("queues", "--schema", db.location, "--json", env={"ALKSTORE_DSN": PG_DSN})
         assert "emails" in by_name(out.doc["queues"])
+        schema = {"ALKSTORE_DSN": PG_DSN, "ALKSTORE_SCHEMA": db.location}
+        assert "emails" in by_name(cli("queues", "--json", env=schema).doc["queues"])
+        old = cli("queues", "--schema", db.location, "--json",
+                  env={"ALKSTORE_DSN": "", "ALKSTORE_PG_DSN": PG_DSN})  # fmt: skip
+        assert "emails" in by_name(old.doc["queues"])
+        assert "$ALKSTORE_PG_DSN is deprecated: set $ALKSTORE_DSN instead" in old.err
     finally:
         drop(db)
+
+
+def test_the_sqlite_file_defaults_to_the_environment(tmp_path: Path) -> None:
+    db = make(new_db("sqlite", tmp_path), fill_everything)
+    env = {"ALKSTORE_DSN": "", "ALKSTORE_DB": db.location, "ALKSTORE_SCHEMA": "ignored"}
+    assert "emails" in by_name(cli("queues", "--json", env=env).doc["queues"])
 
 
 # -- inspection never writes ------------------------------------------------------

@@ -16,12 +16,12 @@ The rules, for anyone writing a page:
   any language whose first line is ``# pyproject.toml``, ``# pytest.ini``
   or ``# conftest.py``), with nothing else of this repository's config.
 - A program that opens Postgres (``open_postgres``, ``psycopg``,
-  ``PostgresSimBackend``, ``ALKSTORE_PG_DSN``) runs with ``$ALKSTORE_PG_DSN``
+  ``PostgresSimBackend``, ``ALKSTORE_DSN``) runs with ``$ALKSTORE_DSN``
   naming a database of this test session's own (created empty, emptied
   after each program, dropped at the end), so it may create tables and
   use alkstore's default schema: write the DSN as a user would,
-  ``open_postgres()`` (which reads ``$ALKSTORE_PG_DSN``) or
-  ``os.environ.get("ALKSTORE_PG_DSN", "postgresql://...")``.
+  ``open_postgres()`` (which reads ``$ALKSTORE_DSN``) or
+  ``os.environ.get("ALKSTORE_DSN", "postgresql://...")``.
 - ``<!-- example: NAME -->`` on the line before a block only names it (the
   test id); every block runs whether named or not.
 - ``sh``/``console``/``shell``/``bash`` blocks: every ``alkstore ...``

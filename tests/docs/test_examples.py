@@ -114,7 +114,7 @@ def test_program_runs(
     dsn = None
     if program.uses_postgres:
         dsn = request.getfixturevalue("docs_database")
-        monkeypatch.setenv("ALKSTORE_PG_DSN", dsn)
+        monkeypatch.setenv("ALKSTORE_DSN", dsn)
     monkeypatch.chdir(tmp_path)
     # A program that hangs ends the run with every thread's traceback
     # instead of holding CI until its own timeout.

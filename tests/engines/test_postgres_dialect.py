@@ -56,7 +56,7 @@ from tests.history import history_rows
 
 T = TypeVar("T")
 
-DSN = os.environ.get("ALKSTORE_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
+DSN = os.environ.get("ALKSTORE_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 US = 1_000_000
 T0 = 1_700_000_000_000_000
 ORIGIN = "test-origin"

@@ -1,7 +1,7 @@
 """A producer in a process of its own (``python -m tests.otel.producer
 ENGINE LOCATION SPANS``): under a span of its own, it enqueues one job into
 queue ``cross`` of the store at LOCATION (a SQLite file, or a Postgres
-schema on $ALKSTORE_PG_DSN) through an instrumented store, and writes every
+schema on $ALKSTORE_DSN) through an instrumented store, and writes every
 span it made to SPANS, one JSON object a line."""
 
 from __future__ import annotations

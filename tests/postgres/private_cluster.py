@@ -1,7 +1,7 @@
 """A throwaway PostgreSQL cluster of the test's own, for tests that restart
 the server or fill its connection slots.
 
-Those tests must not do it to the shared server (``ALKSTORE_PG_DSN``): the
+Those tests must not do it to the shared server (``ALKSTORE_DSN``): the
 rest of the suite runs against it at the same time (``pytest -n``), and its
 tests would fail for a restart that is not theirs. The cluster is made with
 the machine's own ``initdb`` (``ALKSTORE_PG_BINDIR``, else the newest

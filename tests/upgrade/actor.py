@@ -45,7 +45,7 @@ async def opened(engine: str, location: str) -> AsyncIterator[Any]:
             yield store
     else:
         options = PostgresOptions(schema=location, pool_size=4)
-        async with open_postgres(os.environ["ALKSTORE_PG_DSN"], options=options) as store:
+        async with open_postgres(os.environ["ALKSTORE_DSN"], options=options) as store:
             yield store
 
 

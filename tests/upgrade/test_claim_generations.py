@@ -167,7 +167,7 @@ def test_the_worker_command_exits_3_naming_both_generations(
     where = ["--db", location] if engine == "sqlite" else ["--schema", location]
     filled = actors.run(THIS, "fill", "10")
     assert filled.returncode == 0, filled.stderr
-    env = {**actors.env(THIS), "ALKSTORE_DSN": actors.env(THIS)["ALKSTORE_PG_DSN"]}
+    env = actors.env(THIS)  # ALKSTORE_DSN among them, read by the command too
     env["PYTHONPATH"] = f"{THIS}:{tmp_path}"
     command = subprocess.Popen(
         [sys.executable, "-m", "alkstore", "worker", "tasks:handlers", *where],

@@ -70,7 +70,7 @@ class Actors:
         return [sys.executable, str(ACTOR), self.engine, self.location, *args]
 
     def env(self, code: Path) -> dict[str, str]:
-        return {**os.environ, "PYTHONPATH": str(code), "ALKSTORE_PG_DSN": PG_DSN}
+        return {**os.environ, "PYTHONPATH": str(code), "ALKSTORE_DSN": PG_DSN}
 
     def run(self, code: Path, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(self.argv(*args), env=self.env(code), cwd=self.workdir,

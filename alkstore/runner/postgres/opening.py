@@ -5,7 +5,6 @@ read-only sessions). Shared by every Postgres opener (async and
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 
 import psycopg
@@ -16,6 +15,7 @@ from ...engines.postgres.names import check_schema
 from ...protocol.values.errors import InvalidArgument, brief
 from ...protocol.values.ints import check_bool, check_int
 from ...protocol.values.timeconv import check_seconds
+from .. import environment
 from .executor import END_TIMEOUT
 from .listener import ListenerOptions
 
@@ -109,7 +109,7 @@ def read_only_sessions(dsn: str) -> str:
 
 def resolve(dsn: object, options: object, read_only: object) -> tuple[PostgresOptions, str, bool]:
     """An opener's arguments, checked: the options, the DSN to connect with
-    (``dsn``, else ``$ALKSTORE_PG_DSN``, else the local test server; with the
+    (``dsn``, else ``$ALKSTORE_DSN``, else the local test server; with the
     keepalive parameters, and read-only sessions for ``read_only``), and
     ``read_only``. Shared by every Postgres opener (async and ``alkstore.sync``)."""
     opts = PostgresOptions() if options is None else options
@@ -120,7 +120,7 @@ def resolve(dsn: object, options: object, read_only: object) -> tuple[PostgresOp
         raise InvalidArgument(f"dsn must be a str, got {brief(dsn)}")
     read_only = check_bool(read_only, "read_only")
     target = with_liveness(
-        dsn or os.environ.get("ALKSTORE_PG_DSN") or DEFAULT_DSN, opts.dead_peer_timeout
+        dsn or environment.dsn() or DEFAULT_DSN, opts.dead_peer_timeout
     )
     if read_only:
         target = read_only_sessions(target)
