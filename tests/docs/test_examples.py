@@ -166,3 +166,32 @@ def test_test_file_passes_under_plain_pytest(
     output = _pytest_run(block.page, tmp_path_factory)
     outcomes = re.findall(rf"^(\w+) {re.escape(str(block.file_name))}::", output, re.M)
     assert outcomes and set(outcomes) == {"PASSED"}, output
+
+
+def test_every_program_runs_in_one_folder_and_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> None:
+    """As a reader runs them: every program of README.md and docs/, in page
+    order, in one folder and one Postgres database, then all of them a
+    second time. Invariant: none depends on running first or alone (a file,
+    a table, a stream's offsets or an outbox's rows left by another)."""
+    dsn = request.getfixturevalue("docs_database")
+    monkeypatch.chdir(tmp_path)
+    failed: list[str] = []
+    for round_ in (1, 2):
+        for program in PROGRAMS:
+            script = tmp_path / f"{program.id.replace('/', '_').replace(':', '_')}.py"
+            script.write_text(program.code)
+            with monkeypatch.context() as scoped:
+                if program.uses_postgres:
+                    scoped.setenv("ALKSTORE_DSN", dsn)
+                else:
+                    scoped.delenv("ALKSTORE_DSN", raising=False)
+                faulthandler.dump_traceback_later(PROGRAM_TIMEOUT, exit=True)
+                try:
+                    runpy.run_path(str(script), run_name="__main__")
+                except BaseException as exc:  # noqa: BLE001 - every failure is listed
+                    failed.append(f"round {round_}: {program.id}: {type(exc).__name__}: {exc}"[:300])
+                finally:
+                    faulthandler.cancel_dump_traceback_later()
+    assert failed == [], "\n".join(failed)
