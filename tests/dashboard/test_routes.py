@@ -76,6 +76,7 @@ async def test_a_job_not_due_yet_reads_scheduled_in_the_list(store: Store) -> No
         page = (await c.get("/queue", params={"name": "later"})).text
     states = dict(re.findall(r'data-job="(\d+)">.*?<span class="state (\w+)">', page, re.S))
     assert states == {str(due): "pending", str(later): "scheduled"}
+    assert "queue.set_retention(history=3600)</code> keeps an hour" in page  # how to chart it
 
 
 async def test_the_queue_page_shows_the_queues_limits_and_unique_policy(store: Store) -> None:
@@ -171,6 +172,8 @@ async def test_the_schedules_and_locks_pages(store: Store) -> None:
     digest = schedules.split('data-schedule="digest"')[1].split("</tr>")[0]
     assert "paused" in digest and "0 7 * * *" in digest
     assert "@every 10m" in schedules and "latest" in schedules
+    cleanup = schedules.split('data-schedule="cleanup"')[1].split("</tr>")[0]
+    assert "<td>UTC</td>" in cleanup  # the time zone has a column, as in the CLI
     assert rows(locks, "lock") == ["nightly-report"] and "held" in locks and "host-1" in locks
 
 
