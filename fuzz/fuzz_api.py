@@ -5,7 +5,7 @@ Covered (``COVERS`` below maps each method to its entries, ``NOT_FUZZED``
 names the few left out and why; a test in tests/fuzz checks both against the
 API): the store's ``queue``, ``stream``, ``outbox`` (with their options),
 ``notify``, ``listen``, ``try_lock``, ``hold_lock``, ``schedule``,
-``unschedule``, ``run_schedules``, ``run_scheduler``, ``pause_schedule``,
+``unschedule``, ``run_schedules``, ``run_schedule_now``, ``run_scheduler``, ``pause_schedule``,
 ``resume_schedule``, ``get_job`` and ``prune``, and every read model (listed after the
 fuzzed writes, so what they stored must read back); every ``Queue``
 method with arguments, ``enqueue``/``enqueue_batch`` with all their options
@@ -605,6 +605,7 @@ METHODS: dict[str, tuple[tuple[str, ...], Call] | tuple[tuple[str, ...], Call, S
     "run_scheduler": (("duration",),
                       lambda s, m: _briefly(lambda: s.run_scheduler(max_sleep=m))),
     "pause_schedule": (("name",), lambda s, n: _then_list_schedules(s.pause_schedule(n), s)),
+    "run_schedule_now": (("name",), lambda s, n: s.run_schedule_now(n)),
     "resume_schedule": (("name",), lambda s, n: _then_list_schedules(s.resume_schedule(n), s)),
     # inspection
     "store_get_job": (("int",), lambda s, i: s.get_job(i)),
@@ -642,6 +643,7 @@ COVERS: dict[str, tuple[str, ...]] = {
     "Store.run_scheduler": ("run_scheduler",),
     "Store.run_schedules": ("schedule_fired",),
     "Store.pause_schedule": ("pause_schedule",),
+    "Store.run_schedule_now": ("run_schedule_now",),
     "Store.resume_schedule": ("resume_schedule",),
     "Store.get_job": ("store_get_job",),
     "Store.list_queues": ("inspect",),

@@ -226,6 +226,13 @@ class Store:
         core = self._core
         return await core.run(schedule_plans.resume(core.dialect, name, core.now_us()))
 
+    async def run_schedule_now(self, name: str) -> int | None:
+        """Enqueue schedule ``name``'s job now, with its payload, queue and
+        job options, as a fire would, in every way but the time: its next
+        fire time stays (a paused schedule stays paused). The job's id, or
+        ``None`` if there is no such schedule."""
+        return await scheduler.run_now(self._core, name)
+
     async def run_schedules(self) -> int:
         """Enqueue every due fire time once; returns how many jobs it enqueued."""
         return await scheduler.tick(self._core)

@@ -235,6 +235,14 @@ async def pause_schedule(store: Store, form: FormData) -> Done:
     return Done(f"paused schedule {name!r}", "/schedules")
 
 
+async def run_schedule(store: Store, form: FormData) -> Done:
+    name = name_param(_form_params(form))
+    job_id = await store.run_schedule_now(name)
+    if job_id is None:
+        return Done(f"no schedule named {name!r}", "/schedules", True)
+    return Done(f"ran schedule {name!r} now: job {job_id}", "/schedules")
+
+
 async def resume_schedule(store: Store, form: FormData) -> Done:
     name = name_param(_form_params(form))
     if not await store.resume_schedule(name):
@@ -253,6 +261,7 @@ ACTIONS: Final[dict[str, Handler]] = {
     "/action/workflow/cancel": cancel_workflow,
     "/action/schedule/pause": pause_schedule,
     "/action/schedule/resume": resume_schedule,
+    "/action/schedule/run": run_schedule,
 }
 
 

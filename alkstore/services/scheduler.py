@@ -31,6 +31,13 @@ async def tick(core: StoreCore) -> int:
             return total
 
 
+async def run_now(core: StoreCore, name: str) -> int | None:
+    name = check_name(name, "schedule")
+    return await core.run(
+        plans.run_now(core.dialect, name, core.now_us(), core.origin, _DEFAULT_ATTEMPTS)
+    )
+
+
 async def run_scheduler(
     core: StoreCore, *, max_sleep: float = 60.0, retry_after: float = 1.0, task_status: Any = None
 ) -> None:

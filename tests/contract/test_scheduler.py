@@ -218,3 +218,34 @@ async def test_pausing_or_resuming_an_unknown_schedule_returns_false(store: Stor
             await call("__alkstore_x")
         with pytest.raises(InvalidName):
             await call("")
+
+
+async def test_run_now_enqueues_the_schedules_job_and_leaves_its_fire_times(
+    store: Store, clock: ManualClock
+) -> None:
+    """Invariant: a run now is one job with the schedule's queue, payload and
+    options, due now; next_fire_at, last_fire_at and the pause
+    stay as they were."""
+    align(clock, 60)
+    await store.schedule(
+        "report", "reports", "@every 1h", {"kind": "hourly"}, priority=7, max_attempts=2,
+        expires_after=timedelta(minutes=5),
+    )  # fmt: skip
+    assert await store.pause_schedule("report")
+    (before,) = await store.list_schedules()
+    job_id = await store.run_schedule_now("report")
+    assert isinstance(job_id, int)
+    job = await store.queue("reports").claim_one("w")
+    assert job is not None and job.id == job_id and job.payload == {"kind": "hourly"}
+    assert (job.priority, job.max_attempts) == (7, 2)
+    assert job.run_at.timestamp() * US == clock.now_us()
+    assert job.expires_at is not None
+    assert (job.expires_at - job.run_at) == timedelta(minutes=5)
+    (after,) = await store.list_schedules()
+    assert (after.next_fire_at, after.last_fire_at, after.paused) == (
+        before.next_fire_at, before.last_fire_at, True
+    )
+    assert await store.run_schedules() == 0  # paused: the run now was the only job
+    assert await store.run_schedule_now("no-such") is None
+    with pytest.raises(InvalidName):
+        await store.run_schedule_now("")

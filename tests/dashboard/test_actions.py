@@ -171,6 +171,22 @@ async def test_pause_and_resume_a_schedule(store: Store) -> None:
         assert "no schedule named" in (await c.get(unknown.headers["location"])).text
 
 
+async def test_run_a_schedule_now(store: Store) -> None:
+    await fill(store)
+    async with client(create_app(store, allow_actions=True)) as c:
+        csrf = await token(c, "/schedules")
+        assert "Run now" in (await c.get("/schedules")).text
+        response = await post(c, "/action/schedule/run", {"name": "digest"}, csrf=csrf)
+        page = (await c.get(response.headers["location"])).text
+        assert "ran schedule &#39;digest&#39; now: job" in page
+        missing = await post(c, "/action/schedule/run", {"name": "nope"}, csrf=csrf)
+        assert "no schedule named" in (await c.get(missing.headers["location"])).text
+    (digest,) = [s for s in await store.list_schedules() if s.name == "digest"]
+    assert digest.last_fire_at is None  # its fire times stay
+    jobs = await store.queue("emails").list_jobs(state="ready")
+    assert [j.payload for j in jobs if j.payload == {"kind": "digest"}] == [{"kind": "digest"}]
+
+
 async def test_a_form_goes_back_to_its_page_and_never_off_the_dashboard(store: Store) -> None:
     await fill(store)
     async with client(create_app(store, allow_actions=True)) as c:

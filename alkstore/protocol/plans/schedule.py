@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..dialect import Dialect
+from ..dialect import SCHEDULE_COLUMNS, Dialect
 from ..plan import Plan, fetch_all, fetch_count, fetch_inserted_id, fetch_one, reads
-from ..rows import schedule_info
+from ..rows import _str, schedule_info
 from ..values.names import queue_channel
 from ..values.schedules import DEFAULT_TZ, CatchUp, Expression, ScheduleOptions, parse
 from ..values.timeconv import (
@@ -134,26 +134,57 @@ def tick_rows(
             continue  # another ticker took these fire times
         opts = ScheduleOptions.decode(options_json)
         for at in times:
-            expires = (
-                None
-                if opts.expires_after_us is None
-                # Past what a datetime holds, the job could no longer be read.
-                else min(at + opts.expires_after_us, MAX_INSTANT_US)
-            )
-            job = NewJob(
-                queue=queue,
-                payload_json=payload_json,
-                priority=opts.priority,
-                run_at_us=at,
-                max_attempts=opts.max_attempts or default_max_attempts,
-                expires_at_us=expires,
-            )
+            job = _fired_job(queue, payload_json, opts, at, default_max_attempts)
             created = yield from fetch_inserted_id(d.enqueue(job, now_us))
             fired.append(Fired(name, queue, at, created))
             woken.add(queue)
     for queue in sorted(woken):
         yield d.notify(queue_channel(queue), origin, now_us)
     return fired, len(rows)
+
+
+def _fired_job(
+    queue: str, payload_json: str, opts: ScheduleOptions, at_us: int, default_max_attempts: int
+) -> NewJob:
+    """The job a schedule's fire at ``at_us`` enqueues."""
+    expires = (
+        None
+        if opts.expires_after_us is None
+        # Past what a datetime holds, the job could no longer be read.
+        else min(at_us + opts.expires_after_us, MAX_INSTANT_US)
+    )
+    return NewJob(
+        queue=queue,
+        payload_json=payload_json,
+        priority=opts.priority,
+        run_at_us=at_us,
+        max_attempts=opts.max_attempts or default_max_attempts,
+        expires_at_us=expires,
+    )
+
+
+_NAME, _QUEUE = SCHEDULE_COLUMNS.index("name"), SCHEDULE_COLUMNS.index("queue")
+_PAYLOAD, _OPTIONS = SCHEDULE_COLUMNS.index("payload"), SCHEDULE_COLUMNS.index("options")
+
+
+def run_now(
+    d: Dialect, name: str, now_us: int, origin: str, default_max_attempts: int
+) -> Plan[int | None]:
+    """Enqueue schedule ``name``'s job now, with its payload and job
+    options, as a fire would; its fire times stay as they were (a paused
+    schedule's too: someone asked for this one run). The new job's id, or
+    None when there is no such schedule."""
+    rows = yield from fetch_all(d.list_schedules())
+    found = [r for r in rows if r[_NAME] == name]
+    if not found:
+        return None
+    row = found[0]
+    queue, payload_json = _str(row[_QUEUE], "queue"), _str(row[_PAYLOAD], "payload")
+    opts = ScheduleOptions.decode(_str(row[_OPTIONS], "options"))
+    job = _fired_job(queue, payload_json, opts, now_us, default_max_attempts)
+    job_id = yield from fetch_inserted_id(d.enqueue(job, now_us))
+    yield d.notify(queue_channel(queue), origin, now_us)
+    return job_id
 
 
 def tick(
