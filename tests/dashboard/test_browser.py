@@ -149,6 +149,31 @@ def test_every_page_loads_and_goes_live(served: Served, page: Page, errors: list
     assert errors == []
 
 
+# What reaches past 800 px, for the message of a page that does.
+WIDEST = """[...document.querySelectorAll('body *')]
+  .filter(e => e.getBoundingClientRect().right > 801).slice(0, 8)
+  .map(e => `${e.tagName}.${e.className}#${e.id} ${Math.round(e.getBoundingClientRect().right)}`)"""
+
+
+def test_every_page_holds_at_800_px(served: Served, page: Page, errors: list[str]) -> None:
+    """At 800 px wide, no page scrolls sideways (a wide table scrolls in its
+    own box) and the state tabs stay one row."""
+    page.set_viewport_size({"width": 800, "height": 700})
+    for name, path in PAGES.items():
+        path = path or f"/job/{served.filled.dead[0]}"
+        page.goto(served.url(path))
+        expect(page.locator("h1").first).to_be_visible()
+        width = page.evaluate("document.documentElement.scrollWidth")
+        assert width <= 800, f"{name}: the page is {width} px wide: {page.evaluate(WIDEST)}"
+        tabs = page.locator("nav.tabs")
+        if tabs.count():
+            rows = page.evaluate(
+                "new Set([...document.querySelectorAll('nav.tabs a')].map(a => a.offsetTop)).size"
+            )
+            assert rows == 1, f"{name}: the tabs wrap onto {rows} rows"
+    assert errors == []
+
+
 def test_requeue_a_dead_letter_and_see_it_move(
     served: Served, page: Page, errors: list[str]
 ) -> None:
