@@ -92,22 +92,40 @@ async def resume_queue(store: Store, form: FormData) -> Done:
     return Done(f"resumed queue {name!r}", f"/queue?name={_q(name)}")
 
 
+# -- selections ----------------------------------------------------------------------------
+def _selected_ids(form: FormData, what: str) -> list[int]:
+    """The ids ticked in a form (``id`` fields), at most ``MAX_SELECTED``."""
+    raw = form.getlist("id")
+    if not raw:
+        raise BadRequest(f"no {what} selected")
+    if len(raw) > MAX_SELECTED:
+        raise BadRequest(f"select at most {MAX_SELECTED} at once")
+    ids = []
+    for value in raw:
+        if not isinstance(value, str) or not value.isdigit() or len(value) > 19:
+            raise BadRequest("a selected id is not a whole number")
+        ids.append(int(value))
+    return sorted(set(ids))
+
+
+async def cancel_selected(store: Store, form: FormData) -> Done:
+    """Cancel the live jobs ticked on a queue's page (a running handler is
+    stopped, as by ``Queue.cancel``; what waits for them is cancelled too)."""
+    name, handle = await _queue(store, form)
+    ids = _selected_ids(form, "job")
+    cancelled = [job_id for job_id in ids if await handle.cancel(job_id)]
+    text = f"cancelled {len(cancelled)} of {len(ids)} selected job(s) of {name!r}"
+    if len(cancelled) < len(ids):
+        text += f"; {len(ids) - len(cancelled)} had finished or were not live"
+    return Done(text, f"/queue?name={_q(name)}", failed=not cancelled)
+
+
 # -- dead letters ---------------------------------------------------------------------------
 def _selection(form: FormData) -> tuple[str, list[int], timedelta | None]:
     """``which`` (selected, age, all), the ids selected, the age."""
     which = form.get("which")
     if which == "selected":
-        raw = form.getlist("id")
-        if not raw:
-            raise BadRequest("no dead letter selected")
-        if len(raw) > MAX_SELECTED:
-            raise BadRequest(f"at most {MAX_SELECTED} dead letters at once")
-        ids = []
-        for value in raw:
-            if not isinstance(value, str) or not value.isdigit() or len(value) > 19:
-                raise BadRequest("a selected id is not a whole number")
-            ids.append(int(value))
-        return which, sorted(set(ids)), None
+        return which, _selected_ids(form, "dead letter"), None
     if which == "age":
         text = form.get("age")
         if not isinstance(text, str) or not text.strip():
@@ -261,6 +279,7 @@ ACTIONS: Final[dict[str, Handler]] = {
     "/action/workflow/cancel": cancel_workflow,
     "/action/schedule/pause": pause_schedule,
     "/action/schedule/resume": resume_schedule,
+    "/action/jobs/cancel": cancel_selected,
     "/action/schedule/run": run_schedule,
 }
 

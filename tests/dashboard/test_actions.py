@@ -5,6 +5,7 @@ with the user who asked."""
 from __future__ import annotations
 
 import logging
+import re
 from datetime import timedelta
 
 import pytest
@@ -169,6 +170,30 @@ async def test_pause_and_resume_a_schedule(store: Store) -> None:
         assert [s.paused for s in await store.list_schedules()] == [False, False]
         unknown = await post(c, "/action/schedule/pause", {"name": "nope"}, csrf=csrf)
         assert "no schedule named" in (await c.get(unknown.headers["location"])).text
+
+
+async def test_cancel_selected_live_jobs(store: Store) -> None:
+    made = await fill(store)
+    async with client(create_app(store)) as c:
+        assert 'name="id"' not in (await c.get("/queue?name=emails")).text  # read-only
+    async with client(create_app(store, allow_actions=True)) as c:
+        page = (await c.get("/queue?name=emails")).text
+        ticks = re.findall(r'name="id" value="(\d+)"', page)
+        assert sorted(map(int, ticks)) == sorted(made.pending + made.processing)  # live rows only
+        csrf = await token(c, "/queue?name=emails")
+        chosen = [made.pending[0], made.processing[0], made.dead[0]]
+        response = await post(c, "/action/jobs/cancel", {"name": "emails", "id": chosen},
+                              csrf=csrf)  # fmt: skip
+        assert response.headers["location"] == "/queue?name=emails"
+        page = (await c.get(response.headers["location"])).text
+        assert "cancelled 2 of 3 selected job(s) of &#39;emails&#39;; 1 had finished" in page
+        empty = await post(c, "/action/jobs/cancel", {"name": "emails"}, csrf=csrf)
+        assert "no job selected" in (await c.get(empty.headers["location"])).text
+    for job_id in chosen[:2]:
+        info = await store.get_job(job_id)
+        assert info is not None and info.state == "cancelled"
+    dead = await store.get_job(made.dead[0])
+    assert dead is not None and dead.state == "dead"
 
 
 async def test_run_a_schedule_now(store: Store) -> None:

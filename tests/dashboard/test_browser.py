@@ -212,6 +212,30 @@ def test_pause_a_queue(served: Served, page: Page, errors: list[str]) -> None:
     assert paused == [True] and errors == []
 
 
+def test_cancel_selected_jobs_with_the_selection_kept_across_a_refresh(
+    served: Served, page: Page, errors: list[str]
+) -> None:
+    pending = served.filled.pending
+    page.goto(served.url("/queue?name=emails&state=pending"))
+    expect(page.locator("#live-state")).to_have_attribute("data-state", "ok", timeout=SOON)
+    page.locator(f'tr[data-job="{pending[0]}"] input[name="id"]').check()
+    ready = page.locator('#queue-summary [data-count="ready"]')
+    before = int(ready.inner_text())
+
+    async def enqueue(store: object) -> None:
+        await store.queue("emails").enqueue("one more")  # type: ignore[attr-defined]
+
+    served.run(enqueue)  # the job list refreshes live...
+    expect(ready).to_have_text(str(before + 1), timeout=SOON)
+    expect(page.locator('tr[data-job] input[name="id"]')).to_have_count(len(pending) + 1)
+    # ...and the box ticked before it is still ticked.
+    expect(page.locator(f'tr[data-job="{pending[0]}"] input[name="id"]')).to_be_checked()
+    page.locator("#cancel-selected").click()
+    expect(page.locator(".notice")).to_contain_text("cancelled 1 of 1 selected job(s) of 'emails'")
+    expect(page.locator(f'tr[data-job="{pending[0]}"]')).to_have_count(0)
+    assert errors == []
+
+
 def test_numbers_change_without_a_reload(served: Served, page: Page, errors: list[str]) -> None:
     page.goto(served.url("/queue?name=emails"))
     ready = page.locator('#queue-summary [data-count="ready"]')

@@ -17,10 +17,21 @@
     badge.setAttribute("data-state", state);
   }
 
+  // A fragment's ticked boxes stay ticked across its refresh (a selection
+  // being made is not undone by the numbers moving), where their row remains.
+  var TICKED = 'input[type="checkbox"][name="id"]';
+
   function apply(fragments) {
     Object.keys(fragments).forEach(function (name) {
       var nodes = document.querySelectorAll('[data-live="' + name + '"]');
-      for (var i = 0; i < nodes.length; i++) nodes[i].innerHTML = fragments[name];
+      for (var i = 0; i < nodes.length; i++) {
+        var kept = {};
+        var before = nodes[i].querySelectorAll(TICKED + ":checked");
+        for (var j = 0; j < before.length; j++) kept[before[j].value] = true;
+        nodes[i].innerHTML = fragments[name];
+        var after = nodes[i].querySelectorAll(TICKED);
+        for (var k = 0; k < after.length; k++) if (kept[after[k].value]) after[k].checked = true;
+      }
     });
   }
 
