@@ -92,6 +92,9 @@ class Chart:
     total_finished: int
     total_dead: int
     label: str
+    # The axes: the first bar's start and the last bar's end.
+    since: datetime | None = None
+    until: datetime | None = None
 
 
 def chart(t: Throughput, width: int = 240, height: int = 40) -> Chart:
@@ -116,7 +119,6 @@ def chart(t: Throughput, width: int = 240, height: int = 40) -> Chart:
                 title=title,
             )
         )
-    minutes = (t.until - t.since).total_seconds() / 60
     return Chart(
         width=width,
         height=height,
@@ -124,7 +126,10 @@ def chart(t: Throughput, width: int = 240, height: int = 40) -> Chart:
         peak=peak,
         total_finished=sum(t.finished),
         total_dead=sum(t.dead),
-        label=f"last {minutes:g} min, per {duration(t.bucket.total_seconds())}",
+        label=f"last {duration((t.until - t.since).total_seconds())}, "
+        f"per {duration(t.bucket.total_seconds())}",
+        since=t.since,
+        until=t.until,
     )
 
 

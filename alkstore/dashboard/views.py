@@ -40,6 +40,12 @@ DEFAULT_PAGE: Final = 50
 # The throughput charts: the last 30 minutes, by minute.
 WINDOW_S: Final = 1800.0
 BUCKET_S: Final = 60.0
+# The windows a queue's chart offers: name -> (window, bucket) in seconds.
+# Each is 30 to 48 bars, so each costs the same read.
+CHART_WINDOWS: Final = {
+    "30m": (WINDOW_S, BUCKET_S), "6h": (21_600.0, 600.0), "24h": (86_400.0, 1_800.0),
+    "7d": (604_800.0, 21_600.0),
+}  # fmt: skip
 # Wake channels one live request listens on, at most (the rest refresh on
 # the fallback interval).
 MAX_CHANNELS: Final = 64
@@ -103,6 +109,13 @@ def state_param(params: Params) -> str | None:
     return state
 
 
+def window_param(params: Params) -> str:
+    window = params.get("window") or "30m"
+    if window not in CHART_WINDOWS:
+        raise BadRequest(f"window must be one of {', '.join(CHART_WINDOWS)}")
+    return window
+
+
 def queue_handle(store: Store, name: str) -> Queue:
     """The handle of queue ``name``: an outbox's own queue by its internal
     name too (``__alkstore_outbox:NAME``)."""
@@ -136,11 +149,14 @@ def now(store: Store) -> datetime:
     return to_datetime(store._core.now_us())
 
 
-async def _queue_row(store: Store, summary: QueueSummary) -> QueueRow:
+async def _queue_row(
+    store: Store, summary: QueueSummary, window: str = "30m", *, width: int = 240
+) -> QueueRow:
     handle = queue_handle(store, summary.name)
-    t = await handle.throughput(window=WINDOW_S, bucket=BUCKET_S)
+    span, bucket = CHART_WINDOWS[window]
+    t = await handle.throughput(window=span, bucket=bucket)
     keeps = summary.history_retention is not None or summary.history > 0
-    return QueueRow(summary, fmt.chart(t), keeps)
+    return QueueRow(summary, fmt.chart(t, width=width), keeps)
 
 
 async def overview(store: Store, params: Params) -> Built:
@@ -192,8 +208,9 @@ async def queue(store: Store, params: Params) -> Built:
     name = name_param(params)
     handle = queue_handle(store, name)
     state, after, limit = state_param(params), int_param(params, "after"), limit_param(params)
+    window = window_param(params)
     summary = await known_queue(store, name)
-    row = await _queue_row(store, summary)
+    row = await _queue_row(store, summary, window, width=480)
     jobs, next_after = await _jobs_page(handle, state, after, limit)
     return Built(
         {
@@ -201,6 +218,8 @@ async def queue(store: Store, params: Params) -> Built:
             "name": name,
             "row": row,
             "summary": summary,
+            "window": window,
+            "windows": list(CHART_WINDOWS),
             "state": state,
             "after": after,
             "limit": limit,
@@ -403,7 +422,7 @@ VIEWS: Final[dict[str, View]] = {
     "overview": View("overview.html", ("clock", "queues", "streams", "schedules", "locks"),
                      overview),
     "queue": View("queue.html", ("clock", "queue_summary", "jobs"), queue,
-                  ("name", "state", "after", "limit")),
+                  ("name", "state", "after", "limit", "window")),
     "dead": View("dead.html", ("clock", "queue_summary"), dead, ("name", "after", "limit")),
     "job": View("job.html", ("clock", "job"), job, ("id",)),
     "workflows": View("workflows.html", ("clock", "workflows"), workflows, ("before", "limit")),

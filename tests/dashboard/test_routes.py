@@ -68,6 +68,23 @@ async def test_the_queue_page_shows_counts_chart_and_a_page_of_jobs(store: Store
     assert "limits: none · a processing job keeps its unique key" in page
 
 
+async def test_the_queue_chart_has_axes_and_longer_windows(store: Store) -> None:
+    await fill(store)
+    async with client(create_app(store)) as c:
+        default = (await c.get("/queue", params={"name": "emails"})).text
+        day = (await c.get("/queue", params={"name": "emails", "window": "24h"})).text
+        bad = await c.get("/queue", params={"name": "emails", "window": "1y"})
+    assert "last 30m, per 1m" in default and "last 1d, per 30m" in day
+    chart = day.split('id="throughput"')[1].split("</figure>")[0]
+    assert '<span class="y-top" title="the busiest bar">7</span>' in chart  # 4 done + 3 dead
+    assert len(re.findall(r"<time datetime=", chart)) == 2  # the first and last instants
+    windows = re.findall(r'<a href="[^"]*"( class="current")?>(30m|6h|24h|7d)</a>', day)
+    assert [(w, bool(cur)) for cur, w in windows] == [
+        ("30m", False), ("6h", False), ("24h", True), ("7d", False)
+    ]
+    assert bad.status_code == 400 and "window must be one of" in bad.text
+
+
 async def test_a_job_not_due_yet_reads_scheduled_in_the_list(store: Store) -> None:
     q = store.queue("later")
     due = await q.enqueue("now")
