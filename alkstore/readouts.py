@@ -15,8 +15,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
 
+from .api.queue import Queue
 from .api.store import Store
 from .protocol.plans.workflows import StepStatus, WorkflowStatus
+from .protocol.values import codec
 from .protocol.values.errors import InvalidArgument
 from .protocol.values.types import JobInfo, QueueSummary
 
@@ -34,6 +36,59 @@ def shown_state(job: JobInfo, now: datetime) -> str:
     if job.state == "pending" and job.run_at > now:
         return "scheduled"
     return job.state
+
+
+# Jobs one search reads at most before it answers with what it found: a
+# search reads the queue's pages in id order (no index holds a payload's
+# text), so its cost is bounded, and the answer says where to go on from.
+MATCH_SCAN: Final = 10_000
+_MATCH_PAGE: Final = 500
+
+
+@dataclass(frozen=True, slots=True)
+class Matches:
+    """Jobs whose payload (as JSON text) or unique or concurrency key holds
+    the text searched for, case-insensitively; ``next_after``: where the
+    next page (or the rest of the search) starts, None when the queue's
+    pages were all read."""
+
+    jobs: list[JobInfo]
+    next_after: int | None
+    scanned: int
+
+
+def matches(job: JobInfo, text: str) -> bool:
+    """Whether ``job``'s payload (its JSON text), unique key or concurrency
+    key holds ``text``, case-insensitively."""
+    needle = text.casefold()
+    return any(
+        needle in field.casefold()
+        for field in (codec.encode(job.payload), job.unique_key or "", job.concurrency_key or "")
+    )
+
+
+async def find_jobs(
+    queue: Queue, text: str, *, state: str | None, after: int | None, limit: int,
+    scan: int = MATCH_SCAN,
+) -> Matches:
+    """Up to ``limit`` of ``queue``'s jobs in ``state`` after id ``after``
+    that match ``text`` (``matches``), in id order, reading at most ``scan``
+    jobs (a page of ``list_jobs`` at a time)."""
+    found: list[JobInfo] = []
+    scanned, cursor = 0, after
+    while scanned < scan:
+        size = min(_MATCH_PAGE, scan - scanned)
+        page = await queue.list_jobs(state=state, limit=size, after=cursor)
+        for job in page:
+            scanned += 1
+            cursor = job.id
+            if matches(job, text):
+                found.append(job)
+                if len(found) == limit:
+                    return Matches(found, job.id, scanned)
+        if len(page) < size:
+            return Matches(found, None, scanned)  # read to the end
+    return Matches(found, cursor, scanned)
 
 
 class NoSuchQueue(Exception):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -101,25 +102,43 @@ def queues_command(target: Target) -> None:
 @click.option(
     "--after", type=click.IntRange(0), default=None, help="Start after this job id (paging)."
 )
+@click.option(
+    "--match",
+    default=None,
+    metavar="TEXT",
+    help="Only jobs whose payload (as JSON), unique key or concurrency key holds TEXT, any "
+    f"case (reads at most {readouts.MATCH_SCAN:,} jobs per page).",
+)
 def jobs_command(
-    target: Target, queue: str, state: str | None, limit: int, after: int | None
+    target: Target,
+    queue: str,
+    state: str | None,
+    limit: int,
+    after: int | None,
+    match: str | None,
 ) -> None:
     """List QUEUE's jobs in id order, a page at a time (--after the last id
     shown for the next page)."""
 
-    async def work(store: Store) -> list[JobInfo]:
+    async def work(store: Store) -> tuple[list[JobInfo], int | None, int | None]:
         await find_queue(store, queue)
-        return await store.queue(queue).list_jobs(state=state, limit=limit, after=after)
+        handle = store.queue(queue)
+        if match:
+            found = await readouts.find_jobs(handle, match, state=state, after=after, limit=limit)
+            return found.jobs, found.next_after, found.scanned
+        page = await handle.list_jobs(state=state, limit=limit, after=after)
+        return page, page[-1].id if len(page) == limit else None, None
 
-    jobs = run(target, work)
-    next_after = jobs[-1].id if len(jobs) == limit else None
+    jobs, next_after, scanned = run(target, work)
     if target.json:
-        doc = {
+        doc: dict[str, object] = {
             "queue": queue,
             "state": state,
             "jobs": [shapes.job_doc(j) for j in jobs],
             "next_after": next_after,
         }
+        if match:
+            doc["match"], doc["scanned"] = match, scanned
         click.echo(shapes.dumps(doc))
         return
     out = render.console()
@@ -145,6 +164,8 @@ def jobs_command(
     if next_after is not None:
         # On stderr in a pipe, so the rows stay rows for grep and cut.
         hint = f"more: alkstore jobs {queue} --after {next_after}"
+        if match:
+            hint += f" --match {shlex.quote(match)} (searched {scanned} jobs)"
         if out.is_terminal:
             out.print(hint)
         else:

@@ -209,9 +209,15 @@ async def queue(store: Store, params: Params) -> Built:
     handle = queue_handle(store, name)
     state, after, limit = state_param(params), int_param(params, "after"), limit_param(params)
     window = window_param(params)
+    match = (params.get("match") or "").strip()[:200] or None
     summary = await known_queue(store, name)
     row = await _queue_row(store, summary, window, width=480)
-    jobs, next_after = await _jobs_page(handle, state, after, limit)
+    scanned = None
+    if match is None:
+        jobs, next_after = await _jobs_page(handle, state, after, limit)
+    else:
+        found = await readouts.find_jobs(handle, match, state=state, after=after, limit=limit)
+        jobs, next_after, scanned = found.jobs, found.next_after, found.scanned
     return Built(
         {
             "now": now(store),
@@ -220,6 +226,8 @@ async def queue(store: Store, params: Params) -> Built:
             "summary": summary,
             "window": window,
             "windows": list(CHART_WINDOWS),
+            "match": match,
+            "scanned": scanned,
             "state": state,
             "after": after,
             "limit": limit,
@@ -422,7 +430,7 @@ VIEWS: Final[dict[str, View]] = {
     "overview": View("overview.html", ("clock", "queues", "streams", "schedules", "locks"),
                      overview),
     "queue": View("queue.html", ("clock", "queue_summary", "jobs"), queue,
-                  ("name", "state", "after", "limit", "window")),
+                  ("name", "state", "after", "limit", "window", "match")),
     "dead": View("dead.html", ("clock", "queue_summary"), dead, ("name", "after", "limit")),
     "job": View("job.html", ("clock", "job"), job, ("id",)),
     "workflows": View("workflows.html", ("clock", "workflows"), workflows, ("before", "limit")),

@@ -68,6 +68,21 @@ async def test_the_queue_page_shows_counts_chart_and_a_page_of_jobs(store: Store
     assert "limits: none · a processing job keeps its unique key" in page
 
 
+async def test_the_job_list_filters_by_payload_or_key_text(store: Store) -> None:
+    made = await fill(store)
+    await store.queue("emails").enqueue({"to": "zed@example.com"}, concurrency_key="Tenant-9")
+    async with client(create_app(store)) as c:
+        one = (await c.get("/queue", params={"name": "emails", "match": "USER11@"})).text
+        key = (await c.get("/queue", params={"name": "emails", "match": "tenant-9"})).text
+        none = (await c.get("/queue", params={"name": "emails", "match": "nobody"})).text
+    assert [int(i) for i in rows(one, "job")] == [made.pending[-1]]  # any case
+    assert len(rows(key, "job")) == 1 and "zed@example.com" in key  # a concurrency key
+    assert rows(none, "job") == [] and "No jobs containing" in none
+    # every live and dead job read (3 dead, 2 processing, 4 pending), to the end
+    assert "searched 9 job(s) (payloads" in none
+    assert 'name="match" maxlength="200" value="nobody"' in none
+
+
 async def test_the_queue_chart_has_axes_and_longer_windows(store: Store) -> None:
     await fill(store)
     async with client(create_app(store)) as c:
