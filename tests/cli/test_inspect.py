@@ -134,7 +134,9 @@ def test_the_documented_json_shapes_are_what_the_commands_print(filled: Db) -> N
     assert queues_doc["queues"][0].keys() == printed.keys()
     assert queues_doc["queues"][0]["limits"].keys() == printed["limits"].keys()
     assert queues_doc["queues"][0]["unique_policy"].keys() == printed["unique_policy"].keys()
-    job_doc = documented("`alkstore jobs QUEUE [--state STATE] [--limit N] [--after ID]`")
+    job_doc = documented(
+        "`alkstore jobs QUEUE [--state STATE] [--limit N] [--after ID] [--match TEXT]`"
+    )
     printed = cli("jobs", "accounts", *filled.args, "--json").doc["jobs"][0]
     assert job_doc.keys() == printed.keys()
 
