@@ -12,13 +12,13 @@ from ..protocol.plans import dependencies
 from ..protocol.plans import workflows as plans
 from ..protocol.plans.workflows import NewStep, StepStatus, WorkflowStatus
 from ..protocol.values import codec
-from ..protocol.values.errors import InvalidArgument, ResultTimeout
+from ..protocol.values.errors import InvalidArgument
 from ..protocol.values.names import check_identifier, done_channel
-from ..protocol.values.timeconv import US_PER_S, Duration, duration_us
+from ..protocol.values.timeconv import Duration
 from ..protocol.values.types import EnqueueOptions, NewJob
 from .core import ops
 from .core.handle import StoreCore
-from .core.results import await_result
+from .core.results import Deadline, await_result, until_finished
 
 T = TypeVar("T")
 
@@ -182,32 +182,14 @@ class WorkflowRun:
         # looks at the rest only once that one finished: never a read of
         # every step per wake, which a workflow of 10,000 steps would feel.
         core = self._core
-        limit_s = None if timeout is None else duration_us(timeout, "timeout") / US_PER_S
-        runtime = core.runtime
-        deadline = None if limit_s is None else runtime.monotonic() + limit_s
+        deadline = Deadline(core.runtime, timeout)
         while open_ := await core.run(plans.open_steps(core.dialect, self.id)):
             target = open_[-1]
             end = await core.run(dependencies.job_end(core.dialect, target))
             if end.queue is None:
                 continue  # it finished since
             async with core.subscribe(done_channel(end.queue)) as wakes:
-                # Read again once subscribed: a finish in between still wakes.
-                end = await core.run(dependencies.job_end(core.dialect, target))
-                marked = False
-                while not end.finished:
-                    if end.where == "live" and not marked:
-                        # Its finish must be recorded and wake us: then look again.
-                        marked = True
-                        await core.run(dependencies.await_job(core.dialect, target))
-                    else:
-                        wait = ops.RESULT_BACKSTOP_S
-                        if deadline is not None:
-                            left = deadline - runtime.monotonic()
-                            if left <= 0:
-                                raise ResultTimeout(f"workflow {self.id}", limit_s or 0.0)
-                            wait = min(wait, left)
-                        await wakes.recv_timeout(wait)
-                    end = await core.run(dependencies.job_end(core.dialect, target))
+                await until_finished(core, wakes, target, deadline, f"workflow {self.id}")
         return await self.status()
 
     async def cancel(self) -> int:
