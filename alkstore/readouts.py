@@ -20,7 +20,7 @@ from .api.store import Store
 from .protocol.plans.workflows import StepStatus, WorkflowStatus
 from .protocol.values import codec
 from .protocol.values.errors import InvalidArgument
-from .protocol.values.types import JobInfo, QueueSummary
+from .protocol.values.types import JobInfo, QueueLimits, QueueSummary
 
 # A job's dependencies and dependents whose states are looked up, at most
 # (one read each): a fan-in of thousands shows the first ones' states.
@@ -103,12 +103,32 @@ class NoSuchQueue(Exception):
         self.near = near
 
 
-async def find_queue(store: Store, name: str) -> QueueSummary:
+def _listed(summary: QueueSummary) -> bool:
+    """Whether a summary shows what makes ``list_queues`` list its queue:
+    jobs of any kind or a setting off its default (a queue whose settings
+    row holds only defaults is listed too: the full lookup finds it)."""
+    counts = (summary.ready, summary.scheduled, summary.processing, summary.dead,
+              summary.history, summary.waiting)  # fmt: skip
+    settings = (
+        summary.paused or summary.history_retention is not None
+        or summary.dead_retention is not None or summary.limits != QueueLimits()
+        or not summary.unique_processing_blocks
+    )  # fmt: skip
+    return any(counts) or settings
+
+
+async def find_queue(store: Store, name: str, handle: Queue | None = None) -> QueueSummary:
     """The summary of queue ``name``. A queue exists once ``list_queues``
     lists it (live jobs, dead letters, history or settings) or a schedule
     feeds it (zeros, until it fires); otherwise ``NoSuchQueue``. The
     command line and the dashboard both ask this, so a name one refuses the
-    other does not show."""
+    other does not show. Given the queue's ``handle``, a summary that shows
+    jobs or settings answers in one read (a page refreshing live does not
+    summarize every queue)."""
+    if handle is not None:
+        summary = await handle.summary()
+        if _listed(summary):
+            return summary
     listed = await store.list_queues()
     for summary in listed:
         if summary.name == name:

@@ -199,7 +199,7 @@ async def known_queue(store: Store, name: str) -> QueueSummary:
     line's rule: ``readouts.find_queue``), so a typo shows no empty queue
     to pause into being."""
     try:
-        return await readouts.find_queue(store, name)
+        return await readouts.find_queue(store, name, queue_handle(store, name))
     except readouts.NoSuchQueue as exc:
         raise BadRequest(str(exc), 404) from None
 
