@@ -125,7 +125,7 @@ def job_record(row: Row) -> JobRecord:
             and type(claimed_by) is str and type(visible_at) is int and type(claims) is int
             and (headers is None or type(headers) is str)
             and (history_us is None or type(history_us) is int)
-            and (keep is True or keep is False or keep == 0 or keep == 1)
+            and (keep is True or keep is False or (type(keep) is int and keep in (0, 1)))
         ):  # fmt: skip
             payload = codec.decode(text)
             return JobRecord(id_, queue, payload, priority, attempts, max_attempts, run_at,

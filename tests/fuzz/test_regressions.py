@@ -161,6 +161,24 @@ def test_claim_row_of_a_live_job_row_shape_is_codec_error() -> None:
     assert record.history_us == 60_000_000 and record.headers is None and not record.kept
 
 
+
+class _Uncomparable:
+    def __eq__(self, other: object) -> bool:
+        raise RuntimeError("no comparing")
+
+    __hash__ = object.__hash__
+
+
+def test_claim_row_whose_keep_flag_refuses_comparison_is_codec_error() -> None:
+    """The fast path compared the keep flag with ``==`` before checking its
+    type, so a value whose ``__eq__`` raises escaped as that error (fuzz_rows)."""
+    row = (1, "q", '"x"', 0, 1, 3, 5, 4, None, "w", 9, 1, None, 1, None, None)
+    with pytest.raises(CodecError):
+        rows.job_record((*row, _Uncomparable()))
+    with pytest.raises(CodecError):
+        rows.job_record((*row, 1.0))
+    assert rows.job_record((*row, 1)).kept and not rows.job_record((*row, False)).kept
+
 # -- fuzz_options ------------------------------------------------------------
 
 
