@@ -18,6 +18,7 @@ from .api.tx import Transaction
 from .api.workflow import Step, StepStatus, Workflow, WorkflowRun, WorkflowStatus
 from .protocol.plans.housekeeping import PruneReport
 from .protocol.plans.workflows import WorkflowSummary
+from .protocol.values.attempts import Attempt
 from .protocol.values.backoff import Backoff
 from .protocol.values.errors import (
     AlkstoreError,
@@ -65,6 +66,7 @@ __all__ = [
     "LISTENER_RECONNECTED",
     "RESERVED_PREFIX",
     "AlkstoreError",
+    "Attempt",
     "Backoff",
     "ClaimRulesChanged",
     "Clock",

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from .protocol.values.attempts import Attempt
 from .protocol.values.types import (
     ConsumerInfo,
     JobInfo,
@@ -119,6 +120,19 @@ def job_doc(j: JobInfo) -> Doc:
         "finished_at": j.finished_at,
         "unique_key": j.unique_key,
         "concurrency_key": j.concurrency_key,
+    }
+
+
+def attempt_doc(a: Attempt) -> Doc:
+    return {
+        "attempt": a.attempt,
+        "outcome": a.outcome,
+        "worker": a.worker,
+        "started_at": a.started_at,
+        "finished_at": a.finished_at,
+        "duration_s": seconds(a.duration),
+        "error": a.error,
+        "trace": a.trace,
     }
 
 

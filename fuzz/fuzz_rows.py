@@ -3,7 +3,7 @@
 A row may come from another program or another version, so every decoder
 must refuse a malformed row with ``CodecError``. Property: ``rows.job_record``
 /``job_info``/``dead_info``/``stream_event``, the read models' ``history_info``
-/``queue_summary``/``stream_info``/``lock_info``, and ``claim.SweepCandidate`` +
+/``queue_summary``/``stream_info``/``lock_info``/``attempt``, and ``claim.SweepCandidate`` +
 ``sweep_decision`` on arbitrary tuples (wrong lengths, wrong types, huge
 ints, bad JSON, unknown states and reasons) raise only ``CodecError`` and
 otherwise return well-typed values.
@@ -24,6 +24,7 @@ import fuzzvalues as fv
 with atheris.instrument_imports():
     from alkstore.protocol import rows
     from alkstore.protocol.plans import claim
+    from alkstore.protocol.values.attempts import Attempt
     from alkstore.protocol.values.errors import CodecError
     from alkstore.protocol.values.types import (
         JobInfo,
@@ -36,7 +37,7 @@ with atheris.instrument_imports():
 
 # A plausible row per decoder: (length, field kinds). Kinds steer the fuzzer
 # towards rows that get past the first field.
-INT, TEXT, JSON, OPT_INT, OPT_TEXT, STATE, REASON, OUTCOME, FLAG = range(9)
+INT, TEXT, JSON, OPT_INT, OPT_TEXT, STATE, REASON, OUTCOME, FLAG, HOW = range(10)
 JOB = [INT, TEXT, JSON, INT, INT, INT, INT, INT, OPT_INT, OPT_TEXT, INT, STATE, OPT_TEXT, INT,
        OPT_TEXT]  # fmt: skip
 # a claim's row: a job's, then its queue's history retention and whether it is kept
@@ -55,11 +56,14 @@ SUMMARY = [INT, INT, INT, OPT_INT, INT, INT, FLAG, OPT_INT, OPT_INT, OPT_INT, OP
 STREAM = [OPT_INT, OPT_INT, OPT_INT, INT, OPT_INT, OPT_INT]
 CONSUMER = [TEXT, INT, FLAG]
 LOCK = [TEXT, OPT_TEXT, INT, INT, FLAG]
+# an attempt: number, how it ended, worker, start, end, error, trace
+ATTEMPT = [INT, HOW, OPT_TEXT, OPT_INT, INT, OPT_TEXT, OPT_TEXT]
 
 JSON_TEXTS = ['{"a": 1}', "[1, 2]", "null", '"x"', "1e400", "NaN", "{", "", "\ud800", '"\\ud800"']
 REASONS = ["failed", "max_attempts", "expired", "claim_expired", "dead", "", "FAILED"]
 OUTCOMES = ["acked", "cancelled", "dead", "", "ACKED"]
 FLAGS = [0, 1, True, False, None, 2, -1, "1"]
+HOWS = ["retried", "failed", "max_attempts", "claim_expired", "expired", "acked", "", "RETRIED"]
 
 
 def _time(fdp: atheris.FuzzedDataProvider) -> int:
@@ -96,6 +100,8 @@ def _field(fdp: atheris.FuzzedDataProvider, kind: int) -> Any:
         return fdp.PickValueInList(OUTCOMES)
     if kind == FLAG:
         return fdp.PickValueInList(FLAGS)
+    if kind == HOW:
+        return fdp.PickValueInList(HOWS)
     return fdp.PickValueInList(REASONS)
 
 
@@ -184,6 +190,12 @@ def TestOneInput(data: bytes) -> None:
             assert isinstance(event.created_at, datetime)
     elif mode == 4:
         _check_sweep(fdp)
+    elif mode == 5:
+        tried = _check(rows.attempt, _row(fdp, ATTEMPT), Attempt)
+        if tried is not None:
+            assert tried.outcome in HOWS[:5] and tried.died == (tried.outcome != "retried")
+            assert isinstance(tried.finished_at, datetime)
+            assert tried.duration is None or tried.started_at is not None
     elif mode == 6:
         done = _check(rows.history_info, _row(fdp, HISTORY), JobInfo)
         if done is not None:

@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from alkstore.protocol.values import codec
+from alkstore.protocol.values.attempts import ATTEMPTS_KEPT, Attempt, capped_error
 from alkstore.protocol.values.backoff import Backoff
 from alkstore.protocol.values.timeconv import MAX_INSTANT_US, maybe_datetime, to_datetime
 from alkstore.protocol.values.types import (
@@ -70,6 +71,8 @@ class LiveJob:
     # The queue's history retention as of the job's last claim: what its ack
     # obeys (a change applies to jobs claimed after it).
     history_us: int | None = None
+    # When its last claim was made: a failed attempt's start.
+    claimed_at_us: int | None = None
 
     def claim_live(self, now_us: int) -> bool:
         return self.state == "processing" and self.visible_at_us > now_us
@@ -180,6 +183,9 @@ class QueueModel:
         self.jobs: dict[int, LiveJob] = {}
         self.dead: dict[int, DeadJob] = {}
         self.history: dict[int, FinishedJob] = {}
+        # A job's attempts that ended without an ack, and its deaths, while
+        # it has a record (ids are never reused, so a gone job's are unread).
+        self.attempts: dict[int, list[Attempt]] = {}
         # queue -> (history_us, dead_us); absent: (None, None).
         self.retention: dict[str, tuple[int | None, int | None]] = {}
         self.last_id = 0
@@ -306,6 +312,7 @@ class QueueModel:
             job.run_at_us = job.visible_at_us
             job.visible_at_us = now_us + visibility_us
             job.history_us = self.retention.get(queue, (None, None))[0]
+            job.claimed_at_us = now_us
         taken.sort(key=lambda j: (-j.priority, j.run_at_us, j.id))
         return [self._record(j) for j in taken]
 
@@ -387,8 +394,9 @@ class QueueModel:
         if job is None:
             return False
         if job.attempts >= job.max_attempts:
-            self._bury(job, "max_attempts", error, now_us)
+            self._bury(job, "max_attempts", error, now_us, job.claimed_at_us)
             return True
+        self._attempted(job, "retried", job.claimed_at_us, error, now_us)
         if delay_us is None:
             delay_us = (backoff or Backoff()).delay_us(job.attempts, draw)
         job.state = "pending"
@@ -405,7 +413,7 @@ class QueueModel:
         job = self._owned(job_id, worker, claim, now_us)
         if job is None:
             return False
-        self._bury(job, "failed", error, now_us)
+        self._bury(job, "failed", error, now_us, job.claimed_at_us)
         return True
 
     def heartbeat(
@@ -436,9 +444,30 @@ class QueueModel:
             job.attempts -= 1
         return True
 
-    def _bury(self, job: LiveJob, reason: DeadReason, error: str | None, now_us: int) -> None:
-        """Move a live job to the dead letters; a new error replaces the last
-        one. Its queue's dead retention as of now sets when it is pruned."""
+    def _attempted(
+        self, job: LiveJob, outcome: str, started_us: int | None, error: str | None, now_us: int
+    ) -> None:
+        """Record how the job's attempt ended (or its death); it keeps its newest 20."""
+        kept = self.attempts.setdefault(job.id, [])
+        kept.append(Attempt(
+            attempt=job.attempts, outcome=outcome,  # type: ignore[arg-type]
+            worker=job.claimed_by, started_at=maybe_datetime(started_us),
+            finished_at=to_datetime(now_us), error=capped_error(error), trace=None,
+        ))  # fmt: skip
+        del kept[:-ATTEMPTS_KEPT]
+
+    def _bury(
+        self,
+        job: LiveJob,
+        reason: DeadReason,
+        error: str | None,
+        now_us: int,
+        started_us: int | None = None,
+    ) -> None:
+        """Move a live job to the dead letters, the death recorded as its
+        attempt; a new error replaces the last one. Its queue's dead
+        retention as of now sets when it is pruned."""
+        self._attempted(job, reason, started_us, error, now_us)
         dead_us = self.retention.get(job.queue, (None, None))[1]
         del self.jobs[job.id]
         self.dead[job.id] = DeadJob(
@@ -503,6 +532,8 @@ class QueueModel:
         """A dead letter of ``queue`` back to pending: same id, payload,
         priority, max_attempts and last error; zero attempts, due now, and no
         deadline (the old one has usually passed, which is often why it died).
+        Its claim number moves on one, as if the death were a claim: a job
+        claimed more than once may have attempt rows its ack must forget.
         """
         dead = self.dead.get(job_id)
         if dead is None or dead.queue != queue:
@@ -522,7 +553,7 @@ class QueueModel:
             visible_at_us=now_us,
             state="pending",
             last_error=dead.last_error,
-            claims=dead.claims,
+            claims=dead.claims + 1,
         )
         return True
 
@@ -547,7 +578,14 @@ class QueueModel:
         return None
 
     def get_job(self, queue: str, job_id: int) -> JobInfo | None:
-        """The job as ``Queue.get_job`` reports it (None outside ``queue``)."""
+        """The job as ``Queue.get_job`` reports it (None outside ``queue``),
+        with its attempt history."""
+        info = self._where(queue, job_id)
+        if info is None:
+            return None
+        return replace(info, attempt_history=tuple(self.attempts.get(job_id, ())))
+
+    def _where(self, queue: str, job_id: int) -> JobInfo | None:
         job = self.jobs.get(job_id)
         if job is not None:
             return self._live_info(job) if job.queue == queue else None

@@ -24,7 +24,7 @@ from ..protocol.values.timeconv import Duration, duration_us, to_datetime
 from ..protocol.values.types import Enqueued, EnqueueOptions, JobInfo, JobRecord, QueueOptions
 from .core.handle import StoreCore
 from .core.observer import JobObserver
-from .core.ops import error_text
+from .core.ops import error_text, error_trace
 from .core.wakes import WakeReceiver
 from .locks import Lock
 from .stream import Stream
@@ -159,7 +159,7 @@ class Job:
     cancelled meanwhile.
     """
 
-    __slots__ = ("_core", "_observer", "_options", "_owner", "_record")
+    __slots__ = ("_core", "_observer", "_options", "_owner", "_record", "_started_us")
 
     def __init__(
         self,
@@ -174,6 +174,9 @@ class Job:
         self._options = options
         self._record = record
         self._observer = observer
+        # When this process received the claim: the attempt's start, recorded
+        # with its end if it fails.
+        self._started_us = core.now_us()
 
     def __repr__(self) -> str:
         r = self._record
@@ -277,21 +280,26 @@ class Job:
         self, delay: Duration | None = None, error: BaseException | str | None = None
     ) -> bool:
         """Back to pending after ``delay`` (default: the queue's backoff);
-        to dead instead when no attempts are left."""
+        to dead instead when no attempts are left. The attempt is recorded in
+        the job's ``attempt_history`` with ``error`` (an exception's stack
+        trace too)."""
         core = self._core
         delay_us = None if delay is None else duration_us(delay, "delay")
         text = error_text(error)
         plan = claim.retry(
             core.dialect, self._record, core.now_us(), delay_us=delay_us,
             backoff=self._options.backoff, draw=core.draw(), error=text, origin=core.origin,
+            trace=error_trace(error), started_us=self._started_us,
         )  # fmt: skip
         return await self._settle("retry", plan, text)
 
     async def fail(self, error: BaseException | str | None = None) -> bool:
-        """Straight to the dead letters, keeping ``error``."""
+        """Straight to the dead letters, keeping ``error`` (and, in the job's
+        ``attempt_history``, an exception's stack trace)."""
         core = self._core
         text = error_text(error)
-        plan = claim.fail(core.dialect, self._record, core.now_us(), text, origin=core.origin)
+        plan = claim.fail(core.dialect, self._record, core.now_us(), text, origin=core.origin,
+                          trace=error_trace(error), started_us=self._started_us)  # fmt: skip
         return await self._settle("fail", _as(Outcome.DEAD, plan), text)
 
     async def release(self, *, refund: bool = True) -> bool:

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import click
+from rich.console import Console
 
 from .. import readouts, shapes
 from ..api.store import Store
+from ..protocol.values.attempts import Attempt
 from ..protocol.values.types import JobInfo, QueueSummary
 from ..readouts import Related, related
 from . import render
@@ -198,17 +201,21 @@ class JobDetail:
             "dependents": [r.doc() for r in self.dependents],
             "workflow_id": info.workflow_id,
             "step": info.step,
+            "attempt_history": [shapes.attempt_doc(a) for a in info.attempt_history],
         }
 
 
 @click.command("job")
 @target_options
 @click.argument("job_id", metavar="ID", type=click.IntRange(1))
-def job_command(target: Target, job_id: int) -> None:
+@click.option("--traces", is_flag=True,
+              help="Every failed attempt's stack trace (default: the newest one's).")
+def job_command(target: Target, job_id: int, traces: bool) -> None:
     """Everything about one job: payload, attempts, last error, claim holder
     and deadline, what became of it (while its queue keeps history) and its
     result; the jobs it waits for and those waiting for it, with their
-    states; the workflow step it is."""
+    states; the workflow step it is; each attempt that failed (its worker,
+    start, duration and error) and the newest one's stack trace."""
 
     async def work(store: Store) -> JobDetail:
         info = await store.get_job(job_id)
@@ -263,6 +270,26 @@ def job_command(target: Target, job_id: int) -> None:
         fields.append(("workflow", f"{info.workflow_id}, step {info.step!r}"))
     out.print(render.table(None, ("field", "value"), fields, out=out))
     out.print(shapes.dumps(info.payload) if not out.is_terminal else _pretty(info.payload))
+    if info.attempt_history:
+        print_attempts(out, info.attempt_history, every_trace=traces)
+
+
+def print_attempts(out: Console, history: Sequence[Attempt], *, every_trace: bool) -> None:
+    """The attempts that failed (and the deaths), oldest first, then the
+    stack traces: the newest one's, or ``every_trace``."""
+    rows = [
+        (a.attempt, a.outcome, a.worker, render.when(a.started_at),
+         "-" if a.duration is None else render.duration(a.duration.total_seconds()),
+         render.when(a.finished_at), render.one_line(a.error, 100))
+        for a in history
+    ]  # fmt: skip
+    columns = ("#", "outcome", "worker", "started", "took", "ended", "error")
+    out.print(render.table("attempts", columns, rows, out=out, right=("#", "took")))
+    traced = [a for a in history if a.trace is not None]
+    for a in traced if every_trace else traced[-1:]:
+        out.print(f"trace of attempt {a.attempt} ({render.when(a.finished_at)}):",
+                  markup=False, highlight=False)  # fmt: skip
+        out.print((a.trace or "").rstrip(), markup=False, highlight=False, soft_wrap=True)
 
 
 @click.command("cancel")

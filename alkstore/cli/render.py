@@ -75,6 +75,15 @@ def when(at: datetime | None) -> str:
 duration = human_duration
 
 
+def one_line(value: str | None, limit: int = 100) -> str:
+    """A message's first line, cut at ``limit`` characters ("-" for none)."""
+    if value is None:
+        return "-"
+    first, _, rest = value.strip().partition("\n")
+    cut = len(first) > limit or bool(rest)
+    return f"{first[:limit]}..." if cut else first
+
+
 def brief_json(value: Any, limit: int = 60) -> str:
     """A payload on one line, cut at ``limit`` characters."""
     shown = orjson.dumps(value).decode()

@@ -12,6 +12,7 @@ from starlette.routing import BaseRoute, Route
 from starlette.templating import Jinja2Templates
 
 from ..api.store import Store
+from ..protocol.values.attempts import ATTEMPTS_KEPT
 from ..protocol.values.errors import InvalidArgument, UsageError
 from . import actions, live, pages, static
 from . import format as fmt
@@ -93,7 +94,7 @@ def create_app(
         lstrip_blocks=True,
     )
     env.filters.update(fmt.FILTERS)
-    env.globals.update(ago=fmt.ago, chart=fmt.chart)
+    env.globals.update(ago=fmt.ago, chart=fmt.chart, attempts_kept=ATTEMPTS_KEPT)
     templates = Jinja2Templates(env=env)
     settings = Settings(
         resolve=resolve,

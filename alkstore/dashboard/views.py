@@ -308,6 +308,13 @@ def timeline(info: JobInfo) -> list[tuple[datetime, str]]:
         events.append((info.claim_expires_at, f"claim by {info.claimed_by} lapses"))
     if info.expires_at is not None:
         events.append((info.expires_at, "deadline for its first claim"))
+    for a in info.attempt_history:
+        if a.started_at is not None:
+            events.append((a.started_at, f"attempt {a.attempt} started on {a.worker}"))
+        if a.outcome == "retried":
+            events.append((a.finished_at, f"attempt {a.attempt} failed, retried"))
+        elif a.finished_at != info.died_at:  # a death since requeued
+            events.append((a.finished_at, f"dead ({a.outcome}), requeued later"))
     if info.died_at is not None:
         events.append((info.died_at, f"dead ({info.dead_reason})"))
     if info.finished_at is not None:

@@ -82,6 +82,10 @@ STREAM_SUMMARY_COLUMNS = (
 CONSUMER_COLUMNS = ("consumer", "offset", "keep")
 # A lock's row, and whether the lock rules say it is held now.
 LOCK_COLUMNS = ("name", "owner", "token", "expires_at", "held")
+# One attempt of a job's history (protocol.values.attempts).
+ATTEMPT_COLUMNS = (
+    "attempt", "outcome", "worker", "started_at", "finished_at", "error", "trace",
+)  # fmt: skip
 
 # What ``job_page`` lists of a queue's live jobs: every pending job, those
 # claimable now (``ready``), those due later (``scheduled``: the stats'
@@ -391,7 +395,8 @@ class Dialect(Protocol):
     def dead_per_bucket(
         self, queue: str, since_us: int, until_us: int, bucket_us: int
     ) -> Statement:
-        """``finished_per_bucket`` for ``queue``'s dead letters, by ``died_at``."""
+        """``finished_per_bucket`` for ``queue``'s deaths (its attempt rows
+        that are not retries), a requeued letter's included."""
         ...
 
     def prune_history(self, now_us: int, limit: int) -> Statement:
@@ -693,6 +698,27 @@ class Dialect(Protocol):
         ...
     def forget_workflows(self, workflow_ids: Sequence[int]) -> tuple[Statement, ...]:
         """Delete the workflows and their steps; the last statement counts them."""
+        ...
+
+    # -- attempts (protocol.values.attempts) ----------------------------------------
+    def record_attempt(
+        self,
+        job_id: int,
+        outcome: str,
+        started_us: int | None,
+        error: str | None,
+        trace: str | None,
+        now_us: int,
+    ) -> tuple[Statement, ...]:
+        """Record how live job ``job_id``'s current attempt ended (its number,
+        queue and worker read from its row, which must still be live), then
+        drop its rows beyond the newest ``ATTEMPTS_KEPT``."""
+        ...
+    def job_attempts(self, job_id: int) -> Statement:
+        """Rows ``ATTEMPT_COLUMNS`` of the job's attempts, oldest first."""
+        ...
+    def forget_attempts(self, job_ids: Sequence[int]) -> Statement:
+        """Delete the attempts of ``job_ids`` (their records are gone)."""
         ...
 
 

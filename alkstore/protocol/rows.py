@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from .dialect import (
+    ATTEMPT_COLUMNS,
     CLAIM_COLUMNS,
     CONSUMER_COLUMNS,
     DEAD_COLUMNS,
@@ -29,6 +30,7 @@ from .dialect import (
 )
 from .plan import Row
 from .values import codec
+from .values.attempts import ATTEMPT_OUTCOMES, Attempt
 from .values.errors import CodecError, DatabaseError, InvalidArgument, SchemaMismatch, brief
 from .values.timeconv import to_datetime
 from .values.types import (
@@ -187,7 +189,7 @@ _POSITIONS: dict[tuple[str, ...], dict[str, int]] = {
     for columns in (
         JOB_COLUMNS, JOB_INFO_COLUMNS, CLAIM_COLUMNS, DEAD_COLUMNS, EVENT_COLUMNS, HISTORY_COLUMNS,
         SCHEDULE_COLUMNS, QUEUE_SUMMARY_COLUMNS, STREAM_SUMMARY_COLUMNS, CONSUMER_COLUMNS,
-        LOCK_COLUMNS, WAITING_COLUMNS,
+        LOCK_COLUMNS, WAITING_COLUMNS, ATTEMPT_COLUMNS,
     )
 }  # fmt: skip
 
@@ -265,6 +267,23 @@ def dead_info(row: Row) -> JobInfo:
         dead_reason=dead_reason,
         died_at=f.instant("died_at"),
         concurrency_key=f.opt_text("concurrency_key"),
+    )
+
+
+def attempt(row: Row) -> Attempt:
+    """An attempt row (``ATTEMPT_COLUMNS``)."""
+    f = _Fields(row, ATTEMPT_COLUMNS, "attempt")
+    outcome = f.text("outcome")
+    if outcome not in ATTEMPT_OUTCOMES:
+        raise CodecError(f"row field outcome has an unknown value: {brief(outcome)}")
+    return Attempt(
+        attempt=f.integer("attempt"),
+        outcome=outcome,
+        worker=f.opt_text("worker"),
+        started_at=f.opt_instant("started_at"),
+        finished_at=f.instant("finished_at"),
+        error=f.opt_text("error"),
+        trace=f.opt_text("trace"),
     )
 
 

@@ -35,6 +35,8 @@ class Snapshot:
     # (id, outcome, result), a row twice if it is there twice.
     waiting_ids: list[int] = field(default_factory=list)
     history: list[tuple[int, str, str | None]] = field(default_factory=list)
+    # The jobs with rows in the attempt history.
+    attempt_job_ids: set[int] = field(default_factory=set)
 
 
 class SimConn(Protocol):

@@ -51,7 +51,7 @@ from .sim_backend import SimConn, Snapshot
 SETTLE_LIMIT_S = 30.0
 _TABLES = (
     "jobs", "dead", "history", "queues", "streams", "events", "offsets", "locks", "schedules",
-    "waiting", "deps", "workflows", "workflow_steps",
+    "waiting", "deps", "workflows", "workflow_steps", "attempts",
 )
 
 
@@ -188,6 +188,7 @@ class PostgresSimRun:
         self._dead = qualified(schema, "dead")
         self._history = qualified(schema, "history")
         self._waiting = qualified(schema, "waiting")
+        self._attempts = qualified(schema, "attempts")
         self._events = qualified(schema, "events")
         self._conns: list[PgSimConn] = []
 
@@ -233,7 +234,8 @@ class PostgresSimRun:
             f"SELECT 'w', id, payload, NULL FROM {self._waiting} UNION ALL "
             f"SELECT 'e', 0, payload, NULL FROM {self._events} WHERE stream = 'events' UNION ALL "
             f"SELECT 'h', id, outcome, result FROM {self._history} UNION ALL "
-            f"SELECT 'u', id, unique_key, NULL FROM {self._jobs} WHERE unique_key IS NOT NULL"
+            f"SELECT 'u', id, unique_key, NULL FROM {self._jobs} WHERE unique_key IS NOT NULL "
+            f"UNION ALL SELECT 'a', job_id, NULL, NULL FROM {self._attempts}"
         )
         # Wakes committed before this query reached the server have arrived
         # by now or will arrive with a later one: none is ever missed.
@@ -252,6 +254,7 @@ class PostgresSimRun:
             dead_ids={int(r[1]) for r in rows if r[0] == "d"},
             waiting_ids=[int(r[1]) for r in rows if r[0] == "w"],
             history=[(int(r[1]), str(r[2]), r[3]) for r in history],
+            attempt_job_ids={int(r[1]) for r in rows if r[0] == "a"},
         )
 
     def live_job_ids(self) -> list[int]:

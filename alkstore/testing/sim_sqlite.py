@@ -142,6 +142,7 @@ class SqliteSimRun:
                 (int(r[0]), str(r[1]), r[2])
                 for r in q("SELECT id, outcome, result FROM __alkstore_history")
             ],
+            attempt_job_ids={int(r[0]) for r in q("SELECT job_id FROM __alkstore_attempts")},
         )
 
     def live_job_ids(self) -> list[int]:

@@ -354,6 +354,10 @@ class Simulation(Programs):
         twice = sorted(k for k, n in seen.items() if n > 1)
         if twice:
             led.fail(f"two live jobs hold unique key(s) {twice}")
+        # no attempt row outlives its job's record (live, waiting, dead or history)
+        orphans = snap.attempt_job_ids - snap.job_ids - set(snap.waiting_ids) - snap.history_ids
+        if orphans:
+            led.fail(f"attempt rows outlive their jobs: {sorted(orphans)}")
         # a rolled-back transaction leaves no trace and wakes nobody
         wakes = {c.removeprefix("ch-") for c in snap.woken_channels}
         leaked = (snap.job_markers | snap.event_markers | wakes) & led.rolled_back_markers

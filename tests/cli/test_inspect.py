@@ -192,6 +192,48 @@ def test_job_shows_payload_attempts_claim_holder_and_error(filled: Db) -> None:
     assert shown["last_error"] == "SMTP 550: no such user" and shown["dead_reason"] == "failed"
     table = cli("job", str(dead["id"]), *filled.args)
     assert table.code == 0 and "SMTP 550" in table.out and "failed" in table.out
+    (death,) = shown["attempt_history"]
+    assert death["outcome"] == "failed" and death["worker"] == "worker-1"
+    assert death["error"] == "SMTP 550: no such user" and death["trace"] is None
+    documented_attempt = documented("`alkstore job ID [--traces]`")["job"]["attempt_history"][0]
+    assert death.keys() == documented_attempt.keys()
+    # The table lists it below the payload (no trace: the error was a message).
+    line = next(x for x in table.out.splitlines() if x.lstrip().startswith("1 "))
+    assert "failed" in line and "worker-1" in line and "SMTP 550" in line
+    assert "trace of attempt" not in table.out
+
+
+def _charge() -> None:
+    raise ConnectionError("card service timed out")
+
+
+async def fail_twice(store: Store) -> None:
+    q = store.queue("payments", max_attempts=2)
+    await q.enqueue({"card": "4242"})
+    for _ in range(2):
+        job = await q.claim_one("worker-7")
+        assert job is not None
+        try:
+            _charge()
+        except ConnectionError as exc:
+            assert await job.retry(delay=0, error=exc)
+
+
+def test_job_prints_the_newest_trace_or_every_one(engine: str, tmp_path: Path) -> None:
+    db = make(new_db(engine, tmp_path), fail_twice)
+    try:
+        table = cli("job", "1", *db.args)
+        assert table.code == 0
+        assert table.out.count("trace of attempt") == 1 and "trace of attempt 2" in table.out
+        assert "in _charge" in table.out and "ConnectionError: card service timed out" in table.out
+        every = cli("job", "1", *db.args, "--traces")
+        assert every.out.count("trace of attempt") == 2 and "trace of attempt 1" in every.out
+        doc = cli("job", "1", *db.args, "--json").doc["job"]
+        assert [a["outcome"] for a in doc["attempt_history"]] == ["retried", "max_attempts"]
+        assert all("in _charge" in a["trace"] for a in doc["attempt_history"])
+        assert all(a["duration_s"] >= 0 for a in doc["attempt_history"])
+    finally:
+        drop(db)
 
 
 def test_streams_schedules_and_locks(filled: Db) -> None:

@@ -361,7 +361,7 @@ def test_the_documented_json_shapes_are_what_the_commands_print(graphs: tuple[Db
     printed = cli("workflow", str(made.quote), *db.args, "--json").doc
     assert shown["workflow"].keys() == printed["workflow"].keys()
     assert shown["workflow"]["steps"][0].keys() == printed["workflow"]["steps"][0].keys()
-    job = documented("`alkstore job ID`")
+    job = documented("`alkstore job ID [--traces]`")
     printed = cli("job", str(made.chain[1]), *db.args, "--json").doc
     assert job["job"].keys() == printed["job"].keys()
     assert job["job"]["dependencies"][0].keys() == printed["job"]["dependencies"][0].keys()

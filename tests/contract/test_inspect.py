@@ -10,6 +10,7 @@ caller's own SQL (``helpers.add_history``, ``set_retention``)."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 
 import pytest
@@ -154,7 +155,10 @@ async def test_a_listed_job_reads_as_get_job_reads_it(store: Store, clock: Manua
     assert await claimed[1].fail("boom")
     listed = {j.id: j for j in await q.list_jobs()}
     assert listed[live] == await q.get_job(live)
-    assert listed[doomed] == await q.get_job(doomed)
+    # A page leaves the attempt history out; the lookup of one job fills it.
+    looked_up = await q.get_job(doomed)
+    assert looked_up is not None and [a.outcome for a in looked_up.attempt_history] == ["failed"]
+    assert listed[doomed] == dataclasses.replace(looked_up, attempt_history=())
     assert listed[doomed].dead_reason == "failed" and listed[doomed].last_error == "boom"
 
 
@@ -333,8 +337,14 @@ async def test_throughput_counts_finished_and_dead_jobs_per_bucket(
     assert (await q.throughput(window=timedelta(minutes=10), bucket=300)).finished == (1, 5)
     # The window is (since, until]: the ack at T, exactly ``since`` here, is left out.
     assert (await q.throughput(window=310, bucket=310)).finished == (5,)
-    # A requeued dead letter is no longer counted; a queue never used counts nothing.
+    # A requeued dead letter still counts where it died (its job has a
+    # record); purged, it no longer does. A queue never used counts nothing.
     assert await q.requeue_dead(dead)
+    assert (await q.throughput(window=300, bucket=60)).dead == (0, 0, 1, 0, 0)
+    job = await q.claim_one("w")
+    assert job is not None and job.id == dead and await job.fail("again")
+    assert (await q.throughput(window=300, bucket=60)).dead == (0, 0, 1, 0, 1)
+    assert await q.purge_dead() == 1
     assert (await q.throughput(window=300, bucket=60)).dead == (0,) * 5
     assert (await store.queue("never").throughput()).finished == (0,) * 30
 

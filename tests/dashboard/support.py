@@ -40,6 +40,20 @@ class Filled:
     acked: list[int]
 
 
+def smtp_error() -> ValueError:
+    """A mail handler's error as a worker reports it: raised, so it carries
+    its stack trace (the job page shows it)."""
+    try:
+        _send_email()
+    except ValueError as exc:
+        return exc
+    raise AssertionError("unreachable")
+
+
+def _send_email() -> None:
+    raise ValueError("SMTP 550: mailbox unavailable")
+
+
 async def fill(store: Store) -> Filled:
     """A bit of everything: a queue with every state (and history), a
     paused queue, an outbox, a stream with consumers, schedules, a lock."""
@@ -52,7 +66,7 @@ async def fill(store: Store) -> Filled:
         acked.append(job.id)
     dead = []
     for job in await q.claim_batch("web-1", 3):
-        assert await job.fail(ValueError("SMTP 550: mailbox unavailable"))
+        assert await job.fail(smtp_error())
         dead.append(job.id)
     processing = [job.id for job in await q.claim_batch("web-2", 2)]
     pending = [i for i in ids if i not in acked + dead + processing]
@@ -184,7 +198,7 @@ async def showcase(store: Store, clock: Any) -> None:
         )
         for job in await emails.claim_batch(f"web-{minute % 3 + 1}:4242", rng.randint(8, 26)):
             if rng.random() < 0.04:
-                await job.fail(ValueError("SMTP 550: mailbox unavailable"))
+                await job.retry(delay=rng.randint(30, 90), error=smtp_error())
             else:
                 await job.ack()
         clock.advance(60)

@@ -189,6 +189,26 @@ def test_requeue_a_dead_letter_and_see_it_move(
     expect(page.locator('#queue-summary [data-count="dead"]')).to_have_text("2")
     page.goto(served.url(f"/job/{job_id}"))
     expect(page.locator("h1")).to_contain_text("pending")
+    # Its death stays on its page: the attempt, its trace (open, the newest)
+    # and the timeline's line.
+    death = page.locator("table#attempts tr.attempt")
+    expect(death).to_have_count(1)
+    expect(death.locator("td").nth(1)).to_have_text("failed")
+    trace = page.locator("table#attempts details pre.trace")
+    expect(trace).to_be_visible()
+    expect(trace).to_contain_text("in _send_email")
+    page.locator("table#attempts details summary").click()
+    expect(trace).to_be_hidden()
+    expect(page.locator("ol.timeline")).to_contain_text("dead (failed), requeued later")
+    # A live refresh (another job enqueued wakes the page) keeps it closed.
+    page.evaluate("document.querySelector('[data-live=job] h1').setAttribute('data-old', '')")
+
+    async def enqueue(store: object) -> None:
+        await store.queue("emails").enqueue({"to": "late@example.com"})  # type: ignore[attr-defined]
+
+    served.run(enqueue)
+    expect(page.locator("[data-live=job] h1[data-old]")).to_have_count(0, timeout=SOON)
+    expect(trace).to_be_hidden()
     page.goto(served.url("/queue?name=emails&state=pending"))
     expect(page.locator(f'tr[data-job="{job_id}"]')).to_have_count(1)
     assert errors == []

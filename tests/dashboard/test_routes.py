@@ -162,6 +162,11 @@ async def test_the_job_page_shows_payload_attempts_error_and_claim(store: Store)
     assert "\n  &#34;to&#34;" in payload.group(1)  # pretty-printed, indented
     assert "1 of 1" in dead and "dead (failed)" in dead
     assert "ValueError: SMTP 550: mailbox unavailable" in dead
+    # The attempt that failed, its worker and its stack trace.
+    attempts = dead.split('<table class="grid" id="attempts">')[1].split("</table>")[0]
+    assert attempts.count('<tr class="attempt') == 1 and "died" in attempts
+    assert "<code>web-1</code>" in attempts and "in _send_email" in attempts
+    assert '<table class="grid" id="attempts">' not in running
     assert "claimed by" in running and "web-2" in running and "claim lapses" in running
     assert "finished by" in finished and "acked by web-1" in finished
 

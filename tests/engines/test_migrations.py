@@ -44,6 +44,17 @@ RELEASED = {
             "fc1bf725743d1e22", "a11b85980d5e9216", "76cf95ff7f15e8d4", "5d2bf6dbb8aed055",
             "8cbc98067b75d3f6", "2d41927df9dc2104",
         ),
+        5: (
+            "3e8cb26229e5e4b1",
+        ),
+        6: (
+            "0d3ee643f752a3b8", "44ac1a7c732068a8", "62c4a2ba1e715aeb", "2f9bce34036c0ed2",
+            "17eeb7db8ae0721e", "907ef39e4a5da306", "e73522d4573d1788", "c716e44e0f750a1c",
+            "d6756fd1f343753d", "e59497d6614f4f28", "99abf4e123e2bbea",
+        ),
+        7: (
+            "81470804e9f80bb2", "2dc624ca05fbae63", "125896e2c8af4f14", "00c78440f7407669",
+        ),
     },
     # For the default schema; other schemas differ only by the schema name.
     "postgres": {
@@ -68,6 +79,19 @@ RELEASED = {
             "b4445b80f464c743", "3c95082e6bae4fb4", "b1fa44d4b4b411c3", "9dc2f203c4aa0e5e",
             "69435a93dcb13959", "798a1b832d7b9378", "04893ec4c71935f2", "373032f07f73c20a",
             "ba9a3df81e0d60d9", "6625c3aa807803b6",
+        ),
+        5: (
+            "64b3875d5aa3151a", "5dc0d13951dbc9d0", "6313153542efee73", "eee06c7349c8853b",
+            "c84403b7412ff3cb",
+        ),
+        6: (
+            "2508747dc7590ec4", "7c81312d14ae9231", "49a839ab9d02a612", "e7319aa61316637e",
+            "8617a48461a710fd", "e9429c0fc1ed3489", "d8cca51060f5961c", "4125b0e2ac2ee9f5",
+            "1647ff7c872dcdd2", "5ae30ecc038305d7", "9ccbb576fc194adc", "baf0aa81a5ae314f",
+            "66b9b54bee730f06",
+        ),
+        7: (
+            "889abe045c7bb060", "4da419199da531c1", "153622d509deb9ce", "b2930c40e52a0a8e",
         ),
     },
 }  # fmt: skip

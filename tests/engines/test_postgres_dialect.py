@@ -175,7 +175,7 @@ def test_migrate_creates_the_schema_and_is_idempotent(schema: str) -> None:
             schema,
         )
         assert [t for (t,) in tables] == [
-            "claim_log", "dead", "deps", "events", "history", "jobs", "locks", "meta",
+            "attempts", "claim_log", "dead", "deps", "events", "history", "jobs", "locks", "meta",
             "offsets", "queues", "schedules", "streams", "waiting", "workflow_steps",
             "workflows",
         ]  # fmt: skip
@@ -489,6 +489,9 @@ SAMPLE_CALLS: dict[str, tuple[Any, ...]] = {
     "workflow_page": (10, 5),
     "stale_workflows": (T0, 10),
     "forget_workflows": ([1, 2],),
+    "record_attempt": (1, "retried", T0, "ValueError: x", "Traceback ...", T0 + 1),
+    "job_attempts": (1,),
+    "forget_attempts": ([1, 2],),
 }
 
 

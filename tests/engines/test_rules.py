@@ -198,7 +198,7 @@ def protocol_methods() -> list[str]:
 
 SECTIONS = [
     "wakes", "enqueue", "claims", "settling", "queues", "inspection", "streams", "schedules",
-    "locks", "dependencies",
+    "locks", "dependencies", "attempts",
 ]  # fmt: skip
 
 

@@ -102,10 +102,15 @@ def test_throughput_counts_a_range_of_the_time_indexes(tmp_path: Path) -> None:
         "USING COVERING INDEX __alkstore_history_queue (queue=? AND finished_at>? AND "
         "finished_at<?)" in text
     ), text
+    # Deaths are the attempt rows that are not retries: the partial index
+    # holds only those.
     text = plan_of(conn, D.dead_per_bucket("q", 0, 60_000_000, 1_000_000))
     assert (
-        "USING COVERING INDEX __alkstore_dead_queue (queue=? AND died_at>? AND died_at<?)" in text
+        "USING COVERING INDEX __alkstore_attempts_deaths (queue=? AND finished_at>? AND "
+        "finished_at<?)" in text
     ), text
+    text = plan_of(conn, D.job_attempts(1))
+    assert "USING INDEX __alkstore_attempts_job (job_id=?)" in text, text
 
 
 def test_names_are_found_by_stepping_through_the_indexes(tmp_path: Path) -> None:

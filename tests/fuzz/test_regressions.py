@@ -501,7 +501,9 @@ def test_derived_deadlines_past_9999_are_capped() -> None:
     far = Backoff.of(base=longest, cap=longest, jitter=0)
     plan = claim.retry(d, _record(), NOW, delay_us=None, backoff=far, draw=0.0, error=None)
     next(plan)
-    assert MAX_INSTANT_US in plan.send((1, 3, 0)).params  # rescheduled, capped
+    plan.send((1, 3, 0))  # the attempt recorded, its rows trimmed
+    plan.send(None)
+    assert MAX_INSTANT_US in plan.send(None).params  # rescheduled, capped
     options = schedules.ScheduleOptions.of(expires_after=timedelta(microseconds=MAX_DURATION_US))
     plan = schedule.tick(d, NOW, "origin", 3)
     next(plan)  # due schedules

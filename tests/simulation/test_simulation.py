@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -427,6 +427,19 @@ class PgAckForgettingHistory(PostgresDialect):
         return (self.ack(job_id, worker, claim, now_us),)
 
 
+class AckLeavingAttempts(SqliteDialect):
+    """An ack (or a cancel, or a prune) that forgets nothing: the attempts of
+    a job retried before its ack outlive it."""
+
+    def forget_attempts(self, job_ids: Sequence[int]) -> Statement:
+        return Statement("SELECT 1", (), Fetch.NONE)
+
+
+class PgAckLeavingAttempts(PostgresDialect):
+    def forget_attempts(self, job_ids: Sequence[int]) -> Statement:
+        return Statement("SELECT 1", (), Fetch.NONE)
+
+
 class PgLockIgnoringExpiry(PostgresDialect):
     def acquire_lock(self, name: str, owner: str, now_us: int, until_us: int) -> Statement:
         return Statement(
@@ -687,6 +700,9 @@ BROKEN = {
         PgTickWithoutGuards,
         Config(jobs=0, producers=0, workers=0, tickers=2, ticks=1, crashes=0, clock_jumps=0),
         "fired twice",
+    ),
+    "ack-leaving-attempts": (
+        AckLeavingAttempts, PgAckLeavingAttempts, Config(), "attempt rows outlive their jobs",
     ),
     "ack-forgetting-history": (
         AckForgettingHistory,

@@ -24,6 +24,7 @@ CODE_OF_SCHEMA = {
     3: "8d3231279eca26069216d39dc716c969d37fadd0",
     4: "a902ca655c7faa4252e0e4f82b212e925eb51cf3",
     5: "e62f336d1b4979ccb3dd8af26472bde95dac6f81",
+    6: "0bf02fb4242b4940536e73e01045a9c6e4e636fd",
 }
 
 

@@ -37,14 +37,22 @@ pytestmark = pytest.mark.slow
 
 ACTOR = Path(__file__).with_name("actor.py")
 ROOT = releases.ROOT
-PREVIOUS = max(releases.CODE_OF_SCHEMA)
+# The two schema versions before this code's: the newest (the deploy most
+# users make) and the one before it (schema 6 raised the claim generation,
+# so its path is the one where old workers stop).
+PREVIOUS_VERSIONS = sorted(releases.CODE_OF_SCHEMA)[-2:]
 FILL = 2000
 PATIENCE = 90.0  # s: for progress that takes a second or two on a quiet machine
 
 
+@pytest.fixture(scope="module", params=PREVIOUS_VERSIONS, ids=lambda v: f"from-schema-{v}")
+def previous(request: pytest.FixtureRequest) -> int:
+    return int(request.param)
+
+
 @pytest.fixture(scope="module")
-def old_code(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return releases.unpack(PREVIOUS, tmp_path_factory.mktemp("releases"))
+def old_code(previous: int, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return releases.unpack(previous, tmp_path_factory.mktemp("releases"))
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -169,14 +177,14 @@ def live_ids(store: alkstore.sync.Store, queue: str) -> set[int]:
 
 
 def test_a_running_old_release_and_this_one_share_a_migrated_store(
-    engine: str, location: str, actors: Actors, old_code: Path, tmp_path: Path
+    engine: str, location: str, actors: Actors, previous: int, old_code: Path, tmp_path: Path
 ) -> None:
     filled = actors.run(old_code, "fill", str(FILL))
     assert filled.returncode == 0, filled.stderr
     fill_ids = set(map(int, filled.stdout.split()))
     assert len(fill_ids) == FILL
     found, current = schema_version(engine, location)
-    assert found == PREVIOUS < current
+    assert found == previous < current
 
     old_out, new_out = tmp_path / "old.log", tmp_path / "new.log"
     old = actors.start(old_code, "run", "old", str(old_out))
@@ -223,10 +231,17 @@ def test_a_running_old_release_and_this_one_share_a_migrated_store(
         assert store.queue("later").stats().scheduled == 20
         dead = store.queue("poison").dead_letters(limit=10)
         assert sorted(job.last_error or "" for job in dead) == [f"poison {i}" for i in range(5)]
+        # Each dead letter's death is in its attempt history: the migration
+        # filled it in for those the old code buried (schema 7).
+        for letter in dead:
+            info = store.get_job(letter.id)
+            assert info is not None and info.attempt_history
+            death = info.attempt_history[-1]
+            assert death.died and death.error == letter.last_error
 
 
 def test_old_code_refuses_a_newer_store_and_changes_nothing(
-    engine: str, location: str, actors: Actors, old_code: Path
+    engine: str, location: str, actors: Actors, previous: int, old_code: Path
 ) -> None:
     filled = actors.run(releases.ROOT, "fill", "50")
     assert filled.returncode == 0, filled.stderr
@@ -237,7 +252,7 @@ def test_old_code_refuses_a_newer_store_and_changes_nothing(
     assert opened.returncode == 3, (opened.stdout, opened.stderr)
     assert opened.stderr.startswith("SchemaMismatch: "), opened.stderr
     current, _ = schema_version(engine, location)
-    assert f"schema version {current}, newer than this alkstore ({PREVIOUS})" in opened.stderr
+    assert f"schema version {current}, newer than this alkstore ({previous})" in opened.stderr
 
     assert schema_version(engine, location) == (current, current)
     with open_new(engine, location) as store:

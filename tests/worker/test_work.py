@@ -177,6 +177,18 @@ async def test_dead_letters_after_max_attempts(store: Store) -> None:
     assert dead.last_error is not None and "always fails (3)" in dead.last_error
     info = await q.get_job(job_id)
     assert info is not None and info.state == "dead"
+    # Each attempt the handler raised on is in the job's history, with the
+    # worker's id, its duration and the handler's own frame in its trace.
+    history = info.attempt_history
+    assert [(a.attempt, a.outcome) for a in history] == [
+        (1, "retried"), (2, "retried"), (3, "max_attempts"),
+    ]  # fmt: skip
+    for a in history:
+        assert a.error == f"RuntimeError: always fails ({a.attempt})"
+        assert a.trace is not None and "in handler" in a.trace
+        assert a.trace.rstrip().endswith(a.error)
+        assert a.worker is not None and a.worker == history[0].worker
+        assert a.duration is not None and timedelta(0) <= a.duration < timedelta(seconds=SOON)
 
 
 async def _has_dead(q: Queue) -> bool:

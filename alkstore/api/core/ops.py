@@ -18,6 +18,7 @@ thread), it returns ``(plan, bulk)``. Nothing here runs anything.
 from __future__ import annotations
 
 import enum
+import traceback
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol, TypeVar, cast
@@ -111,6 +112,15 @@ def error_text(error: BaseException | str | None) -> str | None:
     if not isinstance(error, BaseException):
         raise InvalidArgument(f"error must be an exception, a str or None, got {brief(error)}")
     return f"{type(error).__name__}: {error}"
+
+
+def error_trace(error: BaseException | str | None) -> str | None:
+    """The stack trace a settling call stores with ``error``: the
+    exception's formatted traceback, chained causes included (None for a
+    message, or an exception never raised)."""
+    if not isinstance(error, BaseException) or error.__traceback__ is None:
+        return None
+    return "".join(traceback.format_exception(error))
 
 
 # -- enqueue ------------------------------------------------------------------------

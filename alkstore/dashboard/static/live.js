@@ -20,6 +20,9 @@
   // A fragment's ticked boxes stay ticked across its refresh (a selection
   // being made is not undone by the numbers moving), where their row remains.
   var TICKED = 'input[type="checkbox"][name="id"]';
+  // So do the disclosures a reader opened or closed (a stack trace being
+  // read), each known by its data-keep name.
+  var KEPT = "details[data-keep]";
 
   function apply(fragments) {
     Object.keys(fragments).forEach(function (name) {
@@ -28,9 +31,19 @@
         var kept = {};
         var before = nodes[i].querySelectorAll(TICKED + ":checked");
         for (var j = 0; j < before.length; j++) kept[before[j].value] = true;
+        var opened = {};
+        var shown = nodes[i].querySelectorAll(KEPT);
+        for (var m = 0; m < shown.length; m++) {
+          opened[shown[m].getAttribute("data-keep")] = shown[m].open;
+        }
         nodes[i].innerHTML = fragments[name];
         var after = nodes[i].querySelectorAll(TICKED);
         for (var k = 0; k < after.length; k++) if (kept[after[k].value]) after[k].checked = true;
+        var again = nodes[i].querySelectorAll(KEPT);
+        for (var n = 0; n < again.length; n++) {
+          var key = again[n].getAttribute("data-keep");
+          if (Object.prototype.hasOwnProperty.call(opened, key)) again[n].open = opened[key];
+        }
       }
     });
   }

@@ -4,8 +4,8 @@ for one schema.
 Each section of the ``Dialect`` protocol is a module of its own, holding
 each statement's SQL right above the method that binds it (``Sql``, with
 ``:name`` parameters: :mod:`alkstore.engines.sql`): wakes, enqueue, claims,
-settling, queues, inspection, streams, schedules, locks, in the protocol's
-order; the SQLite engine has the same modules. The semantic rules
+settling, queues, inspection, streams, schedules, locks, dependencies,
+attempts, in the protocol's order; the SQLite engine has the same modules. The semantic rules
 (claimable, owned, lock held or free, ...) are not written there: each is a
 fragment of :mod:`alkstore.engines.rules`, in Postgres's spelling.
 
@@ -32,6 +32,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..sql import render_statements
+from .attempts import Attempts
 from .claims import Claims
 from .dependencies import Dependencies
 from .enqueue import Enqueue
@@ -53,7 +54,7 @@ if TYPE_CHECKING:
 
 class PostgresDialect(
     Wakes, Enqueue, Claims, Settling, Queues, Inspection, Streams, Schedules, Locks,
-    Dependencies, Vacuum,
+    Dependencies, Attempts, Vacuum,
 ):
     """Statement builders for one Postgres schema. Pure: every method only
     builds a ``Statement``."""

@@ -156,7 +156,9 @@ class Queues:
     # One statement: the dead row comes back under its own id (the identity
     # never hands that id out again, so OVERRIDING SYSTEM VALUE cannot
     # collide) and with its concurrency key (so a limited queue still limits
-    # it). Its row count says whether the job moved.
+    # it). Its row count says whether the job moved. Its claim number moves
+    # on one: a job claimed more than once may have attempt rows (a death
+    # is one), which an ack that keeps no record must forget.
     _requeue_dead = Sql(
         f"WITH back AS (DELETE FROM {DEAD} WHERE id = :job_id AND queue = :queue "
         "RETURNING id, queue, payload, priority, max_attempts, created_at, last_error, "
@@ -165,7 +167,7 @@ class Queues:
         "run_at, created_at, expires_at, visible_at, state, last_error, claims, headers, "
         "concurrency_key) OVERRIDING SYSTEM VALUE "
         "SELECT id, queue, payload, priority, 0, max_attempts, :now::bigint, created_at, "
-        f"NULL::bigint, :now::bigint, {STATE_PENDING}, last_error, claims, headers, "
+        f"NULL::bigint, :now::bigint, {STATE_PENDING}, last_error, claims + 1, headers, "
         "concurrency_key FROM back",
         Fetch.ROWCOUNT,
     )

@@ -396,6 +396,39 @@ def _v6(schema: str) -> tuple[str, ...]:
     )
 
 
+def _v7(schema: str) -> tuple[str, ...]:
+    """Version 7, attempt history (issue #28; docs/queues.md "Attempts").
+    One row per attempt that ended without an ack (a retry, a fail, a lapsed
+    claim) and per death (a burial by the sweep too), written in the
+    transaction that settles it: its worker, when it started and ended, the
+    error and its stack trace, each capped (protocol/values/attempts.py). A
+    job keeps its last ATTEMPTS_KEPT rows; they go when its record does.
+    The death index counts deaths per time bucket (the dashboard's chart),
+    requeued letters included. The dead letters already there get their
+    death, with the last error."""
+    s = quote_ident(schema)
+    return (
+        f"""CREATE TABLE IF NOT EXISTS {s}.attempts (
+            id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            job_id      bigint NOT NULL,
+            queue       text COLLATE "C" NOT NULL,
+            attempt     bigint NOT NULL,
+            worker      text,
+            started_at  bigint,
+            finished_at bigint NOT NULL,
+            outcome     text COLLATE "C" NOT NULL,
+            error       text,
+            trace       text
+        )""",
+        f"""CREATE INDEX IF NOT EXISTS attempts_job ON {s}.attempts (job_id, id)""",
+        f"""CREATE INDEX IF NOT EXISTS attempts_deaths ON {s}.attempts (queue, finished_at, outcome)
+            WHERE outcome <> 'retried'""",
+        f"""INSERT INTO {s}.attempts (job_id, queue, attempt, worker, finished_at, outcome, error)
+            SELECT id, queue, attempts, claimed_by, died_at, reason, last_error
+            FROM {s}.dead ORDER BY id""",
+    )
+
+
 def migrations(schema: str = DEFAULT_SCHEMA) -> tuple[tuple[int, tuple[str, ...]], ...]:
     """(version, statements) for ``schema``. Append only: a released
     migration never changes. Its partial-index predicates come from
@@ -405,7 +438,7 @@ def migrations(schema: str = DEFAULT_SCHEMA) -> tuple[tuple[int, tuple[str, ...]
     schema = check_schema(schema)
     return (
         (1, _v1(schema)), (2, _v2(schema)), (3, _v3(schema)), (4, _v4(schema)),
-        (5, _v5(schema)), (6, _v6(schema)),
+        (5, _v5(schema)), (6, _v6(schema)), (7, _v7(schema)),
     )  # fmt: skip
 
 

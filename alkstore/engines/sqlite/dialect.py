@@ -3,8 +3,8 @@
 Each section of the ``Dialect`` protocol is a module of its own, holding
 each statement's SQL right above the method that binds it (``Sql``, with
 ``:name`` parameters: :mod:`alkstore.engines.sql`): wakes, enqueue, claims,
-settling, queues, inspection, streams, schedules, locks, in the protocol's
-order; the Postgres engine has the same modules. The semantic rules
+settling, queues, inspection, streams, schedules, locks, dependencies,
+attempts, in the protocol's order; the Postgres engine has the same modules. The semantic rules
 (claimable, owned, lock held or free, ...) are not written there: each is a
 fragment of :mod:`alkstore.engines.rules`, in SQLite's spelling.
 
@@ -19,6 +19,7 @@ import functools
 from typing import TYPE_CHECKING
 
 from ..sql import render_statements
+from .attempts import Attempts
 from .claims import Claims
 from .dependencies import Dependencies
 from .enqueue import Enqueue
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
 
 class SqliteDialect(
     Wakes, Enqueue, Claims, Settling, Queues, Inspection, Streams, Schedules, Locks,
-    Dependencies,
+    Dependencies, Attempts,
 ):
     """Statement builders for SQLite. Pure: every method only builds a
     ``Statement``."""

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from ...protocol.dialect import STATE_PENDING, STATE_PROCESSING
 from ...protocol.plan import Fetch, Statement
+from .. import attempt_log as log
 from ..shapes import DEAD_COLS, HISTORY_COLS, JOB_INFO_COLS, distinct_names
 from ..sql import Sql, Variants
+from . import tables
 from .spelling import RULES
 from .tables import DEAD, DEPS, HISTORY, JOBS, QUEUES, WAITING
 
@@ -117,12 +119,8 @@ class Inspection:
             queue=queue, since=since_us, until=until_us, bucket=bucket_us
         )
 
-    _dead_per_bucket = Sql(
-        f"SELECT (died_at - :since) / :bucket, COUNT(*) FROM {DEAD} "
-        "INDEXED BY __alkstore_dead_queue "
-        "WHERE queue = :queue AND died_at >= :since AND died_at < :until GROUP BY 1",
-        Fetch.ALL,
-    )
+    # Deaths, requeued letters' included: their attempt rows (engines/attempt_log.py).
+    _dead_per_bucket = Sql(log.deaths_per_bucket(tables), Fetch.ALL)
 
     def dead_per_bucket(
         self, queue: str, since_us: int, until_us: int, bucket_us: int

@@ -150,13 +150,15 @@ class Queues:
     # Two statements: the dead row comes back under its own id (AUTOINCREMENT
     # never hands that id out again) and with its concurrency key (so a
     # limited queue still limits it), then leaves the dead table. The first
-    # one's row count says whether the job moved.
+    # one's row count says whether the job moved. Its claim number moves on
+    # one: a job claimed more than once may have attempt rows (a death is
+    # one), which an ack that keeps no record must forget.
     _requeue_copy = Sql(
         f"INSERT INTO {JOBS} (id, queue, payload, priority, attempts, "
         "max_attempts, run_at, created_at, expires_at, visible_at, state, last_error, "
         "claims, headers, concurrency_key) "
         "SELECT id, queue, payload, priority, 0, max_attempts, :now, created_at, NULL, :now, "
-        f"{STATE_PENDING}, last_error, claims, headers, concurrency_key FROM {DEAD} "
+        f"{STATE_PENDING}, last_error, claims + 1, headers, concurrency_key FROM {DEAD} "
         "WHERE id = :job_id AND queue = :queue",
         Fetch.ROWCOUNT,
     )

@@ -317,13 +317,45 @@ _V6 = (
         ON __alkstore_workflow_steps (job_id)""",
 )
 
+_V7 = (
+    # v7, attempt history (issue #28; docs/queues.md "Attempts"). One row per
+    # attempt that ended without an ack (a retry, a fail, a lapsed claim)
+    # and per death (a burial by the sweep too), written in the transaction
+    # that settles it: its worker, when it started and ended, the error and
+    # its stack trace, each capped (protocol/values/attempts.py). A job
+    # keeps its last ATTEMPTS_KEPT rows; they go when its record does (an
+    # ack or cancel that keeps none, a history or dead letter pruned or
+    # purged). The death index counts deaths per time bucket (the
+    # dashboard's chart), requeued letters included.
+    """CREATE TABLE IF NOT EXISTS __alkstore_attempts (
+        id          INTEGER PRIMARY KEY,
+        job_id      INTEGER NOT NULL,
+        queue       TEXT    NOT NULL,
+        attempt     INTEGER NOT NULL,
+        worker      TEXT,
+        started_at  INTEGER,
+        finished_at INTEGER NOT NULL,
+        outcome     TEXT    NOT NULL,
+        error       TEXT,
+        trace       TEXT
+    )""",
+    """CREATE INDEX IF NOT EXISTS __alkstore_attempts_job ON __alkstore_attempts (job_id, id)""",
+    """CREATE INDEX IF NOT EXISTS __alkstore_attempts_deaths
+        ON __alkstore_attempts (queue, finished_at, outcome) WHERE outcome <> 'retried'""",
+    # The dead letters already there: their death, with the last error.
+    """INSERT INTO __alkstore_attempts
+        (job_id, queue, attempt, worker, finished_at, outcome, error)
+        SELECT id, queue, attempts, claimed_by, died_at, reason, last_error
+        FROM __alkstore_dead ORDER BY id""",
+)
+
 # (version, statements). Append only: a released migration never changes.
 # Its partial-index predicates come from engines/rules.py, where the
 # statements that must use those indexes take them too;
 # tests/engines/test_migrations.py pins the text, so a rule edit cannot
 # change a released migration unnoticed.
 MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
-    (1, _V1), (2, _V2), (3, _V3), (4, _V4), (5, _V5), (6, _V6),
+    (1, _V1), (2, _V2), (3, _V3), (4, _V4), (5, _V5), (6, _V6), (7, _V7),
 )  # fmt: skip
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

@@ -19,6 +19,7 @@ from ..dialect import STATE_PENDING, Dialect
 from ..plan import Plan, Row, Statement, fetch_all, fetch_count, fetch_one, fetch_row, last, reads
 from ..rows import _int, _opt_int, _shape, job_record, queue_limits
 from ..values import generation
+from ..values.attempts import capped_error, capped_trace
 from ..values.backoff import Backoff
 from ..values.names import done_channel
 from ..values.outcomes import Outcome
@@ -188,6 +189,8 @@ def ack(
     if result is None and not job.kept:
         if job.history_us is None:
             count = yield from fetch_count(d.ack(job.id, job.claimed_by, job.claims, now_us))
+            if count and job.claims > 1:
+                yield d.forget_attempts([job.id])
         else:
             moves = d.ack_history(job.id, job.claimed_by, job.claims, now_us,
                                   kept_until(now_us, job.history_us))  # fmt: skip
@@ -211,6 +214,9 @@ def ack_batch(
     history_us, _, _ = yield from retention(d, queue)
     if history_us is None:
         count = yield from fetch_count(d.ack_batch(queue, job_ids, worker, now_us))
+        if count:
+            # Without claim numbers, any of them may have had attempts.
+            yield d.forget_attempts(job_ids)
     else:
         moves = d.ack_batch_history(queue, job_ids, worker, now_us, kept_until(now_us, history_us))
         count = yield from moved(moves)
@@ -252,6 +258,7 @@ def ack_many(
             d.ack_claims(worker, [(j.id, j.claims) for j in plain], now_us)
         )
         acked = {int(r[0]) for r in rows}
+        yield from _forget_attempts(d, plain, acked)
     elif plain:
         groups: dict[int | None, list[tuple[int, int]]] = {}
         for j in plain:
@@ -259,6 +266,7 @@ def ack_many(
         for history_us, pairs in groups.items():
             if history_us is None:
                 rows = yield from fetch_all(d.ack_claims(worker, pairs, now_us))
+                yield from _forget_attempts(d, plain, {int(r[0]) for r in rows})
             else:
                 rows = yield from moved_rows(
                     d.ack_claims_history(worker, pairs, now_us, kept_until(now_us, history_us))
@@ -270,6 +278,15 @@ def ack_many(
     if rest:
         acked.update((yield from ack_kept(d, worker, rest, origin, now_us)))
     return acked
+
+
+def _forget_attempts(d: Dialect, jobs: Sequence[JobRecord], acked: set[int]) -> Plan[None]:
+    """Forget the attempt rows of the ``acked`` among ``jobs`` that may have
+    some (a first claim has none, so the hot path adds no statement): their
+    records are gone."""
+    again = [j.id for j in jobs if j.claims > 1 and j.id in acked]
+    if again:
+        yield d.forget_attempts(again)
 
 
 def ack_kept(
@@ -367,12 +384,15 @@ def retry(
     draw: float,
     error: str | None,
     origin: str = "",
+    trace: str | None = None,
+    started_us: int | None = None,
 ) -> Plan[Outcome | None]:
     """A failed attempt of an owned job: back to pending after ``delay_us``
     (None: the backoff's), or to the dead letters when its attempts are
     spent. Returns which (``Outcome.RETRIED`` or ``Outcome.DEAD``: the
     verdict, taken here once, from the row read while owned), or None when
-    the claim no longer owns the job."""
+    the claim no longer owns the job. The attempt is recorded either way
+    (``error``, its stack ``trace``, when it ``started``)."""
     error = storable_error(error)
     if delay_us is not None:
         until_us(now_us, delay_us, "delay")  # as for enqueue's delay: refused past 9999
@@ -381,6 +401,7 @@ def retry(
         return None
     attempts, max_attempts, kept = _owned(row)
     reason = retry_decision(attempts, max_attempts)
+    yield from _record(d, job.id, reason or "retried", started_us, error, trace, now_us)
     if reason is not None:
         for statement in d.bury(job.id, reason, error, now_us):
             yield statement
@@ -396,6 +417,23 @@ def retry(
     return Outcome.RETRIED
 
 
+def _record(
+    d: Dialect,
+    job_id: int,
+    outcome: str,
+    started_us: int | None,
+    error: str | None,
+    trace: str | None,
+    now_us: int,
+) -> Plan[None]:
+    """Record how the live job's attempt ended (before its row changes)."""
+    trace = capped_trace(storable_error(trace))
+    for statement in d.record_attempt(
+        job_id, outcome, started_us, capped_error(error), trace, now_us
+    ):
+        yield statement
+
+
 def _owned(row: Row) -> tuple[int, int, bool]:
     """An ``owned`` row: attempts, max_attempts, whether the job is kept
     (dependents or awaiters); a malformed one raises ``CodecError``."""
@@ -404,13 +442,23 @@ def _owned(row: Row) -> tuple[int, int, bool]:
 
 
 def fail(
-    d: Dialect, job: JobRecord, now_us: int, error: str | None, *, origin: str = ""
+    d: Dialect,
+    job: JobRecord,
+    now_us: int,
+    error: str | None,
+    *,
+    origin: str = "",
+    trace: str | None = None,
+    started_us: int | None = None,
 ) -> Plan[bool]:
+    """Straight to the dead letters (reason ``failed``), the attempt recorded;
+    False when the claim no longer owns the job."""
     error = storable_error(error)
     row = yield from fetch_one(d.owned(job.id, job.claimed_by, job.claims, now_us))
     if row is None:
         return False
     kept = _owned(row)[2]
+    yield from _record(d, job.id, "failed", started_us, error, trace, now_us)
     for statement in d.bury(job.id, "failed", error, now_us):
         yield statement
     if kept:
@@ -469,8 +517,9 @@ SWEEP_PAGE = 1000
 def sweep(
     d: Dialect, queue: str | None, now_us: int, limit: int = SWEEP_PAGE, *, origin: str = ""
 ) -> Plan[list[tuple[int, DeadReason]]]:
-    """Bury what the sweep rules say; returns the buried jobs and why. A
-    kept job's burial settles what depends on it."""
+    """Bury what the sweep rules say, each death recorded as an attempt;
+    returns the buried jobs and why. A kept job's burial settles what
+    depends on it."""
     rows = yield from fetch_all(d.sweep_candidates(queue, now_us, limit))
     buried: list[tuple[int, DeadReason]] = []
     for row in rows:
@@ -478,6 +527,7 @@ def sweep(
         reason = sweep_decision(candidate, now_us)
         if reason is None:
             continue
+        yield from _record(d, candidate.id, reason, None, None, None, now_us)
         for statement in d.bury(candidate.id, reason, None, now_us):
             yield statement
         if candidate.kept:

@@ -24,6 +24,7 @@ from ..rows import (
     _int,
     _opt_int,
     _shape,
+    attempt,
     dead_info,
     history_info,
     job_info,
@@ -195,8 +196,9 @@ def get_job(d: Dialect, queue: str | None, job_id: int) -> Plan[JobInfo | None]:
     """The job ``job_id`` of ``queue`` (None: of any queue) where it is now:
     live, waiting, dead, or finished and kept in its queue's history; None
     when it is in none of them (never enqueued, or finished with no history
-    kept). With its dependencies, dependents and workflow step. One read
-    transaction, so a job moving meanwhile is seen in one place."""
+    kept). With its dependencies, dependents, workflow step and attempt
+    history. One read transaction, so a job moving meanwhile is seen in one
+    place."""
     job_id = check_job_id(job_id)
     info = yield from _where(d, queue, job_id)
     if info is None:
@@ -204,8 +206,10 @@ def get_job(d: Dialect, queue: str | None, job_id: int) -> Plan[JobInfo | None]:
     deps = yield from fetch_all(d.dependencies(job_id))
     dependents = yield from fetch_all(d.dependents(job_id))
     step = yield from fetch_one(d.workflow_of(job_id))
+    attempts = yield from fetch_all(d.job_attempts(job_id))
     return replace(
         info,
+        attempt_history=tuple(attempt(r) for r in attempts),
         dependencies=tuple(_int(r[0], "dep_id") for r in deps),
         dependents=tuple(_int(r[0], "job_id") for r in dependents),
         workflow_id=None if step is None else _int(step[0], "workflow_id"),
@@ -255,6 +259,8 @@ def cancel(d: Dialect, queue: str, job_id: int, origin: str, now_us: int) -> Pla
         history_us, _, _ = yield from retention(d, queue)
         if history_us is None:
             count = yield from fetch_count(d.cancel(queue, job_id))
+            if count:
+                yield d.forget_attempts([job_id])
         else:
             moves = d.cancel_history(queue, job_id, now_us, kept_until(now_us, history_us))
             count = yield from moved(moves)
@@ -431,9 +437,10 @@ def purge_dead(d: Dialect, queue: str, before_us: int | None) -> Plan[int]:
 
 def forget_edges(d: Dialect, rows: Sequence[Row]) -> Plan[None]:
     """The jobs of ``rows`` (``(id,)``: records just deleted) no longer wait
-    for anything: their dependency edges go too."""
+    for anything: their dependency edges go too, and their attempts."""
     for chunk in chunks([_int(r[0], "id") for r in rows]):
         yield d.forget_dependencies(chunk)
+        yield d.forget_attempts(chunk)
 
 
 def purge_dead_ids(d: Dialect, queue: str, job_ids: list[int]) -> Plan[int]:

@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from typing import Literal, NamedTuple, TypedDict, TypeVar, Unpack
 
 from . import codec
+from .attempts import Attempt
 from .backoff import Backoff
 from .errors import InvalidArgument
 from .ints import check_int
@@ -96,8 +97,11 @@ class JobInfo:
 
     ``dependencies`` and ``dependents``: the ids of the jobs it waits (or
     waited) for and of those waiting for it; ``workflow_id`` and ``step``:
-    the workflow it is a step of. ``get_job`` fills them; the pages of
-    ``list_jobs`` leave them empty.
+    the workflow it is a step of. ``attempt_history``: its attempts that
+    ended without an ack, and its deaths, oldest first (the last 20, each
+    with its worker, times, error and stack trace; docs/queues.md,
+    "Attempts"). ``get_job`` fills them; the pages of ``list_jobs`` leave
+    them empty.
 
     ``unique_key``: the key it was enqueued with by ``enqueue_unique`` (a
     processing job that gave its key up still shows it), kept in history;
@@ -128,6 +132,7 @@ class JobInfo:
     dependents: tuple[int, ...] = ()
     workflow_id: int | None = None
     step: str | None = None
+    attempt_history: tuple[Attempt, ...] = ()
 
     def payload_as(self, target: type[T]) -> T:
         """The payload decoded into ``target`` (a dataclass, attrs class, ``msgspec.Struct``,

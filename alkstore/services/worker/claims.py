@@ -51,7 +51,8 @@ class ClaimLoop(Generic[J]):
         self.outdated: ClaimRulesChanged | None = None
 
     def held(self, record: JobRecord) -> Held[J]:
-        return Held(record, self.make_job(record, self.observer))
+        return Held(record, self.make_job(record, self.observer),
+                    started_us=self.ctx.core.now_us())  # fmt: skip
 
     async def run(self, begin_drain: Callable[[int | None], None]) -> bool:
         """Until the policy says stop; True when handlers still running must

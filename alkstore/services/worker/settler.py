@@ -11,7 +11,7 @@ import logging
 from collections.abc import Sequence
 from typing import Generic, TypeVar
 
-from ...api.core.ops import INLINE_MAX, error_text
+from ...api.core.ops import INLINE_MAX, error_text, error_trace
 from ...protocol.machines.worker import settle_bound
 from ...protocol.plans.claim import ack_many, retry
 from ...protocol.plans.queues import cancelled_among
@@ -111,6 +111,7 @@ class Settler(Generic[J]):
         plan = retry(
             core.dialect, record, core.now_us(), delay_us=None, backoff=ctx.options.backoff,
             draw=core.draw(), error=error_text(error), origin=core.origin,
+            trace=error_trace(error), started_us=held.started_us,
         )  # fmt: skip
         try:
             outcome = await core.telemetry.settle("retry", record, held.trace, core.run(plan))

@@ -54,6 +54,9 @@ class Held(Generic[J]):
     revoked: bool = False
     # What its handler returned, as JSON (None: nothing): kept by the ack.
     result: str | None = None
+    # When this worker received the claim: the attempt's start, recorded
+    # with its end if the handler raises.
+    started_us: int | None = None
 
     @property
     def id(self) -> int:
