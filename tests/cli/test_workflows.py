@@ -15,6 +15,7 @@ import pytest
 import trio
 
 from alkstore import Store
+from tests.graphs import enqueue_graphs
 
 from .support import ENGINES, Db, by_name, cli, documented, drop, new_db
 
@@ -34,30 +35,10 @@ class Made:
 
 
 async def fill_graphs(store: Store) -> Made:
-    wf = store.workflow("quote")
-    tea = wf.step("tea", "tasks", {"item": "tea"})
-    cups = wf.step("cups", "tasks", {"item": "cups"})
-    total = wf.step("total", "tasks", {"do": "total"}, after=[tea, cups])
-    wf.step("mail", "mail", {"do": "mail"}, after=[total])
-    quote = await wf.enqueue()
-    job = await store.queue("tasks").claim_one("w")
-    assert job is not None and job.id == quote.job_ids["tea"]
-    assert await job.ack(result={"price": 4})
-
-    wf = store.workflow("deploy")
-    build = wf.step("build", "deploys", "build", max_attempts=1)
-    wf.step("ship", "deploys", "ship", after=[build])
-    wf.step("cleanup", "deploys", "cleanup", after=[build], on_dependency_failure="run")
-    deploy = await wf.enqueue()
-    job = await store.queue("deploys").claim_one("w")
-    assert job is not None and job.id == deploy.job_ids["build"]
-    assert await job.fail("compiler crashed\n  at line 2")
-
-    reports = store.queue("reports")
-    a = await reports.enqueue({"step": "extract"})
-    b = await reports.enqueue({"step": "render"}, depends_on=[a])
-    c = await reports.enqueue({"step": "send"}, depends_on=[b])
-    return Made(quote.id, quote.job_ids, deploy.id, deploy.job_ids, (a, b, c))
+    """``tests/graphs.py``'s runs, with a two-line error (the table shows its first)."""
+    g = await enqueue_graphs(store, tea_result={"price": 4},
+                             build_error="compiler crashed\n  at line 2")  # fmt: skip
+    return Made(g.quote.id, g.quote.job_ids, g.deploy.id, g.deploy.job_ids, g.chain)
 
 
 def made_db(engine: str, tmp_path: Path) -> tuple[Db, Made]:

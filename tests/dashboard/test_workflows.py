@@ -10,14 +10,14 @@ from __future__ import annotations
 import html
 import logging
 import re
-from dataclasses import dataclass
 from typing import Any
 
 import anyio
 import pytest
 
-from alkstore import Store, WorkflowRun
+from alkstore import Store
 from alkstore.dashboard import create_app
+from tests.graphs import Graphs, enqueue_graphs
 
 from .support import client, post, token
 
@@ -32,38 +32,11 @@ def row(page: str, attribute: str, value: str) -> str:
     return page.split(f'data-{attribute}="{value}"', 1)[1].split("</tr>", 1)[0]
 
 
-@dataclass
-class Graphs:
-    quote: WorkflowRun
-    deploy: WorkflowRun
-    chain: tuple[int, int, int]
-
-
 async def graphs(store: Store) -> Graphs:
-    """Two runs (one under way, one with a dead step) and a chain of plain
-    jobs a <- b <- c in queue ``reports``."""
-    wf = store.workflow("quote")
-    tea = wf.step("tea", "tasks", {"item": "tea"})
-    cups = wf.step("cups", "tasks", {"item": "cups"})
-    total = wf.step("total", "tasks", {"do": "total"}, after=[tea, cups])
-    wf.step("mail", "mail", {"do": "mail"}, after=[total])
-    quote = await wf.enqueue()
-    job = await store.queue("tasks").claim_one("w")
-    assert job is not None and job.id == quote.job_ids["tea"]
-    assert await job.ack(result={"price": 4, "note": "<b>bold</b>"})
-    wf = store.workflow("deploy")
-    build = wf.step("build", "deploys", "build", max_attempts=1)
-    wf.step("ship", "deploys", "ship", after=[build])
-    wf.step("cleanup", "deploys", "cleanup", after=[build], on_dependency_failure="run")
-    deploy = await wf.enqueue()
-    job = await store.queue("deploys").claim_one("w")
-    assert job is not None and job.id == deploy.job_ids["build"]
-    assert await job.fail("compiler crashed")
-    reports = store.queue("reports")
-    a = await reports.enqueue({"step": "extract"})
-    b = await reports.enqueue({"step": "render"}, depends_on=[a])
-    c = await reports.enqueue({"step": "send"}, depends_on=[b])
-    return Graphs(quote, deploy, (a, b, c))
+    """``tests/graphs.py``'s runs, with a result and an error to escape."""
+    return await enqueue_graphs(
+        store, tea_result={"price": 4, "note": "<b>bold</b>"}, build_error="compiler crashed"
+    )
 
 
 async def test_the_workflow_page_shows_every_step_its_state_and_its_graph(store: Store) -> None:
