@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 
-from alkstore import Store
+from alkstore import Queue, Store
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = "http://localhost"
@@ -201,9 +201,30 @@ async def showcase(store: Store, clock: Any) -> None:
                 await job.retry(delay=rng.randint(30, 90), error=smtp_error())
             else:
                 await job.ack()
-        clock.advance(60)
+        # Ten minutes ago, one job's two attempts (34 s of the minute).
+        clock.advance(60 - (await twice_failed(emails, clock) if minute == 20 else 0))
     await fill(store)
     await workflows(store)
+
+
+async def twice_failed(emails: Queue, clock: Any) -> float:
+    """A job whose first attempt timed out and whose second was refused:
+    the dead letter the job page's screenshot shows (priority 9: claimed
+    before the backlog). Returns the seconds it moved the clock on."""
+    job_id = await emails.enqueue({"to": "ops@example.org", "template": "digest"}, priority=9)
+    job = await emails.claim_one("web-2:4242")
+    assert job is not None and job.id == job_id
+    clock.advance(2.4)
+    try:
+        raise TimeoutError("SMTP server did not answer within 2s")
+    except TimeoutError as exc:
+        assert await job.retry(delay=30, error=exc)
+    clock.advance(30)
+    job = await emails.claim_one("web-3:4242")
+    assert job is not None and job.id == job_id
+    clock.advance(0.8)
+    assert await job.fail(smtp_error())
+    return 2.4 + 30 + 0.8
 
 
 async def workflows(store: Store) -> None:
