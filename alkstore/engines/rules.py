@@ -85,8 +85,11 @@ class Rules:
 
     # -- claiming ------------------------------------------------------------
     # Claim order: priority first, then when the job became due, then id. The
-    # claim index's columns after ``queue``, so the claim walks it in order.
-    CLAIM_ORDER: Final = "priority DESC, visible_at, id"
+    # claim index's columns after ``queue``, so the claim walks it in order;
+    # its first key alone is what a skip-scan of that index steps through
+    # (the next due time, the oldest ready job: shapes.per_priority_min).
+    PRIORITY_FIRST: Final = "priority DESC"
+    CLAIM_ORDER: Final = f"{PRIORITY_FIRST}, visible_at, id"
 
     def claimable(self, now: str) -> str:
         """A claim at ``now`` may take the job: attempts left, visible (due, or

@@ -49,3 +49,28 @@ def distinct_names(cte: str, table: str, column: str) -> str:
         f"{cte}(name) AS (SELECT ({first}) UNION ALL "
         f"SELECT ({after}) FROM {cte} WHERE {cte}.name IS NOT NULL)"
     )
+
+
+def per_priority_min(table: str, order: str, indexed: str, where: str, column: str) -> str:
+    """``MIN(column)`` over the rows of ``table`` that ``where`` selects, read
+    one priority at a time from an index on ``(queue, priority DESC, column,
+    ...)`` (``order``: that first key, the rules' ``PRIORITY_FIRST``) whose
+    predicate ``indexed`` implies (``where`` implies ``indexed``): a
+    recursive CTE steps from each priority present to the next lower one,
+    one index seek each (a skip-scan), and each priority's least ``column``
+    is its first entry that ``where`` selects. Queues have few priorities,
+    so this is a handful of seeks."""
+    top = f"SELECT priority FROM {table} WHERE {indexed} ORDER BY {order} LIMIT 1"
+    lower = (
+        f"SELECT priority FROM {table} WHERE {indexed} AND priority < prios.p "
+        f"ORDER BY {order} LIMIT 1"
+    )
+    first = (
+        f"SELECT {column} FROM {table} WHERE {where} AND priority = prios.p "
+        f"ORDER BY {column} LIMIT 1"
+    )
+    return (
+        f"WITH RECURSIVE prios(p) AS (SELECT ({top}) UNION ALL "
+        f"SELECT ({lower}) FROM prios WHERE prios.p IS NOT NULL) "
+        f"SELECT MIN(({first})) FROM prios WHERE prios.p IS NOT NULL"
+    )

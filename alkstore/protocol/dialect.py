@@ -324,7 +324,8 @@ class Dialect(Protocol):
     def queue_counts(self, queue: str, now_us: int) -> Statement: ...
     def oldest_ready(self, queue: str, now_us: int) -> Statement:
         """Its row is ``(visible_at,)`` of the ready job (``queue_counts``'s
-        ``ready``) that became due first, or none when no job is ready."""
+        ``ready``) that became due first; none, or ``(NULL,)``, when no job
+        is ready."""
         ...
 
     def set_paused(self, queue: str, paused: bool) -> Statement:

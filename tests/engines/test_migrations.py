@@ -53,7 +53,8 @@ RELEASED = {
             "d6756fd1f343753d", "e59497d6614f4f28", "99abf4e123e2bbea",
         ),
         7: (
-            "81470804e9f80bb2", "2dc624ca05fbae63", "125896e2c8af4f14", "00c78440f7407669",
+            "81470804e9f80bb2", "2dc624ca05fbae63", "125896e2c8af4f14", "f643f494deea134a",
+            "00c78440f7407669",
         ),
     },
     # For the default schema; other schemas differ only by the schema name.

@@ -46,10 +46,17 @@ def test_claim_walks_the_claim_index_without_sorting(tmp_path: Path) -> None:
 
 def test_next_due_and_sweep_use_their_indexes(tmp_path: Path) -> None:
     conn = fresh(tmp_path)
-    assert "__alkstore_jobs_due" in plan_of(conn, D.next_due("q"))
-    # The oldest ready job: the due index in its own order, no sort.
-    oldest = plan_of(conn, D.oldest_ready("q", 1_000))
-    assert "__alkstore_jobs_due" in oldest and "TEMP B-TREE" not in oldest.upper()
+    # The next due time and the oldest ready job: a skip-scan of the claim
+    # index, priority by priority, each the first entry of its priority in
+    # visible_at order: seeks only, no scan of the table and no sort.
+    for text in (plan_of(conn, D.next_due("q")), plan_of(conn, D.oldest_ready("q", 1_000))):
+        assert "USING INDEX __alkstore_jobs_claim (queue=? AND priority<?)" in text, text
+        assert "USING INDEX __alkstore_jobs_claim (queue=? AND priority=?" in text, text
+        assert "TEMP B-TREE" not in text.upper() and "SCAN __alkstore_jobs" not in text, text
+    # No due index is left to write (schema 7 dropped it: one page fewer a write).
+    assert not conn.execute(
+        "SELECT name FROM sqlite_master WHERE name = '__alkstore_jobs_due'"
+    ).fetchall()
     sweep = plan_of(conn, D.sweep_candidates("q", 1_000, 100))
     assert "__alkstore_jobs_expiry" in sweep and "__alkstore_jobs_exhausted" in sweep
 

@@ -9,7 +9,7 @@ import orjson
 
 from ...protocol.dialect import STATE_PENDING, STATE_PROCESSING
 from ...protocol.plan import Fetch, Statement
-from ..shapes import DEAD_COLS, HISTORY_COLS, JOB_INFO_COLS, SWEEP_COLS
+from ..shapes import DEAD_COLS, HISTORY_COLS, JOB_INFO_COLS, SWEEP_COLS, per_priority_min
 from ..sql import Sql, Variants
 from .spelling import RULES
 from .tables import DEAD, HISTORY, JOBS, QUEUES
@@ -88,12 +88,16 @@ class Queues:
     def queue_counts(self, queue: str, now_us: int) -> Statement:
         return self._queue_counts.bind(queue=queue, now=now_us)
 
-    # The ready job that became due first: the due index walked in visible_at
-    # order, stopping at the first ready row.
+    # The ready job that became due first: per priority, the claim index
+    # walked in visible_at order to its first ready row (a skip-scan).
     _oldest_ready = Sql(
-        f"SELECT visible_at FROM {JOBS} INDEXED BY __alkstore_jobs_due "
-        f"WHERE queue = :queue AND state = {STATE_PENDING} AND {RULES.claimable(':now')} "
-        "ORDER BY visible_at LIMIT 1",
+        per_priority_min(
+            f"{JOBS} INDEXED BY __alkstore_jobs_claim",
+            RULES.PRIORITY_FIRST,
+            f"queue = :queue AND {RULES.ATTEMPTS_LEFT}",
+            f"queue = :queue AND state = {STATE_PENDING} AND {RULES.claimable(':now')}",
+            "visible_at",
+        ),
         Fetch.ONE,
     )
 

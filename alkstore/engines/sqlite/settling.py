@@ -12,7 +12,7 @@ import orjson
 
 from ...protocol.dialect import STATE_PENDING
 from ...protocol.plan import Fetch, Statement
-from ..shapes import DEAD_COLS, HISTORY_INSERT_COLS
+from ..shapes import DEAD_COLS, HISTORY_INSERT_COLS, per_priority_min
 from ..sql import Sql
 from .spelling import RULES
 from .tables import DEAD, HISTORY, JOBS, QUEUES
@@ -129,9 +129,16 @@ class Settling:
     def owned(self, job_id: int, worker: str, claim: int, now_us: int) -> Statement:
         return self._owned.bind(job_id=job_id, worker=worker, claim=claim, now=now_us)
 
+    # The claim index's first entry per priority (a skip-scan): a due index
+    # of its own cost every job write one more page, an eighth of an enqueue.
     _next_due = Sql(
-        f"SELECT MIN(visible_at) FROM {JOBS} INDEXED BY __alkstore_jobs_due "
-        f"WHERE queue = :queue AND {RULES.ATTEMPTS_LEFT}",
+        per_priority_min(
+            f"{JOBS} INDEXED BY __alkstore_jobs_claim",
+            RULES.PRIORITY_FIRST,
+            f"queue = :queue AND {RULES.ATTEMPTS_LEFT}",
+            f"queue = :queue AND {RULES.ATTEMPTS_LEFT}",
+            "visible_at",
+        ),
         Fetch.ONE,
     )
 

@@ -380,9 +380,10 @@ def stats(d: Dialect, queue: str, now_us: int) -> Plan[QueueStats]:
 
 @reads
 def oldest_ready(d: Dialect, queue: str, now_us: int) -> Plan[int | None]:
-    """When the ready job that became due first did (None: no job is ready)."""
+    """When the ready job that became due first did (None: no job is ready:
+    no row, or a NULL minimum)."""
     row = yield from fetch_one(d.oldest_ready(queue, now_us))
-    return None if row is None else int(row[0])
+    return None if row is None or row[0] is None else int(row[0])
 
 
 @reads

@@ -28,8 +28,10 @@ from .errors import ClaimRulesChanged, DatabaseError, brief
 # 2: dependencies (release 0.2): a job that finishes settles the jobs that
 # wait for it (released in its ack's transaction, or cancelled), and an ack
 # takes a kept job only into history; code before it would delete a kept
-# job and strand what waits for it.
-CLAIM_GENERATION: int = 2
+# job and strand what waits for it. 3: SQLite's claim path reads the next
+# due time from the claim index (schema 7 dropped the due index, which
+# code of generation 2 names in that read and would fail on).
+CLAIM_GENERATION: int = 3
 # The meta row a store keeps it in.
 META_KEY = "claim_generation"
 
