@@ -27,4 +27,6 @@ def test_the_plan_names_the_due_tables_and_the_commands_skip_locked() -> None:
     rows = [("dead", 0, 10), ("history", 50_000, 5000), ("jobs", 10, 1200)]
     assert run_sync(vacuum_due(d), lambda statement: rows) == ["history", "jobs"]
     assert d.vacuum("jobs") == 'VACUUM (SKIP_LOCKED) "alk_t_vac"."jobs"'
-    assert set(CHURN_TABLES) == {"jobs", "claim_log", "locks", "history", "dead", "waiting", "deps"}
+    assert set(CHURN_TABLES) == {
+        "jobs", "claim_log", "locks", "history", "dead", "waiting", "deps", "attempts",
+    }  # fmt: skip

@@ -426,6 +426,9 @@ def _v7(schema: str) -> tuple[str, ...]:
         f"""INSERT INTO {s}.attempts (job_id, queue, attempt, worker, finished_at, outcome, error)
             SELECT id, queue, attempts, claimed_by, died_at, reason, last_error
             FROM {s}.dead ORDER BY id""",
+        # A retried job's rows are inserted, then deleted with its ack: they
+        # churn as the jobs do (CHURN_STORAGE; housekeeping vacuums it too).
+        f"ALTER TABLE {s}.attempts SET ({CHURN_STORAGE})",
     )
 
 

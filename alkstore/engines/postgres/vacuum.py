@@ -13,7 +13,7 @@ from .names import quote_ident
 # VACUUM_THRESHOLD + VACUUM_SCALE x the live ones. The same figures as the
 # per-table autovacuum settings of schema version 5 (schema.CHURN_STORAGE),
 # so alkstore's own vacuum and the server's agree on what "due" means.
-CHURN_TABLES = ("jobs", "claim_log", "locks", "history", "dead", "waiting", "deps")
+CHURN_TABLES = ("jobs", "claim_log", "locks", "history", "dead", "waiting", "deps", "attempts")
 VACUUM_THRESHOLD = 1000
 VACUUM_SCALE = 0.01
 
