@@ -113,17 +113,32 @@ def test_an_acked_job_does_not_cause_a_look_but_a_retried_one_does() -> None:
     assert p.next_action(T0 + 4) == Claim(2)
 
 
-def test_a_due_but_unclaimable_job_asks_for_one_sweep_and_never_spins() -> None:
-    p = policy()
+def test_a_due_but_unclaimed_job_asks_for_one_sweep_then_looks_again_never_spinning() -> None:
+    """Invariant: a job due yet not claimed (a passed deadline, or a row
+    locked at that instant) is swept once, then looked for after pauses that
+    double from 1 ms to the poll interval: never a spin, never a poll
+    interval's wait for a lock held a moment."""
+    p = policy(poll=4 * S)
     p.next_action(T0)
-    # next_due in the past, yet the claim took nothing: a passed deadline.
     p.claimed(T0, got=0, asked=2, next_due_us=T0 - S)
     assert p.next_action(T0 + 1) == Sweep()
     p.swept(T0 + 2)
     assert p.next_action(T0 + 3) == Claim(2)
-    p.claimed(T0 + 3, got=0, asked=2, next_due_us=T0 - S)  # still there
-    action = p.next_action(T0 + 4)
-    assert isinstance(action, Wait) and action.until_us > T0 + S
+    now, pauses = T0 + 3, []
+    for _ in range(16):  # still there: a row held locked by another transaction
+        p.claimed(now, got=0, asked=2, next_due_us=T0 - S)
+        action = p.next_action(now)
+        assert isinstance(action, Wait)
+        pauses.append(action.until_us - now)
+        now = action.until_us
+        assert p.next_action(now) == Claim(2)
+    assert pauses[:4] == [1_000, 2_000, 4_000, 8_000]
+    assert max(pauses) == 4 * S and pauses == sorted(pauses)
+    # Claimed at last: the pauses start over next time.
+    p.claimed(now, got=1, asked=2, next_due_us=None)
+    p.finished(Outcome.ACKED)
+    p.claimed(now + 1, got=0, asked=2, next_due_us=T0 - S)
+    assert p.next_action(now + 1) == Sweep()
 
 
 def test_a_failed_claim_backs_off_exponentially() -> None:

@@ -48,6 +48,9 @@ AHEAD_CLAIMS = 2
 MAX_AHEAD = 1000
 # The rate is measured over windows of at least this long.
 _RATE_WINDOW_US = 50_000
+# The first pause before looking again for a job that was due yet not
+# claimed (see ``WorkerPolicy.claimed``); it doubles, up to the poll interval.
+STALE_DUE_PAUSE_US = 1_000
 
 
 # -- actions ---------------------------------------------------------------------
@@ -112,8 +115,10 @@ class WorkerPolicy:
     # started: a wake during a claim may announce a job the claim missed.
     _wakes: int = 0
     _wakes_at_claim: int = 0
-    # A due-but-unclaimable job (a passed deadline) asked for a sweep already.
+    # A due-but-unclaimed job asked for a sweep already; and the pause before
+    # the next look while it stays so (0: none yet).
     _stale_due_swept: bool = False
+    _stale_pause_us: int = 0
     # Draining (see ``drain``): no more claims or sweeps; running handlers
     # may finish until ``drain_until_us`` (None: however long they take).
     draining: bool = False
@@ -287,15 +292,25 @@ class WorkerPolicy:
             return
         self.look = self._wakes != self._wakes_at_claim
         if next_due_us is not None and next_due_us <= now_us:
-            # Due, yet the claim (same transaction) did not take it: only a
-            # passed ``expires`` deadline does that, and the sweep buries
-            # those. Sweep once now; never spin on it.
+            # Due, yet the claim (same transaction) did not take it. A passed
+            # ``expires`` deadline does that, which the sweep buries: sweep
+            # once now. So does, on Postgres, a row another transaction held
+            # locked at the claim's instant (``SKIP LOCKED``: a claim of
+            # another worker, an awaiter marking the job kept, a cancel): look
+            # again after a pause that doubles from 1 ms up to the poll
+            # interval, so such a job waits milliseconds, not the poll
+            # interval, and nothing spins.
             if not self._stale_due_swept:
                 self._stale_due_swept = True
                 self.next_sweep_us = now_us
-            next_due_us = None
+                next_due_us = None  # the sweep's end looks again
+            else:
+                pause = max(STALE_DUE_PAUSE_US, 2 * self._stale_pause_us)
+                self._stale_pause_us = min(pause, self.poll_interval_us)
+                next_due_us = now_us + self._stale_pause_us
         else:
             self._stale_due_swept = False
+            self._stale_pause_us = 0
         self.next_due_us = next_due_us
 
     def claim_failed(self, now_us: int) -> None:
