@@ -349,6 +349,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     procs = [spawn(args, "producer", location, run_dir)]
     procs += [spawn(args, "worker", location, run_dir) for _ in range(args.workers)]
     samples: list[dict[str, Any]] = []
+    ok = False
     try:
         deadline = time.time() + 120
         while len(list(run_dir.glob("ready-*"))) < len(procs):
@@ -384,7 +385,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for p in procs[1:]:
             p.wait(60)
         samples.append({"t": round(end - t0, 2), **sampler.sample()})
-        return collect(args, location, run_dir, t0, end, samples)
+        result = collect(args, location, run_dir, t0, end, samples)
+        ok = True
+        return result
     finally:
         for p in procs:
             if p.poll() is None:
@@ -392,7 +395,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 p.wait()
         sampler.close()
         cleanup(args, location)
-        shutil.rmtree(run_dir, ignore_errors=True)
+        if ok:  # a failed run keeps its children's logs, as its message says
+            shutil.rmtree(run_dir, ignore_errors=True)
 
 
 def _progress(s: dict[str, Any]) -> str:

@@ -71,7 +71,7 @@ async def test_a_checkpoint_on_a_full_disk_loses_nothing_and_completes_once_free
                 assert errors, "the disk never filled"
                 # The checkpoints could not copy the WAL into the main file,
                 # so the WAL never started over: it grew past its high water.
-                assert size(wal) > wal_before
+                assert size(wal) > wal_before, f"the disk filled before the WAL grew: {errors[0]}"
                 assert "full" in str(errors[0]).lower() or "disk" in str(errors[0]).lower()
                 assert (await q.stats()).ready == len(ok)  # reads go on
                 main_full = size(path)

@@ -16,16 +16,21 @@ from typing import Any
 
 import pytest
 
-from alkstore import InvalidArgument, InvalidName, Job, JobCancelled, Store
+from alkstore import InvalidArgument, InvalidName, Job, JobCancelled, ManualClock, Store
 
 from . import aio
 from .helpers import SOON
 
 
-async def work_until(store: Store, queues: list[str], body: Any, fail: str = "") -> Any:
+async def work_until(
+    store: Store, clock: ManualClock, queues: list[str], body: Any, fail: str = ""
+) -> Any:
     """``body()`` while a worker on each of ``queues`` runs: a step whose
     payload says so returns its dependencies' results and its own name; a
-    payload equal to ``fail`` raises."""
+    payload equal to ``fail`` raises. The store's clock moves with real time
+    meanwhile, as a real one would: a worker that finds a due job held
+    locked by another transaction (Postgres's ``SKIP LOCKED``) looks again
+    a few milliseconds later, by its clock."""
 
     async def handler(job: Job) -> Any:
         if job.payload == fail:
@@ -37,7 +42,13 @@ async def work_until(store: Store, queues: list[str], body: Any, fail: str = "")
         q = store.queue(name, max_attempts=1)
         await q.work(handler, concurrency=4, poll_interval=60.0, task_status=task_status)
 
+    async def ticking() -> None:
+        while True:
+            await aio.sleep(0.002)
+            clock.advance(0.002)
+
     async with aio.open_task_group() as group:
+        group.start_soon(ticking)
         for name in queues:
             await group.start(worker, name)
         async with aio.fail_after(SOON * 2):
@@ -64,7 +75,7 @@ async def test_a_workflow_is_enqueued_whole_and_waits_step_by_step(store: Store)
     assert again.job_ids == run.job_ids
 
 
-async def test_a_chord_runs_its_group_then_its_callback(store: Store) -> None:
+async def test_a_chord_runs_its_group_then_its_callback(store: Store, clock: ManualClock) -> None:
     wf = store.workflow("chord")
     group = [wf.step(f"part-{i}", "parts", f"part-{i}") for i in range(5)]
     wf.step("join", "join", "join", after=group)
@@ -75,13 +86,15 @@ async def test_a_chord_runs_its_group_then_its_callback(store: Store) -> None:
         assert status.finished and status.succeeded
         return await run.results()
 
-    results = await work_until(store, ["parts", "join"], body)
+    results = await work_until(store, clock, ["parts", "join"], body)
     parts = sorted(str(results[f"part-{i}"]) for i in range(5))
     assert results["join"] == {"me": "join", "deps": parts}
     assert await run.result("part-3") == {"me": "part-3", "deps": []}
 
 
-async def test_a_failing_branch_cancels_what_waits_for_it(store: Store) -> None:
+async def test_a_failing_branch_cancels_what_waits_for_it(
+    store: Store, clock: ManualClock
+) -> None:
     wf = store.workflow("branches")
     root = wf.step("root", "q", "root")
     bad = wf.step("bad", "q", "bad", after=[root], max_attempts=1)
@@ -93,7 +106,7 @@ async def test_a_failing_branch_cancels_what_waits_for_it(store: Store) -> None:
     async def body() -> Any:
         return await run.wait()
 
-    status = await work_until(store, ["q"], body, fail="bad")
+    status = await work_until(store, clock, ["q"], body, fail="bad")
     assert status.finished and not status.succeeded
     states = {name: s.state for name, s in status.steps.items()}
     assert states == {"root": "acked", "bad": "dead", "after-bad": "cancelled",
