@@ -2,7 +2,7 @@
 
 A row may come from another program or another version, so every decoder
 must refuse a malformed row with ``CodecError``. Property: ``rows.job_record``
-/``job_info``/``dead_info``/``stream_event``, the read models' ``history_info``
+/``claimed_at_once``/``job_info``/``dead_info``/``stream_event``, the read models' ``history_info``
 /``queue_summary``/``stream_info``/``lock_info``/``attempt``, and ``claim.SweepCandidate`` +
 ``sweep_decision`` on arbitrary tuples (wrong lengths, wrong types, huge
 ints, bad JSON, unknown states and reasons) raise only ``CodecError`` and
@@ -42,6 +42,7 @@ JOB = [INT, TEXT, JSON, INT, INT, INT, INT, INT, OPT_INT, OPT_TEXT, INT, STATE, 
        OPT_TEXT]  # fmt: skip
 # a claim's row: a job's, then its queue's history retention and whether it is kept
 CLAIM = [*JOB, OPT_INT, FLAG]
+CLAIM_AT_ONCE = [*CLAIM, OPT_INT]  # the claim's row, then when the next job falls due
 JOB_INFO = [*JOB, OPT_TEXT, OPT_TEXT]  # as inspected: a job's, then its unique and concurrency keys
 # A dead letter's row ends with its concurrency key; a history row with its
 # unique and concurrency keys.
@@ -164,7 +165,13 @@ def TestOneInput(data: bytes) -> None:
     fdp = atheris.FuzzedDataProvider(data)
     mode = fdp.ConsumeIntInRange(0, 9)
     if mode == 0:
-        job = _check(rows.job_record, _row(fdp, CLAIM), JobRecord)
+        if fdp.ConsumeBool():
+            job = _check(rows.job_record, _row(fdp, CLAIM), JobRecord)
+        else:
+            got = _check(rows.claimed_at_once, _row(fdp, CLAIM_AT_ONCE), tuple)
+            job = None if got is None else got[0]
+            if got is not None:
+                assert type(got[0]) is JobRecord and (got[1] is None or type(got[1]) is int)
         if job is not None:
             assert all(
                 isinstance(getattr(job, name), int) and not isinstance(getattr(job, name), bool)

@@ -86,6 +86,10 @@ WHITE_BOX: dict[str, set[str]] = {
     "test_wal_bounded.py": {"alkstore.engines.sqlite.control"},
     # libpq pipelining and LISTEN on one raw connection
     "test_pipeline.py": {"alkstore.protocol.plan", "alkstore.runner.postgres.conn"},
+    # the worker's one-statement claim against its step-by-step claim
+    "test_claim_at_once.py": {
+        "alkstore.protocol.plans.worker", "alkstore.protocol.values.timeconv",
+    },
     # the prepared-statement bookkeeping, and one-statement plans on a raw connection
     "test_prepared.py": {
         "alkstore.protocol.plan", "alkstore.runner.postgres.conn",

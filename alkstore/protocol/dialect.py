@@ -173,6 +173,17 @@ class Dialect(Protocol):
         order; none at all while the store's claim generation is newer than
         ``generation`` (the claiming code's, ``protocol.generation``)."""
         ...
+    def claim_at_once(
+        self, queue: str, worker: str, n: int, now_us: int, until_us: int, generation: int
+    ) -> Statement | None:
+        """``claim`` as one statement that also reads when the queue's next
+        live job falls due: its rows are ``claim``'s, each with that instant
+        as one more column, NULL when all ``n`` were claimed (the next-due
+        read of ``claim_for_worker``, the claimed jobs counted at
+        ``until_us``); no row when nothing was claimed. None on an engine
+        where a statement costs no round trip (SQLite): the worker claims
+        step by step there."""
+        ...
     def claim_limit(self, queue: str) -> Statement:
         """Its row is the queue's limits (``LIMIT_COLUMNS``: concurrency
         limit, rate limit and period, per-key rate limit and period) when

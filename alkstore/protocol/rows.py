@@ -136,6 +136,14 @@ def job_record(row: Row) -> JobRecord:
     return _job_record_checked(row)
 
 
+def claimed_at_once(row: Row) -> tuple[JobRecord, int | None]:
+    """A row of ``Dialect.claim_at_once``: the claimed job, and when the
+    queue's next live job falls due (None: the claim was full)."""
+    if not isinstance(row, tuple | list) or len(row) != len(CLAIM_COLUMNS) + 1:
+        raise CodecError(f"claim row has the wrong shape: {brief(row)}")
+    return job_record(tuple(row[:-1])), _opt_int(row[-1], "next_due")
+
+
 class _Fields:
     """A row read by column name (the row shapes of ``protocol.dialect``),
     each field checked as it is read."""

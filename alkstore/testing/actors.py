@@ -19,6 +19,7 @@ from ..protocol.dialect import Dialect
 from ..protocol.plan import Plan
 from ..protocol.plans import claim, dependencies, inspection, locks, queues, schedule, streams
 from ..protocol.plans import wakes as wake_plans
+from ..protocol.plans import worker as worker_plans
 from ..protocol.plans.workflows import NewStep, enqueue_workflow
 from ..protocol.values import codec
 from ..protocol.values.results import ON_FAILURE_CANCEL, ON_FAILURE_RUN
@@ -183,14 +184,22 @@ class Programs:
             else:
                 yield self._tx_op(marker, rollback=how == 2, key=key)
 
+    def _claim(self, worker: str, now: int, vt: int) -> Plan[list[JobRecord]]:
+        """A claim as ``Queue.work`` makes it: one statement on an engine
+        that has it (which takes nothing from a limited queue: the worker
+        claims a limited queue step by step), otherwise step by step."""
+        n = self.config.claim_n
+        if not self.ledger.limits.any:
+            at_once = worker_plans.claim_at_once(self.d, self.queue, worker, n, now, vt)
+            if at_once is not None:
+                return _jobs(at_once)
+        return claim.claim(self.d, self.queue, worker, n, now, vt)
+
     def _worker(self, actor: Actor) -> Program:
         worker = actor.identity
         vt = self.options.visibility_timeout_us
         while True:
-            jobs = yield Op(
-                "claim",
-                lambda now: [claim.claim(self.d, self.queue, worker, self.config.claim_n, now, vt)],
-            )
+            jobs = yield Op("claim", lambda now: [self._claim(worker, now, vt)])
             if not jobs[0]:
                 if self._quiet():
                     return
@@ -318,3 +327,8 @@ class Programs:
     def _quiet(self) -> bool:
         """No producer or publisher has work left: idle actors may finish."""
         return all(a.done for a in self.actors if a.kind in ("producer", "publisher"))
+
+
+def _jobs(plan: Plan[worker_plans.ClaimResult | None]) -> Plan[list[JobRecord]]:
+    result = yield from plan
+    return [] if result is None else result.jobs

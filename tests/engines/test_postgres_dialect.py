@@ -369,6 +369,7 @@ SAMPLE_CALLS: dict[str, tuple[Any, ...]] = {
     "set_unique_processing": ("q", False),
     "claim_prelude": (),
     "claim": ("q", "w", 3, T0, T0 + US, 1),
+    "claim_at_once": ("q", "w", 3, T0, T0 + US, 1),
     "ack": (1, "w", 1, T0),
     "ack_history": (1, "w", 1, T0, T0 + US),
     "ack_batch": ("q", [1, 2], "w", T0),
@@ -510,6 +511,10 @@ def test_statements_match_sqlite_fetch_kinds_and_bind_every_parameter() -> None:
             # jobs from the jobs table, so it has no statement to run.
             assert other == (None,) and mine == (ours.notify(*args),)
             continue
+        if name == "claim_at_once":
+            # SQLite claims step by step (a statement costs it no round trip).
+            assert other == (None,) and mine[0].fetch is Fetch.ALL
+            other = (theirs.claim(*args),)
         if name == "enqueue_waking":
             # Both wake the channel here; Postgres's carries its pg_notify.
             assert mine[0].wakes == other[0].wakes == ("chan",)

@@ -457,6 +457,11 @@ class PgClaimIgnoringVisibility(PostgresDialect):
     ) -> Statement:
         return super().claim(queue, worker, n, now_us + 10**15, until_us, generation)
 
+    def claim_at_once(
+        self, queue: str, worker: str, n: int, now_us: int, until_us: int, generation: int
+    ) -> Statement | None:
+        return super().claim_at_once(queue, worker, n, now_us + 10**15, until_us, generation)
+
 
 class PgClaimWithoutRowLock(PostgresDialect):
     """The claim with its ``FOR UPDATE SKIP LOCKED`` taken out. Only a
@@ -466,6 +471,7 @@ class PgClaimWithoutRowLock(PostgresDialect):
     never lets two claims overlap."""
 
     _claim = PostgresDialect._claim.replace("FOR UPDATE SKIP LOCKED", "")
+    _claim_at_once = PostgresDialect._claim_at_once.replace("FOR UPDATE SKIP LOCKED", "")
 
 
 class PgTickWithoutGuards(PostgresDialect):

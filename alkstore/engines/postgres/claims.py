@@ -96,6 +96,40 @@ class Claims:
             queue=queue, worker=worker, n=n, now=now_us, until=until_us, generation=generation
         )
 
+    # The worker's claim in one statement, so it can go out with BEGIN and
+    # COMMIT in one round trip (pipelining): the claim above, and on each
+    # claimed row, when fewer than ``n`` came back, when the queue's next live
+    # job falls due. The outer query sees the table as it was before the
+    # UPDATE (one snapshot per statement), so the claimed rows are left out
+    # of that read and counted at their new ``visible_at`` (``:until``) by
+    # LEAST instead; the count and the read are uncorrelated subqueries,
+    # evaluated once, the read only for a short claim. Nothing claimed
+    # returns no row: the worker then claims step by step (a limited or
+    # paused queue, a newer claim generation, or no work).
+    _claim_at_once = Sql(
+        f"""WITH picked AS (
+            SELECT id FROM {JOBS}
+            WHERE queue = {RULES.queue_claims_unlimited(QUEUES, ':queue')}
+                AND {RULES.claim_rules_known(META, ':generation')} AND {RULES.claimable(':now')}
+            ORDER BY {RULES.CLAIM_ORDER}
+            LIMIT :n
+            FOR UPDATE SKIP LOCKED),
+        taken AS ({_TAKE})
+        SELECT taken.*, CASE WHEN (SELECT count(*) FROM taken) < :n THEN LEAST(
+                (SELECT MIN(visible_at) FROM {JOBS} WHERE queue = :queue
+                    AND {RULES.ATTEMPTS_LEFT} AND id NOT IN (SELECT id FROM picked)),
+                :until::bigint) END
+        FROM taken""",
+        Fetch.ALL,
+    )
+
+    def claim_at_once(
+        self, queue: str, worker: str, n: int, now_us: int, until_us: int, generation: int
+    ) -> Statement | None:
+        return self._claim_at_once.bind(
+            queue=queue, worker=worker, n=n, now=now_us, until=until_us, generation=generation
+        )
+
     # A limited queue (rules.queue_claims_unlimited closed the claim above):
     # its limit is read with its row locked (FOR UPDATE), which queues the
     # limited claims of that queue one behind the other until each commits;

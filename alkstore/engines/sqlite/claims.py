@@ -77,6 +77,13 @@ class Claims:
             queue=queue, worker=worker, n=n, now=now_us, until=until_us, generation=generation
         )
 
+    def claim_at_once(
+        self, queue: str, worker: str, n: int, now_us: int, until_us: int, generation: int
+    ) -> Statement | None:
+        # The plan's statements run in this process one after the other:
+        # folding them into one would save no round trip.
+        return None
+
     # A limited queue (rules.queue_claims_unlimited closed the claim above):
     # its limit, then one job per statement, the first in claim order whose
     # key has room (rules.key_has_room counts the key's live claims in

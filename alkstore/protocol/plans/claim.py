@@ -33,7 +33,7 @@ def claim(
     d: Dialect, queue: str, worker: str, n: int, now_us: int, visibility_us: int
 ) -> Plan[list[JobRecord]]:
     """Take up to ``n`` due jobs: priority desc, then run_at, then id."""
-    jobs, _ = yield from claim_jobs(d, queue, worker, n, now_us, visibility_us, hint=False)
+    jobs, _, _ = yield from claim_jobs(d, queue, worker, n, now_us, visibility_us, hint=False)
     return jobs
 
 
@@ -46,11 +46,13 @@ def claim_jobs(
     visibility_us: int,
     *,
     hint: bool = True,
-) -> Plan[tuple[list[JobRecord], int | None]]:
-    """``claim``, and when a rate limit kept the claim short, the instant it
+) -> Plan[tuple[list[JobRecord], int | None, bool]]:
+    """``claim``; when a rate limit kept the claim short, the instant it
     next admits a claim (None: no rate held it back), so a worker sleeps
-    until then rather than waiting for a wake that no enqueue will send.
-    ``hint=False`` skips reading that instant (a caller that would drop it)."""
+    until then rather than waiting for a wake that no enqueue will send
+    (``hint=False`` skips reading that instant: a caller that would drop
+    it); and whether the queue turned out limited or paused (the plain
+    claim found it closed and its limits row was there)."""
     until = held_until_us(now_us, visibility_us)
     n = check_limit(n, "n")
     known = generation.CLAIM_GENERATION
@@ -58,12 +60,14 @@ def claim_jobs(
         yield statement
     rows = yield from fetch_all(d.claim(queue, worker, n, now_us, until, known))
     opens: int | None = None
+    limited = False
     if not rows:
         # Nothing: an empty (or paused) queue, or a limited one, which the
         # plain claim leaves alone. Only then are the queue's limits read,
         # so a queue without limits pays nothing for them while it has work.
         row = yield from fetch_one(d.claim_limit(queue))
         if row is not None:
+            limited = True
             limits = queue_limits(row)
             rows, in_window = yield from _claim_limited(
                 d, queue, worker, n, now_us, until, limits, known
@@ -77,8 +81,12 @@ def claim_jobs(
         generation.check(generation.stored((yield from fetch_one(d.claim_generation()))))
     jobs = [job_record(r) for r in rows]
     # RETURNING does not promise an order; restore the claim order.
-    jobs.sort(key=lambda j: (-j.priority, j.run_at_us, j.id))
-    return jobs, opens
+    jobs.sort(key=claim_order)
+    return jobs, opens, limited
+
+
+def claim_order(job: JobRecord) -> tuple[int, int, int]:
+    return -job.priority, job.run_at_us, job.id
 
 
 def _claim_limited(

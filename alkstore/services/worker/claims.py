@@ -14,7 +14,7 @@ from ...api.core.ops import INLINE_MAX
 from ...protocol.machines.leases import Wait
 from ...protocol.machines.worker import Claim, HandBack, Sweep
 from ...protocol.plan import Plan
-from ...protocol.plans.worker import ClaimResult, claim_for_worker
+from ...protocol.plans.worker import ClaimResult, claim_at_once, claim_for_worker
 from ...protocol.values.errors import AlkstoreError, ClaimRulesChanged, Closed, CommitUnknown
 from ...protocol.values.timeconv import US_PER_S
 from ...protocol.values.types import JobRecord
@@ -25,6 +25,7 @@ from .slots import Slots
 from .state import Held
 
 J = TypeVar("J")
+R = TypeVar("R", ClaimResult, ClaimResult | None)
 
 log = logging.getLogger("alkstore.worker")
 
@@ -46,6 +47,9 @@ class ClaimLoop(Generic[J]):
         self.settler = settler
         self.make_job = make_job
         self.observer = observer
+        # The queue was limited at the last claim that looked: claim step by
+        # step (the one-statement claim takes nothing from a limited queue).
+        self.limited = False
         # Set when the store's claim rules turned out newer than this code's:
         # the worker drains, then raises it instead of reporting.
         self.outdated: ClaimRulesChanged | None = None
@@ -83,21 +87,21 @@ class ClaimLoop(Generic[J]):
         the caller's to hear rather than a reason to back off and retry."""
         ctx = self.ctx
         core, policy, state = ctx.core, ctx.policy, ctx.state
-        vt = ctx.options.visibility_timeout_us
-        seen: list[ClaimResult] = []
-        plan = _capture(claim_for_worker(core.dialect, ctx.queue, ctx.worker_id, n, now, vt), seen)
-        run = core.run(plan, bulk=n > INLINE_MAX)
+        seen: list[ClaimResult | None] = []
         try:
-            result = await ctx.telemetry.claimed(n, now, run)
+            result = await ctx.telemetry.claimed(n, now, self._claim(n, now, seen))
         except Closed:
             raise
         except CommitUnknown:
             # The claim may have committed: hand back what it would have
             # taken (refused harmlessly if it did not), rather than leave it
-            # claimed by nobody until the visibility timeout.
+            # claimed by nobody until the visibility timeout. Known only
+            # when its rows came back before the COMMIT went out: a claim
+            # in one statement carries its COMMIT, and what it took waits
+            # out the visibility timeout.
             log.warning("worker %s: claim on %s: outcome unknown; handing back",
                         ctx.worker_id, ctx.queue, exc_info=True)  # fmt: skip
-            taken = [self.held(r) for got in seen for r in got.jobs]
+            taken = [self.held(r) for got in seen if got for r in got.jobs]
             if taken:
                 state.held.update((h.id, h) for h in taken)  # if cancelled meanwhile
                 await self.settler.hand_back(taken, counted=False)
@@ -131,7 +135,8 @@ class ClaimLoop(Generic[J]):
             # committed as returned, but be sure: what it took is ours to
             # hand back.
             for got in seen:
-                state.held.update((r.id, self.held(r)) for r in got.jobs)
+                if got:
+                    state.held.update((r.id, self.held(r)) for r in got.jobs)
             raise
         # No checkpoint between the claim's return and here: every claimed
         # job is held before anything can cancel us.
@@ -140,6 +145,23 @@ class ClaimLoop(Generic[J]):
             self.slots.dispatch(self.held(record))
         if result.jobs:
             state.work_kick.set()
+
+    async def _claim(self, n: int, now: int, seen: list[ClaimResult | None]) -> ClaimResult:
+        """One claim: in one statement where the engine has it, unless the
+        queue was limited last time; step by step when that took nothing
+        (and to learn whether the queue is limited)."""
+        ctx = self.ctx
+        core, vt, bulk = ctx.core, ctx.options.visibility_timeout_us, n > INLINE_MAX
+        if not self.limited:
+            at_once = claim_at_once(core.dialect, ctx.queue, ctx.worker_id, n, now, vt)
+            if at_once is not None:
+                got = await core.run(_capture(at_once, seen), bulk=bulk)
+                if got is not None:
+                    return got
+        plan = claim_for_worker(core.dialect, ctx.queue, ctx.worker_id, n, now, vt)
+        result = await core.run(_capture(plan, seen), bulk=bulk)
+        self.limited = result.limited
+        return result
 
     async def _hand_back_waiting(self) -> None:
         """Draining: hand back the jobs claimed ahead that no slot has taken."""
@@ -168,7 +190,7 @@ class ClaimLoop(Generic[J]):
             log.info("worker %s on %s: drained", ctx.worker_id, ctx.queue)
 
 
-def _capture(plan: Plan[ClaimResult], seen: list[ClaimResult]) -> Plan[ClaimResult]:
+def _capture(plan: Plan[R], seen: list[ClaimResult | None]) -> Plan[R]:
     """The same plan, also leaving its result in ``seen`` as it finishes."""
     result = yield from plan
     seen.append(result)
