@@ -66,7 +66,7 @@ WHITE_BOX: dict[str, set[str]] = {
         "alkstore.protocol.plans.claim", "alkstore.protocol.plans.schedule",
         "alkstore.testing.invariants", "alkstore.protocol.plans.housekeeping",
         "alkstore.protocol.plans.locks", "alkstore.protocol.plans.queues",
-        "alkstore.protocol.plans.streams",
+        "alkstore.protocol.plans.streams", "alkstore.protocol.plans.worker",
     },
     # a read plan of the history table, which no API returns rows of
     "history.py": {"alkstore.protocol.values.codec", "alkstore.protocol.plan"},

@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 
 from alkstore.engines.rules import Rules
-from alkstore.protocol.plans import claim, housekeeping, locks, queues, schedule, streams
+from alkstore.protocol.plans import claim, housekeeping, locks, queues, schedule, streams, worker
 from alkstore.testing import invariants
 from tests import model
 
@@ -91,6 +91,7 @@ def test_the_model_and_core_functions_named_exist() -> None:
         "streams": streams,
         "locks": locks,
         "housekeeping": housekeeping,
+        "worker": worker,
     }
     checked = 0
     for token in TICKED.findall(DOC):
