@@ -208,6 +208,25 @@ def test_claims_ahead_a_horizon_of_work_and_longer_when_claims_take_longer() -> 
     assert distant.capacity() == 10 + distant.ahead - distant.running
 
 
+def test_a_fast_worker_learns_its_rate_within_four_claims_worth_of_jobs() -> None:
+    """Invariant: the claim-ahead is set once four claims' worth of jobs
+    (``concurrency + ahead`` each) have finished, or 50 ms have passed,
+    whichever comes first: a worker finishing 40,000 jobs a second claims
+    ahead after 1 ms, not after its first 50 ms of one-slot claims; a slow
+    one still waits out the 50 ms."""
+    fast, slow = policy(concurrency=10), policy(concurrency=10)
+    end = _finish_at_rate(fast, 40_000, 0.001, T0)  # 40 jobs in 1 ms
+    assert fast.ahead == pytest.approx(40_000 * 0.020, rel=0.1)
+    _finish_at_rate(slow, 100, 0.049, T0)  # 4 jobs in 49 ms: no window yet
+    assert slow.ahead == 0
+    _finish_at_rate(slow, 100, 0.02, T0 + 49_000)  # its 50 ms passed
+    assert slow.ahead == 2  # 100 jobs/s x 20 ms
+    # The next window waits for four claims of the larger batch.
+    before = fast.ahead
+    _finish_at_rate(fast, 80_000, 0.0005, end)  # 40 jobs: under 4 x (10 + 800)
+    assert fast.ahead == before
+
+
 # -- draining ---------------------------------------------------------------------------
 def busy(concurrency: int = 2, started: int = 2, ahead: int = 3) -> WorkerPolicy:
     """A policy holding ``started`` running handlers and ``ahead`` jobs claimed
