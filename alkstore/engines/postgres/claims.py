@@ -26,6 +26,17 @@ _TAKE = f"""UPDATE {JOBS} AS j
             RETURNING {_TAKEN}"""
 
 
+# The plain claim's pick: up to ``n`` claimable jobs of an unlimited,
+# running queue, in claim order, locked (the claim and the worker's claim
+# in one statement share it).
+_PICK = f"""SELECT id FROM {JOBS}
+            WHERE queue = {RULES.queue_claims_unlimited(QUEUES, ':queue')}
+                AND {RULES.claim_rules_known(META, ':generation')} AND {RULES.claimable(':now')}
+            ORDER BY {RULES.CLAIM_ORDER}
+            LIMIT :n
+            FOR UPDATE SKIP LOCKED"""
+
+
 def _limited_claim(concurrency: bool, key_rate: bool) -> Sql:
     """The limited claim, checking the key's concurrency room and/or its rate
     (a queue with only a queue-wide rate checks neither: the core counts that
@@ -77,17 +88,7 @@ class Claims:
     # visible_at passed, with attempts left, is claimable again. Each claimed
     # row carries its queue's history retention, so the ack knows whether to
     # keep the job with no round trip of its own.
-    _claim = Sql(
-        f"""WITH picked AS (
-            SELECT id FROM {JOBS}
-            WHERE queue = {RULES.queue_claims_unlimited(QUEUES, ':queue')}
-                AND {RULES.claim_rules_known(META, ':generation')} AND {RULES.claimable(':now')}
-            ORDER BY {RULES.CLAIM_ORDER}
-            LIMIT :n
-            FOR UPDATE SKIP LOCKED)
-        {_TAKE}""",
-        Fetch.ALL,
-    )
+    _claim = Sql(f"WITH picked AS ({_PICK}) {_TAKE}", Fetch.ALL)
 
     def claim(
         self, queue: str, worker: str, n: int, now_us: int, until_us: int, generation: int
@@ -107,13 +108,7 @@ class Claims:
     # returns no row: the worker then claims step by step (a limited or
     # paused queue, a newer claim generation, or no work).
     _claim_at_once = Sql(
-        f"""WITH picked AS (
-            SELECT id FROM {JOBS}
-            WHERE queue = {RULES.queue_claims_unlimited(QUEUES, ':queue')}
-                AND {RULES.claim_rules_known(META, ':generation')} AND {RULES.claimable(':now')}
-            ORDER BY {RULES.CLAIM_ORDER}
-            LIMIT :n
-            FOR UPDATE SKIP LOCKED),
+        f"""WITH picked AS ({_PICK}),
         taken AS ({_TAKE})
         SELECT taken.*, CASE WHEN (SELECT count(*) FROM taken) < :n THEN LEAST(
                 (SELECT MIN(visible_at) FROM {JOBS} WHERE queue = :queue
