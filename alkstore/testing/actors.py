@@ -188,11 +188,11 @@ class Programs:
         """A claim as ``Queue.work`` makes it: one statement on an engine
         that has it (which takes nothing from a limited queue: the worker
         claims a limited queue step by step), otherwise step by step."""
-        n = self.config.claim_n
-        if not self.ledger.limits.any:
-            at_once = worker_plans.claim_at_once(self.d, self.queue, worker, n, now, vt)
-            if at_once is not None:
-                return _jobs(at_once)
+        n, limited = self.config.claim_n, self.ledger.limits.any
+        at_once = worker_plans.claim_at_once(self.d, self.queue, worker, n, now, vt,
+                                             limited=limited)  # fmt: skip
+        if at_once is not None:
+            return _jobs(at_once)
         return claim.claim(self.d, self.queue, worker, n, now, vt)
 
     def _worker(self, actor: Actor) -> Program:

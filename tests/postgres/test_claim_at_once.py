@@ -98,12 +98,14 @@ async def test_nothing_claimed_is_none_and_the_step_by_step_claim_says_why() -> 
         assert await _at_once(store, "q", 5) is None  # limited
         got = await _stepwise(store, "q", 5)
         assert got.limited and [j.payload for j in got.jobs] == ["a"]
+        # A worker told so claims a limited queue step by step from then on.
+        core = store._core
+        assert claim_at_once(core.dialect, "q", "w", 5, core.now_us(), VT_US, limited=True) is None
         await q.set_limits(concurrency_per_key=None)
         await q.enqueue("b")
         await q.pause()
         assert await _at_once(store, "q", 5) is None  # paused
         await q.resume()
-        core = store._core
         async with store.transaction() as tx:
             await tx.execute(
                 f"UPDATE {table(store, 'meta')} SET value = '999' WHERE key = $1",

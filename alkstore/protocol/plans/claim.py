@@ -51,8 +51,8 @@ def claim_jobs(
     next admits a claim (None: no rate held it back), so a worker sleeps
     until then rather than waiting for a wake that no enqueue will send
     (``hint=False`` skips reading that instant: a caller that would drop
-    it); and whether the queue turned out limited or paused (the plain
-    claim found it closed and its limits row was there)."""
+    it); and whether the queue turned out limited (the plain claim found it
+    closed and its limits row was there: a paused queue's is not)."""
     until = held_until_us(now_us, visibility_us)
     n = check_limit(n, "n")
     known = generation.CLAIM_GENERATION

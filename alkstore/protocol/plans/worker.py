@@ -47,14 +47,25 @@ def claim_for_worker(
 
 
 def claim_at_once(
-    d: Dialect, queue: str, worker: str, n: int, now_us: int, visibility_us: int
+    d: Dialect,
+    queue: str,
+    worker: str,
+    n: int,
+    now_us: int,
+    visibility_us: int,
+    *,
+    limited: bool = False,
 ) -> Plan[ClaimResult | None] | None:
     """``claim_for_worker`` as one statement, on an engine that has it
-    (``Dialect.claim_at_once``; None elsewhere): on Postgres the claim goes
-    out with BEGIN and COMMIT, so a worker woken for one job starts it one
-    round trip after the wake. The plan's None: nothing was claimed, which
-    says nothing of why (no work, a limited or paused queue, a newer claim
-    generation): ``claim_for_worker`` is what finds out."""
+    (``Dialect.claim_at_once``; None elsewhere, and for a queue ``limited``
+    at the last claim, which that statement takes nothing from): on
+    Postgres the claim goes out with BEGIN and COMMIT, so a worker woken for
+    one job starts it one round trip after the wake. The plan's None:
+    nothing was claimed, which says nothing of why (no work, a limited or
+    paused queue, a newer claim generation): ``claim_for_worker`` is what
+    finds out (``ClaimResult.limited``)."""
+    if limited:
+        return None
     until = held_until_us(now_us, visibility_us)
     n = check_limit(n, "n")
     statement = d.claim_at_once(queue, worker, n, now_us, until, generation.CLAIM_GENERATION)

@@ -47,8 +47,8 @@ class ClaimLoop(Generic[J]):
         self.settler = settler
         self.make_job = make_job
         self.observer = observer
-        # The queue was limited at the last claim that looked: claim step by
-        # step (the one-statement claim takes nothing from a limited queue).
+        # The queue was limited at the last step-by-step claim: claim it step
+        # by step (the one-statement claim takes nothing from a limited queue).
         self.limited = False
         # Set when the store's claim rules turned out newer than this code's:
         # the worker drains, then raises it instead of reporting.
@@ -152,12 +152,12 @@ class ClaimLoop(Generic[J]):
         (and to learn whether the queue is limited)."""
         ctx = self.ctx
         core, vt, bulk = ctx.core, ctx.options.visibility_timeout_us, n > INLINE_MAX
-        if not self.limited:
-            at_once = claim_at_once(core.dialect, ctx.queue, ctx.worker_id, n, now, vt)
-            if at_once is not None:
-                got = await core.run(_capture(at_once, seen), bulk=bulk)
-                if got is not None:
-                    return got
+        at_once = claim_at_once(core.dialect, ctx.queue, ctx.worker_id, n, now, vt,
+                                limited=self.limited)  # fmt: skip
+        if at_once is not None:
+            got = await core.run(_capture(at_once, seen), bulk=bulk)
+            if got is not None:
+                return got
         plan = claim_for_worker(core.dialect, ctx.queue, ctx.worker_id, n, now, vt)
         result = await core.run(_capture(plan, seen), bulk=bulk)
         self.limited = result.limited
