@@ -56,9 +56,14 @@ _OUTCOMES = frozenset({"acked", "cancelled"})
 
 
 def _int(value: Any, what: str) -> int:
+    if type(value) is int:
+        return value
     if isinstance(value, bool) or not isinstance(value, int):
         raise CodecError(f"row field {what} is not an integer: {brief(value)}")
-    return value
+    # A subclass (an IntEnum, a driver's own type) is handed on as a plain
+    # int: callers compare, hash and serialise it as one. ``int.__int__``
+    # copies the value without calling a method the subclass may override.
+    return int.__int__(value)
 
 
 def _opt_int(value: Any, what: str) -> int | None:

@@ -151,6 +151,21 @@ def test_sweep_row_decodes() -> None:
     assert claim.sweep_decision(candidate, 10) == "claim_expired"
 
 
+class _Untruthy:
+    def __bool__(self) -> bool:
+        raise RuntimeError("no truth")
+
+
+@pytest.mark.parametrize("flag", [2, -1, "1", None, 1.0, _Untruthy()])
+def test_sweep_row_keep_flag_is_a_flag(flag: object) -> None:
+    """The keep column was read with ``bool()``, so any value passed and one
+    whose ``__bool__`` raises escaped as that error (fuzz_rows)."""
+    with pytest.raises(CodecError):
+        claim.sweep_candidate((7, 1, 5, None, 3, 3, flag))
+    assert claim.sweep_candidate((7, 1, 5, None, 3, 3, True)).kept
+    assert claim.sweep_candidate((7, 1, 5, None, 3, 3, 1)).kept
+
+
 def test_claim_row_of_a_live_job_row_shape_is_codec_error() -> None:
     """A claim row one column short (a live job row without the queue's
     history retention) took the fast path and failed to unpack (ValueError)."""
@@ -178,6 +193,20 @@ def test_claim_row_whose_keep_flag_refuses_comparison_is_codec_error() -> None:
     with pytest.raises(CodecError):
         rows.job_record((*row, 1.0))
     assert rows.job_record((*row, 1)).kept and not rows.job_record((*row, False)).kept
+
+
+class _IntSub(int):
+    pass
+
+
+def test_an_int_subclass_in_a_row_is_decoded_as_a_plain_int() -> None:
+    """A claim-at-once row whose next-due column was an int subclass handed
+    the subclass on (fuzz_rows); every decoded integer is a plain int."""
+    row = (1, "q", '"x"', 0, 1, 3, 5, 4, None, "w", 9, 1, None, 1, None, None, 0)
+    record, due = rows.claimed_at_once((*row, _IntSub(7)))
+    assert type(due) is int and due == 7
+    record = rows.job_record((_IntSub(1), *row[1:]))
+    assert type(record.id) is int and record.id == 1
 
 # -- fuzz_options ------------------------------------------------------------
 

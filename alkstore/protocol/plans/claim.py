@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from ..dialect import STATE_PENDING, Dialect
 from ..plan import Plan, Row, Statement, fetch_all, fetch_count, fetch_one, fetch_row, last, reads
-from ..rows import _int, _opt_int, _shape, job_record, queue_limits
+from ..rows import _bool, _int, _opt_int, _shape, job_record, queue_limits
 from ..values import generation
 from ..values.attempts import capped_error, capped_trace
 from ..values.backoff import Backoff
@@ -496,7 +496,7 @@ def sweep_candidate(row: Row) -> SweepCandidate:
         expires_at_us=_opt_int(row[3], "expires_at"),
         attempts=_int(row[4], "attempts"),
         max_attempts=_int(row[5], "max_attempts"),
-        kept=bool(row[6]),
+        kept=_bool(row[6], "keep"),
     )
 
 
