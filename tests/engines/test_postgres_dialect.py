@@ -635,6 +635,38 @@ def test_the_worker_ack_never_matches_each_pair_against_every_processing_job(
     assert pg.run(C.ack_many(d, "w1", held[-500:], T0)) == {job_id for job_id, _ in pairs}
 
 
+def test_the_worker_ack_looks_up_each_claim_number_under_any_plan(
+    pg: Pg, d: PostgresDialect
+) -> None:
+    """The worker's ack finds each row's claim number by the row's id, under
+    the generic plan a prepared statement settles on as under a custom one:
+    no filter compares a row with every pair (an ``= ANY`` over 'id/claims'
+    keys was hashed in a custom plan only; under the generic one an ack of
+    1,000 jobs took 19 ms of server time). A stale claim number is refused,
+    and an id given twice is acked once, under whichever number is live."""
+    pg.run(Q.enqueue_many(d, [new_job() for _ in range(3)], ORIGIN, T0))
+    first = claim(pg, d, 3, vis=US)
+    later = T0 + 2 * US  # every claim lapsed; the same worker claims the first job again
+    (again,) = claim(pg, d, 1, now=later)
+    assert (again.id, again.claims) == (first[0].id, 2)
+    assert pg.run(C.ack_many(d, "w1", [first[0]], later)) == set()  # claim number 1: stale
+    assert pg.run(C.ack_many(d, "w1", [first[0], again], later)) == {again.id}
+    assert pg.sql(f"SELECT count(*) FROM {d.jobs} WHERE id = $1", again.id) == [(0,)]
+
+    ack = d.ack_claims("w1", [(job.id, job.claims) for job in first], later)
+    pg.sql(f"PREPARE alk_ack AS {ack.sql}", fetch=Fetch.NONE)
+    pg.sql("SET plan_cache_mode = force_generic_plan", fetch=Fetch.NONE)
+    try:
+        rows = pg.sql("EXPLAIN EXECUTE alk_ack ('{1,2}', '{}', 'w1', 0)")
+    finally:
+        pg.sql("RESET plan_cache_mode", fetch=Fetch.NONE)
+        pg.sql("DEALLOCATE alk_ack", fetch=Fetch.NONE)
+    plan = "\n".join(line for (line,) in rows)
+    # The only array the plan compares with is the ids (an index condition,
+    # or a filter on a table this small).
+    assert re.findall(r"(\S+) = ANY", plan) == ["(id"], plan
+
+
 def test_a_keyed_batch_enqueue_stores_its_keys_in_its_insert(pg: Pg, d: PostgresDialect) -> None:
     """A batch enqueue's concurrency keys go in with its rows: the plan
     inserts and notifies, and no statement reads the jobs table (a second

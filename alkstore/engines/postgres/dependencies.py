@@ -30,6 +30,7 @@ from .. import dependency_reads as reads
 from ..shapes import HISTORY_INSERT_COLS, WAITING_COLS
 from ..sql import SCHEMA, Sql, Variants
 from . import tables
+from .settling import claim_numbers, claimed_as
 from .spelling import RULES
 from .tables import DEAD, DEPS, HISTORY, JOBS, QUEUES, WAITING, WORKFLOW_STEPS, WORKFLOWS
 
@@ -61,9 +62,9 @@ def _to_history(
 
 
 def _ack_kept(claims: bool) -> Sql:
-    # Owned under the claim number each item names (matched as 'id/claims'
-    # keys, hashed), or, without claim numbers, under the worker's live claim.
-    match = "AND (id || '/' || claims) = ANY(:keys::text[]) " if claims else ""
+    # Owned under the claim number each item names (settling.claimed_as), or,
+    # without claim numbers, under the worker's live claim.
+    match = f"AND {claimed_as()} " if claims else ""
     return Sql(
         f"WITH gone AS (DELETE FROM {JOBS} WHERE id = {_IDS} {match}"
         "AND (:queue::text IS NULL OR queue = :queue) "
@@ -252,10 +253,14 @@ class Dependencies:
         queue: str | None = None,
     ) -> tuple[Statement, ...]:
         claims = items[0][1] is not None if items else False
-        keys = [f"{job_id}/{claim}" for job_id, claim, _, _ in items] if claims else None
+        numbers = None
+        if claims:
+            # An item without a claim number matches nothing (as before).
+            pairs = [(job_id, claim) for job_id, claim, _, _ in items if claim is not None]
+            numbers = claim_numbers(pairs)[1]
         return (
             self._ack_kept[claims].bind(
-                ids=[i[0] for i in items], keys=keys, worker=worker, now=now_us,
+                ids=[i[0] for i in items], claims=numbers, worker=worker, now=now_us,
                 results=[i[2] for i in items], queue=queue, headers=[i[3] for i in items],
             ),
         )  # fmt: skip
