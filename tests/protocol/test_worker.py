@@ -227,6 +227,40 @@ def test_a_fast_worker_learns_its_rate_within_four_claims_worth_of_jobs() -> Non
     assert fast.ahead == before
 
 
+def _claim_and_finish(p: WorkerPolicy, now: int, claim_us: int, full: bool) -> int:
+    """A claim of ``concurrency`` jobs that takes ``claim_us`` to come back
+    (full, or one job short) to a worker with nothing running; its jobs
+    then finish 10 us apart. Returns the time after the last."""
+    asked = p.concurrency
+    got = asked if full else asked - 1
+    p.claimed(now, got, asked, None if full else now + S, now + claim_us)
+    now += claim_us
+    for _ in range(got):
+        p.started()
+        now += 10
+        p.finished(Outcome.ACKED, now)
+    return now
+
+
+def test_waiting_for_a_full_claim_does_not_lower_the_rate_but_a_dry_queue_does() -> None:
+    """Invariant: the time a worker sits with nothing to run while a claim
+    that comes back full is on its way (the queue had work; the claim waited
+    for SQLite's write lock behind other processes) is left out of the rate
+    that sets the claim-ahead; time spent on claims that come back short
+    (the queue ran dry) still lowers it. Counted, the lock's waits shrank
+    the claim-ahead, and many small claims then waited for the lock."""
+    stalled, dry = policy(concurrency=10), policy(concurrency=10)
+    now_s = now_d = T0
+    for _ in range(10):  # 5 ms claims, 100 us of work each: 100 ms
+        now_s = _claim_and_finish(stalled, now_s, 5_000, full=True)
+        now_d = _claim_and_finish(dry, now_d, 5_000, full=False)
+    # Working, the first finishes 100,000 jobs a second: 20 ms of that is
+    # more than the most a worker claims ahead (1,000).
+    assert stalled.ahead == 1000
+    # Over the whole time, 9 jobs per 5.09 ms: about 1,770 a second.
+    assert dry.ahead == pytest.approx(1_770 * 0.020, rel=0.15)
+
+
 # -- draining ---------------------------------------------------------------------------
 def busy(concurrency: int = 2, started: int = 2, ahead: int = 3) -> WorkerPolicy:
     """A policy holding ``started`` running handlers and ``ahead`` jobs claimed

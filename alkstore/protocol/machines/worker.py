@@ -110,6 +110,13 @@ class WorkerPolicy:
     claim_us: int = 0
     _window_start_us: int | None = None
     _window_finished: int = 0
+    # Time in the window with nothing to run while a claim that came back
+    # full was on its way (the queue had work; the claim was slow, as when
+    # other processes hold SQLite's write lock), and since when nothing has
+    # run. Left out of the rate: counted, waiting for the lock shrank the
+    # claim-ahead, and smaller claims then waited for the lock more often.
+    _window_stalled_us: int = 0
+    _idle_since_us: int | None = None
     # The queue may hold claimable work we have not looked for yet.
     look: bool = True
     next_due_us: int | None = None
@@ -286,6 +293,10 @@ class WorkerPolicy:
         if returned_us is not None:
             took = max(0, returned_us - now_us)
             self.claim_us = took if self.claim_us == 0 else (self.claim_us + took) // 2
+            if got and got >= asked and self.running == 0:
+                self._stalled(now_us, returned_us)
+        if got:
+            self._idle_since_us = None
         self.running += got
         self.queued += got
         self.claim_errors.succeeded()
@@ -352,6 +363,17 @@ class WorkerPolicy:
             self.retried()
         if now_us is not None:
             self._count_finish(now_us)
+            if self.running == 0:
+                self._idle_since_us = now_us
+
+    def _stalled(self, claimed_us: int, returned_us: int) -> None:
+        """A full claim made at ``claimed_us`` came back at ``returned_us`` to a
+        worker with nothing running: it stalled from when its last job
+        finished (or the claim began, or the window opened) until then."""
+        since = claimed_us if self._idle_since_us is None else max(claimed_us, self._idle_since_us)
+        if self._window_start_us is not None:
+            since = max(since, self._window_start_us)
+            self._window_stalled_us += max(0, returned_us - since)
 
     def _count_finish(self, now_us: int) -> None:
         if self._window_start_us is None:
@@ -361,12 +383,16 @@ class WorkerPolicy:
         enough = self._window_finished >= _RATE_WINDOW_CLAIMS * (self.concurrency + self.ahead)
         if elapsed < _RATE_WINDOW_US and not (enough and elapsed > 0):
             return
-        measured = self._window_finished * US_PER_S / elapsed
-        # Idle time in the window lowers the measured rate, as it should.
+        # Idle time in the window lowers the measured rate, as it should (a
+        # queue that runs dry is not worth claiming far ahead of), except a
+        # stall behind a full claim (``_window_stalled_us``).
+        working = max(1, elapsed - min(self._window_stalled_us, elapsed - 1))
+        measured = self._window_finished * US_PER_S / working
         self.rate = measured if self.rate == 0.0 else 0.5 * (self.rate + measured)
         horizon_us = max(AHEAD_HORIZON_US, AHEAD_CLAIMS * self.claim_us)
         self.ahead = min(MAX_AHEAD, int(self.rate * horizon_us / US_PER_S))
         self._window_start_us, self._window_finished = now_us, 0
+        self._window_stalled_us = 0
 
     def retried(self) -> None:
         """A job is pending again (due after its backoff): learn when. Counted
