@@ -12,9 +12,9 @@ marks the dependency kept first (``keep_jobs``), and the ack's plain
 delete, which takes only unkept jobs, re-checks the row after the mark's
 commit and leaves it to the kept path; a waiting dependency is held with
 KEY SHARE (``hold_waiting``), so its release or cancel waits for the new
-edge and counts it. Statements match ids with
-``= ANY(array)`` on an indexed column (a probe per id: the server hashes an
-array filter only in a plan made for its values, see settling.claimed_as) rather than
+edge and counts it. Statements match ids with ``= ANY(array)`` on an
+indexed column (a probe per id; the server hashes an array filter only in
+a plan made for its values, see ``settling.claimed_as``) rather than
 joining an unnested array: a join the planner may run as a nested loop
 over every row of the table it scans."""
 

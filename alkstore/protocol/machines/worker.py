@@ -386,7 +386,7 @@ class WorkerPolicy:
         # Idle time in the window lowers the measured rate, as it should (a
         # queue that runs dry is not worth claiming far ahead of), except a
         # stall behind a full claim (``_window_stalled_us``).
-        working = max(1, elapsed - min(self._window_stalled_us, elapsed - 1))
+        working = elapsed - min(self._window_stalled_us, elapsed - 1)  # elapsed > 0 here
         measured = self._window_finished * US_PER_S / working
         self.rate = measured if self.rate == 0.0 else 0.5 * (self.rate + measured)
         horizon_us = max(AHEAD_HORIZON_US, AHEAD_CLAIMS * self.claim_us)
