@@ -4,6 +4,7 @@ check that the script works, not a measurement)."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 ROWS = (
     "alkstore (await queue.enqueue)", "alkstore's SQL on its schema", "without AUTOINCREMENT",
     "without the listing index", "without both", "floor (one partial index)",
+    "the core's Python alone (no IO)",
 )  # fmt: skip
 
 
@@ -33,3 +35,13 @@ def test_bench_sqlite_enqueue_cost_runs_every_row() -> None:
         assert float(us) > 0 and int(rate.replace(",", "")) > 0 and float(ratio) > 0, line
     floor = next(x for x in lines if x.startswith("floor"))
     assert floor.split()[-1] == "1.00"
+    # The budget line: twice the floor's time, less SQLite's own.
+    (budget,) = [x for x in lines if x.startswith("0.5x the floor's rate allows")]
+    allowed, sql, left, spent = _numbers(budget)
+    assert abs(allowed - sql - left) < 0.11 and sql > 0 and spent > 0, budget
+
+
+def _numbers(line: str) -> list[float]:
+    """The line's figures in microseconds (each followed by a space or a
+    closing bracket; the leading "0.5x" is not one)."""
+    return [float(x) for x in re.findall(r"(-?\d+\.\d+)(?=[ )])", line)]
