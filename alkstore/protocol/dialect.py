@@ -726,6 +726,12 @@ class Dialect(Protocol):
         queue and worker read from its row, which must still be live), then
         drop its rows beyond the newest ``ATTEMPTS_KEPT``."""
         ...
+    def place_attempts(self, job_id: int, buried: bool) -> Statement:
+        """Move the job's rows among the dead letters' (``buried``: it was
+        just buried) or back among the live jobs' (it was requeued): where
+        they sit in the job index, so lasting rows do not pin pages that
+        churn (``engines/attempt_log.py``)."""
+        ...
     def job_attempts(self, job_id: int) -> Statement:
         """Rows ``ATTEMPT_COLUMNS`` of the job's attempts, oldest first."""
         ...

@@ -56,6 +56,7 @@ RELEASED = {
             "81470804e9f80bb2", "2dc624ca05fbae63", "125896e2c8af4f14", "f643f494deea134a",
             "00c78440f7407669",
         ),
+        8: ("b008504d9ab2fde2", "01e49cdd5f67c8f7", "fac39872dd2ad363", "7ad074054d3f2520"),
     },
     # For the default schema; other schemas differ only by the schema name.
     "postgres": {
@@ -94,6 +95,10 @@ RELEASED = {
         7: (
             "889abe045c7bb060", "4da419199da531c1", "153622d509deb9ce", "b2930c40e52a0a8e",
             "966045e9c5f2139e",
+        ),
+        8: (
+            "43e5d1f7de0c4d5c", "108e306988f7f7ba", "91c2540ac9262f27", "57d35b423d8eb299",
+            "b5568e9f00cb0b54",
         ),
     },
 }  # fmt: skip

@@ -493,6 +493,7 @@ SAMPLE_CALLS: dict[str, tuple[Any, ...]] = {
     "record_attempt": (1, "retried", T0, "ValueError: x", "Traceback ...", T0 + 1),
     "job_attempts": (1,),
     "forget_attempts": ([1, 2],),
+    "place_attempts": (1, True),
 }
 
 

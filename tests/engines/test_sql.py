@@ -114,7 +114,7 @@ def sample_calls(dialect: Dialect) -> list[tuple[str, tuple[Any, ...]]]:
     calls += [("sweep_candidates", (None, T0, 10)), ("purge_dead", ("q", None))]
     calls += [("job_page", ("q", which, 0, 10, T0)) for which in LIVE_FILTERS]
     calls += [(f, (None, 1)) for f in ("get_job", "get_dead", "get_history")]
-    calls += [("lock_guard", (False,))]
+    calls += [("lock_guard", (False,)), ("place_attempts", (1, False))]
     calls += [("get_waiting", (None, 1)), ("ack_kept", ("w", [(1, None, None, None)], T0, "q"))]
     calls += [
         ("claim_limited", ("q", "w", T0, T0 + US, concurrency, key_rate, 1))

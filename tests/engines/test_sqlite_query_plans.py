@@ -117,7 +117,7 @@ def test_throughput_counts_a_range_of_the_time_indexes(tmp_path: Path) -> None:
         "finished_at<?)" in text
     ), text
     text = plan_of(conn, D.job_attempts(1))
-    assert "USING INDEX __alkstore_attempts_job (job_id=?)" in text, text
+    assert "USING INDEX __alkstore_attempts_by_job (buried=? AND job_id=?)" in text, text
 
 
 def test_names_are_found_by_stepping_through_the_indexes(tmp_path: Path) -> None:

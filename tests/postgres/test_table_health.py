@@ -23,3 +23,34 @@ async def test_the_churning_tables_vacuum_early_and_without_pauses(schema: str) 
         } <= options[table], (table, options[table])
     # A table that barely churns keeps Postgres's defaults.
     assert "autovacuum_vacuum_scale_factor=0.01" not in options["streams"]
+
+
+ROUNDS = 12
+PER_ROUND = 600
+
+
+async def test_dead_letters_attempts_leave_the_retried_jobs_index_pages_free(schema: str) -> None:
+    """Rule: the attempts' indexes stay the size their live rows need while
+    dead letters, whose rows stay until they are purged, pile up among the
+    rows of retried jobs that come and go (a B-tree frees only pages that
+    empty completely; schema 8 keeps the two apart)."""
+    sizes: list[int] = []
+    async with open_pg(schema) as store:
+        q = store.queue("q")
+        for _ in range(ROUNDS):
+            await q.enqueue_batch(list(range(PER_ROUND)))
+            jobs = await q.claim_batch("w", PER_ROUND)
+            # One death in the middle of the round's ids; every other job is
+            # retried once (a row each), then acked (its rows go with it).
+            for i, job in enumerate(jobs):
+                assert await (job.fail("dead") if i == PER_ROUND // 2 else job.retry(delay=0))
+            again = await q.claim_batch("w", PER_ROUND)
+            assert len(again) == PER_ROUND - 1
+            assert await q.ack_batch([job.id for job in again], "w") == PER_ROUND - 1
+            sql(f'VACUUM "{schema}".attempts')
+            ((size,),) = sql(f"SELECT pg_indexes_size('\"{schema}\".attempts')")
+            sizes.append(size)
+        assert len(await q.dead_letters(100)) == ROUNDS
+    # Past the first rounds the indexes reuse what vacuum freed: flat, where
+    # each round used to keep a page or more of every index.
+    assert sizes[-1] <= sizes[3] + 16_384, sizes

@@ -25,6 +25,7 @@ CODE_OF_SCHEMA = {
     4: "a902ca655c7faa4252e0e4f82b212e925eb51cf3",
     5: "e62f336d1b4979ccb3dd8af26472bde95dac6f81",
     6: "0bf02fb4242b4940536e73e01045a9c6e4e636fd",
+    7: "7bbbe974d4dc20e93f070d539d9f8764b83d2f31",
 }
 
 

@@ -38,8 +38,9 @@ pytestmark = pytest.mark.slow
 ACTOR = Path(__file__).with_name("actor.py")
 ROOT = releases.ROOT
 # The two schema versions before this code's: the newest (the deploy most
-# users make) and the one before it (schema 6 raised the claim generation,
-# so its path is the one where old workers stop).
+# users make; schema 8 keeps the claim generation, so old workers work on)
+# and the one before it (from schema 6 the claim generation rises, so its
+# path is the one where old workers stop).
 PREVIOUS_VERSIONS = sorted(releases.CODE_OF_SCHEMA)[-2:]
 FILL = 2000
 PATIENCE = 90.0  # s: for progress that takes a second or two on a quiet machine

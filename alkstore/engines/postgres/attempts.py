@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from ...protocol.plan import Fetch, Statement
 from ...protocol.values.attempts import ATTEMPTS_KEPT
 from .. import attempt_log as log
-from ..sql import Sql
+from ..sql import Sql, Variants
 from . import tables
 
 
@@ -30,6 +30,11 @@ class Attempts:
                                       error=error, trace=trace, now=now_us),
             self._trim_attempts.bind(job_id=job_id, keep=ATTEMPTS_KEPT),
         )  # fmt: skip
+
+    _place_attempts = Variants({buried: Sql(log.place(tables, buried)) for buried in (True, False)})
+
+    def place_attempts(self, job_id: int, buried: bool) -> Statement:
+        return self._place_attempts[buried].bind(job_id=job_id)
 
     _job_attempts = Sql(log.read(tables), Fetch.ALL)
 

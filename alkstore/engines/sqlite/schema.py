@@ -355,13 +355,28 @@ _V7 = (
         FROM __alkstore_dead ORDER BY id""",
 )
 
+_V8 = (
+    # v8, attempts placed by their job's fate (engines/attempt_log.py): a
+    # dead letter's rows, which stay until it is purged, apart from those
+    # that come and go with retried jobs. SQLite merges a B-tree's thin
+    # pages itself; the column and the index are here so both engines run
+    # the same statements. Schema-7 code reads and writes on (its rows land
+    # among the live ones, where every read and delete also looks).
+    "ALTER TABLE __alkstore_attempts ADD COLUMN buried INTEGER NOT NULL DEFAULT 0",
+    """UPDATE __alkstore_attempts SET buried = 1
+        WHERE job_id IN (SELECT id FROM __alkstore_dead)""",
+    """CREATE INDEX IF NOT EXISTS __alkstore_attempts_by_job
+        ON __alkstore_attempts (buried, job_id, id)""",
+    "DROP INDEX IF EXISTS __alkstore_attempts_job",
+)
+
 # (version, statements). Append only: a released migration never changes.
 # Its partial-index predicates come from engines/rules.py, where the
 # statements that must use those indexes take them too;
 # tests/engines/test_migrations.py pins the text, so a rule edit cannot
 # change a released migration unnoticed.
 MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
-    (1, _V1), (2, _V2), (3, _V3), (4, _V4), (5, _V5), (6, _V6), (7, _V7),
+    (1, _V1), (2, _V2), (3, _V3), (4, _V4), (5, _V5), (6, _V6), (7, _V7), (8, _V8),
 )  # fmt: skip
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

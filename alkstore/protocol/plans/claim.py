@@ -411,8 +411,7 @@ def retry(
     reason = retry_decision(attempts, max_attempts)
     yield from _record(d, job.id, reason or "retried", started_us, error, trace, now_us)
     if reason is not None:
-        for statement in d.bury(job.id, reason, error, now_us):
-            yield statement
+        yield from _bury(d, job.id, reason, error, now_us)
         if kept:
             yield from failed_kept(d, job.id, job.queue, reason, origin, now_us)
         return Outcome.DEAD
@@ -467,8 +466,7 @@ def fail(
         return False
     kept = _owned(row)[2]
     yield from _record(d, job.id, "failed", started_us, error, trace, now_us)
-    for statement in d.bury(job.id, "failed", error, now_us):
-        yield statement
+    yield from _bury(d, job.id, "failed", error, now_us)
     if kept:
         yield from failed_kept(d, job.id, job.queue, "failed", origin, now_us)
     return True
@@ -536,13 +534,20 @@ def sweep(
         if reason is None:
             continue
         yield from _record(d, candidate.id, reason, None, None, None, now_us)
-        for statement in d.bury(candidate.id, reason, None, now_us):
-            yield statement
+        yield from _bury(d, candidate.id, reason, None, now_us)
         if candidate.kept:
             job_queue = yield from _queue_of_dead(d, candidate.id)
             yield from failed_kept(d, candidate.id, job_queue, reason, origin, now_us)
         buried.append((candidate.id, reason))
     return sorted(buried)
+
+
+def _bury(d: Dialect, job_id: int, reason: str, error: str | None, now_us: int) -> Plan[None]:
+    """Move the job to the dead letters, its attempts (its death recorded
+    already) to theirs."""
+    for statement in d.bury(job_id, reason, error, now_us):
+        yield statement
+    yield d.place_attempts(job_id, buried=True)
 
 
 def _queue_of_dead(d: Dialect, job_id: int) -> Plan[str]:

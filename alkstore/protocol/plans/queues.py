@@ -426,6 +426,7 @@ def requeue_dead(d: Dialect, queue: str, job_id: int, origin: str, now_us: int) 
         return False
     for statement in rest:
         yield statement
+    yield d.place_attempts(job_id, buried=False)
     yield d.notify(queue_channel(queue), origin, now_us)
     return True
 
