@@ -35,10 +35,11 @@ def test_bench_sqlite_enqueue_cost_runs_every_row() -> None:
         assert float(us) > 0 and int(rate.replace(",", "")) > 0 and float(ratio) > 0, line
     floor = next(x for x in lines if x.startswith("floor"))
     assert floor.split()[-1] == "1.00"
-    # The budget line: twice the floor's time, less SQLite's own.
+    # The budget line: twice the floor's time, less SQLite's own (its
+    # figures are timings of a tiny run, so only their arithmetic is checked).
     (budget,) = [x for x in lines if x.startswith("0.5x the floor's rate allows")]
-    allowed, sql, left, spent = _numbers(budget)
-    assert abs(allowed - sql - left) < 0.11 and sql > 0 and spent > 0, budget
+    allowed, sql, left, _spent = _numbers(budget)
+    assert abs(allowed - sql - left) < 0.11, budget
 
 
 def _numbers(line: str) -> list[float]:
