@@ -72,3 +72,21 @@ async def test_dead_letters_attempts_leave_the_retried_jobs_index_pages_free(sch
     # Past the first rounds the indexes reuse what vacuum freed: flat, where
     # each round used to keep a page or more of every index.
     assert sizes[-1] <= sizes[3] + 16_384, sizes
+
+
+async def test_a_dead_letters_attempts_move_apart_and_back_with_its_requeue(schema: str) -> None:
+    """Rule: a job's attempt rows are placed among the dead letters' while it
+    is one (its burial), and among the live jobs' again once it is requeued."""
+    async with open_pg(schema) as store:
+        q = store.queue("q")
+        job_id = await q.enqueue("x")
+        (job,) = await q.claim_batch("w", 1)
+        assert await job.retry(delay=0, error="first")
+        (job,) = await q.claim_batch("w", 1)
+        assert await job.fail("second")
+        placed = f'SELECT buried FROM "{schema}".attempts WHERE job_id = %s'
+        assert sql(placed, (job_id,)) == [(True,), (True,)]
+        assert await q.requeue_dead(job_id)
+        assert sql(placed, (job_id,)) == [(False,), (False,)]
+        info = await q.get_job(job_id)
+        assert info is not None and len(info.attempt_history) == 2
